@@ -1,0 +1,186 @@
+//! `aescrypt`: encrypt or decrypt one file through an aesd server.
+//!
+//! The output is the `openssl enc -aes-256-cbc -salt -pbkdf2` format, so
+//! `openssl enc -d -aes-256-cbc -pbkdf2 -pass file:FILE` reads what
+//! `aescrypt encrypt` writes, and `aescrypt decrypt` reads what openssl
+//! writes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use aesd_client::password::{permission_warning, read_password_file};
+use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec};
+use aesd_proto::Operation;
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    /// Plaintext in, openssl-compatible ciphertext out.
+    Encrypt,
+    /// openssl-compatible ciphertext in, plaintext out.
+    Decrypt,
+}
+
+/// Encrypt or decrypt a file through an aesd server (AES-256-CBC,
+/// byte-compatible with `openssl enc -aes-256-cbc -salt -pbkdf2`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "aescrypt",
+    version,
+    after_help = "\
+Exit status: 0 on success; 1 with a one-line reason on any error (server \
+unreachable, wrong password or corrupted input, bad password file...).
+
+Output to a file is written to a temporary file beside it and renamed only \
+when the job succeeded, so a failed job never leaves a partial or garbage \
+file. Output to stdout (-o -) is streamed: on failure the bytes already \
+written may be incomplete, and the exit status is 1.
+
+Example:
+  aescrypt encrypt --server 127.0.0.1:7878 --password-file pw.txt -i big.bin -o big.bin.enc
+  openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check"
+)]
+struct Args {
+    /// encrypt or decrypt
+    #[arg(value_enum)]
+    mode: Mode,
+    /// Server address, HOST:PORT
+    #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER")]
+    server: String,
+    /// File whose first line is the password (as openssl -pass file:FILE)
+    #[arg(long, value_name = "FILE")]
+    password_file: PathBuf,
+    /// Input file, or - for stdin
+    #[arg(short = 'i', long = "in", value_name = "IN")]
+    input: PathBuf,
+    /// Output file, or - for stdout
+    #[arg(short = 'o', long = "out", value_name = "OUT")]
+    output: PathBuf,
+    /// PBKDF2 iterations (openssl -iter); must match on decrypt
+    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
+    iterations: u32,
+    /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("aescrypt: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("aescrypt: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+async fn run(args: &Args) -> Result<()> {
+    if let Some(warning) = permission_warning(&args.password_file) {
+        eprintln!("aescrypt: {warning}");
+    }
+    let password = read_password_file(&args.password_file)?;
+    let spec = JobSpec {
+        operation: match args.mode {
+            Mode::Encrypt => Operation::Encrypt,
+            Mode::Decrypt => Operation::Decrypt,
+        },
+        password,
+        iterations: args.iterations,
+    };
+    let mut input: Box<dyn AsyncRead + Unpin> = if is_stdio(&args.input) {
+        Box::new(tokio::io::stdin())
+    } else {
+        Box::new(
+            tokio::fs::File::open(&args.input)
+                .await
+                .with_context(|| format!("cannot open input {}", args.input.display()))?,
+        )
+    };
+    if !is_stdio(&args.output) && args.output == args.input {
+        bail!("input and output are the same file: {}", args.output.display());
+    }
+    let mut client = Client::connect(&args.server).await?;
+    let report = if is_stdio(&args.output) {
+        let mut stdout = tokio::io::stdout();
+        client.run_job(&spec, &mut input, &mut stdout).await?
+    } else {
+        let partial = partial_path(&args.output);
+        let result = write_via(&partial, &mut client, &spec, &mut input).await;
+        match result {
+            Ok(report) => {
+                tokio::fs::rename(&partial, &args.output)
+                    .await
+                    .with_context(|| format!("cannot rename into {}", args.output.display()))?;
+                report
+            }
+            Err(err) => {
+                let _ = tokio::fs::remove_file(&partial).await;
+                return Err(err);
+            }
+        }
+    };
+    client.close().await;
+    if args.verbose {
+        eprintln!(
+            "aescrypt: {} bytes in, {} bytes out; total {:.3} s = queue {:.3} s + processing {:.3} s + network {:.3} s",
+            report.bytes_sent,
+            report.bytes_received,
+            report.total.as_secs_f64(),
+            report.queue.as_secs_f64(),
+            report.processing.as_secs_f64(),
+            report.network.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// `OUT` → `OUT.partial-<pid>` beside it.
+fn partial_path(output: &Path) -> PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(format!(".partial-{}", std::process::id()));
+    PathBuf::from(name)
+}
+
+async fn write_via(
+    partial: &Path,
+    client: &mut Client,
+    spec: &JobSpec,
+    input: &mut (dyn AsyncRead + Unpin),
+) -> Result<aesd_client::JobReport> {
+    let file = tokio::fs::File::create(partial)
+        .await
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let mut writer: Box<dyn AsyncWrite + Unpin> = Box::new(tokio::io::BufWriter::new(file));
+    let report = client.run_job(spec, &mut &mut *input, &mut writer).await?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from([
+            "aescrypt", "encrypt", "--server", "h:1", "--password-file", "p", "-i", "-", "-o", "-",
+        ])
+        .expect("parses");
+        assert_eq!(args.iterations, DEFAULT_ITERATIONS);
+    }
+}

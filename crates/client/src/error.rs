@@ -1,0 +1,79 @@
+//! Why a client operation failed.
+
+use aesd_proto::{ErrorCode, ErrorFrame, FrameError};
+
+/// A client operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server could not be reached.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address tried.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Connecting took too long.
+    #[error("connecting to {addr} timed out after {secs} s")]
+    ConnectTimeout {
+        /// The address tried.
+        addr: String,
+        /// The limit.
+        secs: u64,
+    },
+    /// The server answered with an error frame.
+    #[error("server error: {0}")]
+    Server(ErrorFrame),
+    /// The connection broke or the server broke the protocol.
+    #[error("connection: {0}")]
+    Frame(#[from] FrameError),
+    /// The server sent a frame that makes no sense at this point.
+    #[error("server sent an unexpected {got} frame {state}")]
+    Unexpected {
+        /// The frame's kind.
+        got: &'static str,
+        /// Where.
+        state: &'static str,
+    },
+    /// The server closed the connection before the job was done.
+    #[error("server closed the connection before the job was done")]
+    Closed,
+    /// The server speaks another protocol version.
+    #[error("server speaks protocol version {0}; this client speaks 1")]
+    Version(u16),
+    /// Reading the job's input failed.
+    #[error("reading input: {0}")]
+    Input(std::io::Error),
+    /// Writing the job's output failed.
+    #[error("writing output: {0}")]
+    Output(std::io::Error),
+    /// A previous job failed in a way that left this connection unusable.
+    #[error("connection unusable after an earlier failure; reconnect")]
+    Broken,
+    /// A request field is over its protocol limit (e.g. the password).
+    #[error("request rejected before sending: {0}")]
+    Request(aesd_proto::ProtoError),
+}
+
+impl ClientError {
+    /// The server's error code, when the server reported the failure.
+    pub fn server_code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Server(frame) => Some(frame.code),
+            _ => None,
+        }
+    }
+
+    /// A short stable name for the kind of failure (for reports).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
+            ClientError::Server(frame) => frame.code.name(),
+            ClientError::Frame(_) | ClientError::Closed | ClientError::Broken => "connection",
+            ClientError::Unexpected { .. } | ClientError::Version(_) => "protocol",
+            ClientError::Input(_) => "input",
+            ClientError::Output(_) => "output",
+            ClientError::Request(_) => "request",
+        }
+    }
+}

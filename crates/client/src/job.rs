@@ -1,0 +1,210 @@
+//! Running one job over a [`Client`]: from any async reader to any async
+//! writer, full duplex.
+//!
+//! The client sends begin, follows its queue position until the server
+//! says started, then sends input and receives output at the same time.
+//! The report separates total, queue, processing (both measured by the
+//! server) and network time (the remainder).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use aesd_proto::{
+    Begin, Done, ErrorCode, Format, KeySource, Message, Operation, Password,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::connection::Client;
+use crate::error::ClientError;
+
+/// Default PBKDF2 iteration count, as `openssl enc -pbkdf2`.
+pub const DEFAULT_ITERATIONS: u32 = 10_000;
+
+/// What to do with the input.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// Encrypt or decrypt.
+    pub operation: Operation,
+    /// The password.
+    pub password: Password,
+    /// PBKDF2 iterations (openssl's `-iter`).
+    pub iterations: u32,
+}
+
+/// What a finished job measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobReport {
+    /// Input bytes sent.
+    pub bytes_sent: u64,
+    /// Output bytes received.
+    pub bytes_received: u64,
+    /// Begin sent to done received.
+    pub total: Duration,
+    /// Waiting for admission, as measured by the server.
+    pub queue: Duration,
+    /// Cryptographic work, as measured by the server.
+    pub processing: Duration,
+    /// The rest: `total − queue − processing` (moving bytes).
+    pub network: Duration,
+    /// Every queue position the server reported, in order (empty when
+    /// the job was admitted at once).
+    pub queue_positions: Vec<u32>,
+    /// The server's figures.
+    pub done: Done,
+}
+
+impl Client {
+    /// Runs one job: `input` is read to its end and sent, the result is
+    /// written to `output`. On a server error the connection stays usable
+    /// when the error concerned only this job (wrong password, bad
+    /// ciphertext, busy, limits); otherwise later calls fail with
+    /// [`ClientError::Broken`].
+    pub async fn run_job<R, W>(
+        &mut self,
+        spec: &JobSpec,
+        input: &mut R,
+        output: &mut W,
+    ) -> Result<JobReport, ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        if self.broken {
+            return Err(ClientError::Broken);
+        }
+        self.broken = true;
+        let result = self.run_job_inner(spec, input, output).await;
+        self.broken = match &result {
+            Ok(_) => false,
+            Err(ClientError::Server(frame)) => !job_level(frame.code),
+            Err(ClientError::Output(_)) => true,
+            Err(_) => true,
+        };
+        result
+    }
+
+    async fn run_job_inner<R, W>(
+        &mut self,
+        spec: &JobSpec,
+        input: &mut R,
+        output: &mut W,
+    ) -> Result<JobReport, ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let begin = Message::Begin(Begin {
+            operation: spec.operation,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Password {
+                iterations: spec.iterations,
+                password: spec.password.clone(),
+            },
+        });
+        begin.to_bytes().map_err(ClientError::Request)?;
+        let started = Instant::now();
+        self.writer.send(&begin).await?;
+
+        let mut queue_positions = Vec::new();
+        loop {
+            match self.reader.read_message().await? {
+                Some(Message::Queued(queued)) => queue_positions.push(queued.position),
+                Some(Message::Started(_)) => break,
+                Some(Message::Error(error)) => return Err(ClientError::Server(error)),
+                Some(other) => {
+                    return Err(ClientError::Unexpected {
+                        got: other.kind().name(),
+                        state: "while waiting for admission",
+                    });
+                }
+                None => return Err(ClientError::Closed),
+            }
+        }
+
+        let chunk = self.welcome.max_data as usize;
+        let stop_sending = AtomicBool::new(false);
+        let Client { reader, writer, .. } = self;
+        let send = async {
+            let mut buf = vec![0u8; chunk];
+            let mut sent = 0u64;
+            while !stop_sending.load(Ordering::Relaxed) {
+                let n = fill(input, &mut buf).await.map_err(ClientError::Input)?;
+                if n == 0 {
+                    break;
+                }
+                writer.send_data(&buf[..n]).await?;
+                sent += n as u64;
+            }
+            writer.send(&Message::End).await?;
+            Ok::<u64, ClientError>(sent)
+        };
+        let receive = async {
+            let mut received = 0u64;
+            let result = loop {
+                match reader.read_message().await {
+                    Ok(Some(Message::Data(bytes))) => {
+                        if let Err(err) = output.write_all(&bytes).await {
+                            break Err(ClientError::Output(err));
+                        }
+                        received += bytes.len() as u64;
+                    }
+                    Ok(Some(Message::Done(done))) => break Ok((received, done)),
+                    Ok(Some(Message::Error(error))) => break Err(ClientError::Server(error)),
+                    Ok(Some(other)) => {
+                        break Err(ClientError::Unexpected {
+                            got: other.kind().name(),
+                            state: "during the job",
+                        });
+                    }
+                    Ok(None) => break Err(ClientError::Closed),
+                    Err(err) => break Err(err.into()),
+                }
+            };
+            if result.is_err() {
+                stop_sending.store(true, Ordering::Relaxed);
+            }
+            result
+        };
+        let (sent, received) = tokio::join!(send, receive);
+        let (bytes_received, done) = received?;
+        let bytes_sent = sent?;
+        output.flush().await.map_err(ClientError::Output)?;
+        let total = started.elapsed();
+        let queue = Duration::from_micros(done.queue_us);
+        let processing = Duration::from_micros(done.processing_us);
+        Ok(JobReport {
+            bytes_sent,
+            bytes_received,
+            total,
+            queue,
+            processing,
+            network: total.saturating_sub(queue).saturating_sub(processing),
+            queue_positions,
+            done,
+        })
+    }
+}
+
+/// Errors after which the server keeps the connection for another job.
+fn job_level(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::DecryptFailed
+            | ErrorCode::BadCiphertext
+            | ErrorCode::Busy
+            | ErrorCode::LimitExceeded
+    )
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+async fn fill<R: AsyncRead + Unpin>(input: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let n = input.read(&mut buf[filled..]).await?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    Ok(filled)
+}

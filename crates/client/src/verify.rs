@@ -1,0 +1,249 @@
+//! Independent verification of an encrypted result.
+//!
+//! [`VerifyingSink`] is an async writer that takes aesd's output for an
+//! encrypt job, decrypts it on its own (PBKDF2 and CBC straight from the
+//! RustCrypto primitives, not through the server's streaming code) and
+//! compares the plaintext, byte for byte, with the [`Pattern`] that was
+//! sent. It holds at most one chunk, whatever the file size.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use aes::Aes256;
+use cbc::cipher::{Array, BlockModeDecrypt, KeyIvInit};
+use tokio::io::AsyncWrite;
+
+use crate::pattern::Pattern;
+
+/// Why a result failed verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// The output does not start with `Salted__` and a salt.
+    #[error("output does not start with the Salted__ header")]
+    MissingHeader,
+    /// The ciphertext is not whole blocks.
+    #[error("ciphertext of {0} bytes is not a positive multiple of 16")]
+    BadLength(u64),
+    /// The last block's padding is not PKCS#7.
+    #[error("invalid PKCS#7 padding in the last block")]
+    BadPadding,
+    /// A decrypted byte differs from what was sent.
+    #[error("decrypted data differs from the input at byte {0}")]
+    Mismatch(u64),
+    /// The decrypted length differs from what was sent.
+    #[error("decrypted {got} bytes, expected {expected}")]
+    Length {
+        /// Bytes sent.
+        expected: u64,
+        /// Bytes recovered.
+        got: u64,
+    },
+}
+
+/// Decrypts and checks an encrypt job's output as it arrives.
+pub struct VerifyingSink {
+    password: zeroize::Zeroizing<Vec<u8>>,
+    iterations: u32,
+    expected: Pattern,
+    expected_len: u64,
+    header: Vec<u8>,
+    cipher: Option<cbc::Decryptor<Aes256>>,
+    pending: Vec<u8>,
+    scratch: Vec<u8>,
+    ciphertext_len: u64,
+    checked: u64,
+    failure: Option<VerifyError>,
+}
+
+impl VerifyingSink {
+    /// A sink expecting the encryption of the first `expected_len` bytes
+    /// of `expected` under `password`.
+    pub fn new(password: &[u8], iterations: u32, expected: Pattern, expected_len: u64) -> Self {
+        VerifyingSink {
+            password: zeroize::Zeroizing::new(password.to_vec()),
+            iterations,
+            expected,
+            expected_len,
+            header: Vec::with_capacity(16),
+            cipher: None,
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            ciphertext_len: 0,
+            checked: 0,
+            failure: None,
+        }
+    }
+
+    fn absorb(&mut self, mut bytes: &[u8]) -> Result<(), VerifyError> {
+        if self.cipher.is_none() {
+            let take = (16 - self.header.len()).min(bytes.len());
+            self.header.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.header.len() < 16 {
+                return Ok(());
+            }
+            if &self.header[..8] != b"Salted__" {
+                return Err(VerifyError::MissingHeader);
+            }
+            let mut material = zeroize::Zeroizing::new([0u8; 48]);
+            pbkdf2::pbkdf2_hmac::<sha2::Sha256>(
+                &self.password,
+                &self.header[8..16],
+                self.iterations,
+                material.as_mut(),
+            );
+            let key: [u8; 32] = material[..32].try_into().map_err(|_| VerifyError::MissingHeader)?;
+            let iv: [u8; 16] = material[32..].try_into().map_err(|_| VerifyError::MissingHeader)?;
+            self.cipher = Some(cbc::Decryptor::<Aes256>::new(&key.into(), &iv.into()));
+        }
+        self.ciphertext_len += bytes.len() as u64;
+        self.pending.extend_from_slice(bytes);
+        // Keep the last block back: it carries the padding.
+        let keep = match self.pending.len() % 16 {
+            0 => 16.min(self.pending.len()),
+            partial => partial,
+        };
+        let ready = self.pending.len() - keep;
+        if ready > 0 {
+            let mut plain = std::mem::take(&mut self.pending);
+            self.pending = plain.split_off(ready);
+            self.decrypt_and_check(&mut plain)?;
+        }
+        Ok(())
+    }
+
+    fn decrypt_and_check(&mut self, blocks: &mut [u8]) -> Result<(), VerifyError> {
+        if let Some(cipher) = self.cipher.as_mut() {
+            let (blocks_array, _) = Array::slice_as_chunks_mut(blocks);
+            cipher.decrypt_blocks(blocks_array);
+        }
+        self.compare(blocks)
+    }
+
+    fn compare(&mut self, plain: &[u8]) -> Result<(), VerifyError> {
+        self.scratch.resize(plain.len(), 0);
+        self.expected.fill(&mut self.scratch);
+        if let Some(index) = plain.iter().zip(&self.scratch).position(|(a, b)| a != b) {
+            return Err(VerifyError::Mismatch(self.checked + index as u64));
+        }
+        self.checked += plain.len() as u64;
+        if self.checked > self.expected_len {
+            return Err(VerifyError::Length {
+                expected: self.expected_len,
+                got: self.checked,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the last block and the total length; call after the job.
+    pub fn finish(mut self) -> Result<u64, VerifyError> {
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        if self.cipher.is_none() {
+            return Err(VerifyError::MissingHeader);
+        }
+        if self.ciphertext_len == 0 || self.ciphertext_len % 16 != 0 || self.pending.len() != 16 {
+            return Err(VerifyError::BadLength(self.ciphertext_len));
+        }
+        let mut last = std::mem::take(&mut self.pending);
+        if let Some(cipher) = self.cipher.as_mut() {
+            let (block, _) = Array::slice_as_chunks_mut(&mut last);
+            cipher.decrypt_blocks(block);
+        }
+        let pad = usize::from(last[15]);
+        if pad == 0 || pad > 16 || last[16 - pad..].iter().any(|&b| usize::from(b) != pad) {
+            return Err(VerifyError::BadPadding);
+        }
+        self.compare(&last[..16 - pad])?;
+        if self.checked != self.expected_len {
+            return Err(VerifyError::Length {
+                expected: self.expected_len,
+                got: self.checked,
+            });
+        }
+        Ok(self.checked)
+    }
+}
+
+impl AsyncWrite for VerifyingSink {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        // Keep accepting after a failure (so the job itself completes and
+        // its figures are kept); the first failure is reported by finish.
+        if self.failure.is_none() {
+            if let Err(failure) = self.absorb(buf) {
+                self.failure = Some(failure);
+            }
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aesd_server::cipher::{ChunkBuf, EncryptStream};
+
+    fn encrypted(seed: u64, len: usize) -> Vec<u8> {
+        let mut plain = vec![0u8; len];
+        Pattern::new(seed).fill(&mut plain);
+        let (mut stream, header) = EncryptStream::with_salt(b"pw", &[5; 8], 1000);
+        let mut out = header.to_vec();
+        let mut buf = ChunkBuf::with_capacity(len.max(1));
+        buf.payload_mut(len).copy_from_slice(&plain);
+        stream.update(&mut buf);
+        out.extend_from_slice(buf.as_slice());
+        stream.finish(&mut buf);
+        out.extend_from_slice(buf.as_slice());
+        out
+    }
+
+    fn verify(bytes: &[u8], seed: u64, len: u64, piece: usize) -> Result<u64, VerifyError> {
+        let mut sink = VerifyingSink::new(b"pw", 1000, Pattern::new(seed), len);
+        for part in bytes.chunks(piece) {
+            if let Err(err) = sink.absorb(part) {
+                return Err(err);
+            }
+        }
+        sink.finish()
+    }
+
+    #[test]
+    fn a_correct_result_verifies_in_any_chunking() {
+        for len in [0usize, 1, 16, 17, 1000] {
+            let bytes = encrypted(9, len);
+            for piece in [1, 7, 16, 4096] {
+                assert_eq!(verify(&bytes, 9, len as u64, piece), Ok(len as u64));
+            }
+        }
+    }
+
+    #[test]
+    fn a_corrupted_byte_is_caught() {
+        let mut bytes = encrypted(9, 1000);
+        bytes[500] ^= 1;
+        assert!(matches!(verify(&bytes, 9, 1000, 64), Err(VerifyError::Mismatch(_))));
+    }
+
+    #[test]
+    fn wrong_length_and_data_are_caught() {
+        let bytes = encrypted(9, 1000);
+        assert!(verify(&bytes, 10, 1000, 64).is_err(), "other data");
+        assert!(verify(&bytes, 9, 1001, 64).is_err(), "other length");
+        assert!(verify(&bytes[..bytes.len() - 16], 9, 1000, 64).is_err(), "lost block");
+        assert_eq!(verify(&bytes[16..], 9, 1000, 64), Err(VerifyError::MissingHeader));
+    }
+}

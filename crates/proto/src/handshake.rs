@@ -1,0 +1,86 @@
+//! The hello a client sends first: magic and protocol version.
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     magic "AESD" (41 45 53 44)
+//! 4       2     protocol version, big-endian (1)
+//! 6       2     reserved flags, must be 0
+//! ```
+//!
+//! The server answers with a [`Welcome`](crate::Welcome) frame, or with an
+//! error frame (`bad_magic`, `unsupported_version`) and closes.
+
+use crate::error::ProtoError;
+
+/// The four bytes every connection starts with.
+pub const MAGIC: [u8; 4] = *b"AESD";
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Length of the hello in bytes.
+pub const HELLO_LEN: usize = 8;
+
+/// The client's opening bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// The protocol version the client speaks.
+    pub version: u16,
+}
+
+impl Hello {
+    /// A hello for this crate's [`PROTOCOL_VERSION`].
+    pub fn current() -> Self {
+        Hello {
+            version: PROTOCOL_VERSION,
+        }
+    }
+
+    /// The hello's bytes on the wire.
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut bytes = [0u8; HELLO_LEN];
+        bytes[..4].copy_from_slice(&MAGIC);
+        bytes[4..6].copy_from_slice(&self.version.to_be_bytes());
+        bytes
+    }
+
+    /// Parses a hello; fails on a wrong magic or non-zero reserved flags.
+    /// Whether the version is supported is for the server to decide.
+    pub fn decode(bytes: &[u8; HELLO_LEN]) -> Result<Self, ProtoError> {
+        let found = [bytes[0], bytes[1], bytes[2], bytes[3]];
+        if found != MAGIC {
+            return Err(ProtoError::BadMagic { found });
+        }
+        let flags = u16::from_be_bytes([bytes[6], bytes[7]]);
+        if flags != 0 {
+            return Err(ProtoError::ReservedFlags(flags));
+        }
+        Ok(Hello {
+            version: u16::from_be_bytes([bytes[4], bytes[5]]),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips() {
+        let hello = Hello::current();
+        assert_eq!(Hello::decode(&hello.encode()), Ok(hello));
+    }
+
+    #[test]
+    fn wrong_magic_is_rejected_with_the_bytes_seen() {
+        let err = Hello::decode(b"GET / HT").unwrap_err();
+        assert_eq!(err, ProtoError::BadMagic { found: *b"GET " });
+    }
+
+    #[test]
+    fn reserved_flags_must_be_zero() {
+        let mut bytes = Hello::current().encode();
+        bytes[7] = 1;
+        assert_eq!(Hello::decode(&bytes), Err(ProtoError::ReservedFlags(1)));
+    }
+}

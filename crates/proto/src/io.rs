@@ -1,0 +1,266 @@
+//! Async frame I/O over any tokio byte stream.
+//!
+//! [`FrameReader`] reads the hello, frame headers and payloads, enforcing
+//! the caps before reading; data payloads can be read straight into a
+//! caller's reusable buffer. [`FrameWriter`] writes whole frames. Neither
+//! applies timeouts or decides what a frame means in a session.
+
+use std::io;
+
+use bytes::Buf;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::error::ProtoError;
+use crate::frame::{FrameHeader, FrameKind, HEADER_LEN};
+use crate::handshake::{HELLO_LEN, Hello};
+use crate::message::Message;
+
+/// Reading or writing a frame failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The peer closed the connection part-way through a frame or hello.
+    #[error("connection closed after {got} of {expected} bytes of a {what}")]
+    Truncated {
+        /// What was being read ("hello", "frame header", "data payload"...).
+        what: &'static str,
+        /// Bytes the item needed.
+        expected: usize,
+        /// Bytes that arrived.
+        got: usize,
+    },
+    /// The bytes break the protocol.
+    #[error(transparent)]
+    Protocol(#[from] ProtoError),
+    /// The transport failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Reads frames from a byte stream.
+pub struct FrameReader<R> {
+    inner: BufReader<R>,
+    max_data: u32,
+    scratch: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// A reader that accepts data frames of up to `max_data` bytes.
+    pub fn new(inner: R, max_data: u32) -> Self {
+        FrameReader {
+            inner: BufReader::with_capacity(16 * 1024, inner),
+            max_data,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Reads and parses the 8-byte hello.
+    pub async fn read_hello(&mut self) -> Result<Hello, FrameError> {
+        let mut bytes = [0u8; HELLO_LEN];
+        self.read_full(&mut bytes, "hello").await?;
+        Ok(Hello::decode(&bytes)?)
+    }
+
+    /// Reads the next frame header; `None` when the peer closed the
+    /// connection cleanly between frames.
+    pub async fn next_header(&mut self) -> Result<Option<FrameHeader>, FrameError> {
+        let mut bytes = [0u8; HEADER_LEN];
+        let got = self.read_up_to(&mut bytes).await?;
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < HEADER_LEN {
+            return Err(FrameError::Truncated {
+                what: "frame header",
+                expected: HEADER_LEN,
+                got,
+            });
+        }
+        Ok(Some(FrameHeader::decode(&bytes, self.max_data)?))
+    }
+
+    /// Reads a payload of `dst.len()` bytes into `dst` (use the header's
+    /// length); for data frames this avoids any intermediate copy.
+    pub async fn read_payload(&mut self, dst: &mut [u8]) -> Result<(), FrameError> {
+        self.read_full(dst, "frame payload").await
+    }
+
+    /// Reads the payload for `header` and decodes it.
+    pub async fn read_body(&mut self, header: FrameHeader) -> Result<Message, FrameError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.resize(header.len as usize, 0);
+        let result = self.read_full(&mut scratch, "frame payload").await;
+        let decoded = result.and_then(|()| Ok(Message::decode(header.kind, &scratch)?));
+        if header.kind != FrameKind::Data {
+            scratch.fill(0);
+        }
+        self.scratch = scratch;
+        decoded
+    }
+
+    /// Reads a whole frame; `None` at a clean end of stream.
+    pub async fn read_message(&mut self) -> Result<Option<Message>, FrameError> {
+        match self.next_header().await? {
+            None => Ok(None),
+            Some(header) => self.read_body(header).await.map(Some),
+        }
+    }
+
+    /// Waits until the peer sends something or closes the connection,
+    /// consuming nothing: `true` when it closed. Cancel-safe, so it can
+    /// watch a peer that is expected to stay silent (a queued client).
+    pub async fn await_input(&mut self) -> io::Result<bool> {
+        Ok(self.inner.fill_buf().await?.is_empty())
+    }
+
+    async fn read_up_to(&mut self, dst: &mut [u8]) -> Result<usize, FrameError> {
+        let mut got = 0;
+        while got < dst.len() {
+            let n = self.inner.read(&mut dst[got..]).await?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        Ok(got)
+    }
+
+    async fn read_full(&mut self, dst: &mut [u8], what: &'static str) -> Result<(), FrameError> {
+        let got = self.read_up_to(dst).await?;
+        if got < dst.len() {
+            return Err(FrameError::Truncated {
+                what,
+                expected: dst.len(),
+                got,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Writes frames to a byte stream.
+pub struct FrameWriter<W> {
+    inner: W,
+    scratch: Vec<u8>,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// A writer over `inner`.
+    pub fn new(inner: W) -> Self {
+        FrameWriter {
+            inner,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Writes the 8-byte hello.
+    pub async fn send_hello(&mut self, hello: Hello) -> Result<(), FrameError> {
+        self.inner.write_all(&hello.encode()).await?;
+        self.inner.flush().await?;
+        Ok(())
+    }
+
+    /// Writes one whole message.
+    pub async fn send(&mut self, message: &Message) -> Result<(), FrameError> {
+        self.scratch.clear();
+        message.encode(&mut self.scratch)?;
+        let result = self.inner.write_all(&self.scratch).await;
+        if matches!(message, Message::Begin(_)) {
+            self.scratch.fill(0);
+        }
+        result?;
+        self.inner.flush().await?;
+        Ok(())
+    }
+
+    /// Writes a data frame carrying `payload`, without copying it (one
+    /// vectored write of header and payload where the stream supports it).
+    /// An empty payload writes nothing: data frames are never empty.
+    pub async fn send_data(&mut self, payload: &[u8]) -> Result<(), FrameError> {
+        if payload.is_empty() {
+            return Ok(());
+        }
+        let len = u32::try_from(payload.len())
+            .ok()
+            .filter(|len| *len <= FrameKind::Data.max_payload(u32::MAX))
+            .ok_or(ProtoError::FrameTooLarge {
+                kind: "data",
+                len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+                max: FrameKind::Data.max_payload(u32::MAX),
+            })?;
+        let header = FrameHeader {
+            kind: FrameKind::Data,
+            len,
+        }
+        .encode();
+        let mut frame = Buf::chain(header.as_slice(), payload);
+        self.inner.write_all_buf(&mut frame).await?;
+        self.inner.flush().await?;
+        Ok(())
+    }
+
+    /// Flushes and shuts down the write side (the peer sees end of stream).
+    pub async fn shutdown(&mut self) -> Result<(), FrameError> {
+        self.inner.shutdown().await?;
+        Ok(())
+    }
+
+    /// The underlying stream.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ErrorFrame, Queued};
+    use crate::ErrorCode;
+
+    #[tokio::test]
+    async fn frames_written_are_read_back() {
+        let (client, server) = tokio::io::duplex(1024);
+        let mut writer = FrameWriter::new(client);
+        let mut reader = FrameReader::new(server, 65536);
+        writer.send_hello(Hello::current()).await.expect("hello");
+        writer.send(&Message::Queued(Queued { position: 2 })).await.expect("queued");
+        writer.send_data(b"abc").await.expect("data");
+        writer
+            .send(&Message::Error(ErrorFrame::new(ErrorCode::Busy, "full")))
+            .await
+            .expect("error");
+        drop(writer);
+        assert_eq!(reader.read_hello().await.expect("hello"), Hello::current());
+        assert_eq!(
+            reader.read_message().await.expect("queued"),
+            Some(Message::Queued(Queued { position: 2 }))
+        );
+        let header = reader.next_header().await.expect("header").expect("some");
+        let mut data = vec![0; header.len as usize];
+        reader.read_payload(&mut data).await.expect("payload");
+        assert_eq!(data, b"abc");
+        assert!(matches!(reader.read_message().await, Ok(Some(Message::Error(_)))));
+        assert!(matches!(reader.read_message().await, Ok(None)));
+    }
+
+    #[tokio::test]
+    async fn a_frame_cut_short_is_reported_as_truncated() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        client.write_all(&[0x11, 0, 0, 0, 10, 1, 2, 3]).await.expect("write");
+        drop(client);
+        let mut reader = FrameReader::new(server, 65536);
+        let header = reader.next_header().await.expect("header").expect("some");
+        let mut data = vec![0; header.len as usize];
+        let err = reader.read_payload(&mut data).await.unwrap_err();
+        assert!(matches!(err, FrameError::Truncated { expected: 10, got: 3, .. }));
+    }
+
+    #[tokio::test]
+    async fn a_header_cut_short_is_reported_as_truncated() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        client.write_all(&[0x11, 0]).await.expect("write");
+        drop(client);
+        let mut reader = FrameReader::new(server, 65536);
+        let err = reader.next_header().await.unwrap_err();
+        assert!(matches!(err, FrameError::Truncated { expected: 5, got: 2, .. }));
+    }
+}

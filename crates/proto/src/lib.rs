@@ -1,0 +1,37 @@
+//! The aesd wire protocol.
+//!
+//! # Layout
+//!
+//! * [`limits`]: every hard cap on a length or count, in one place.
+//! * [`handshake`]: the 8-byte [`Hello`](handshake::Hello) a client opens with
+//!   (magic `AESD`, protocol version).
+//! * [`frame`]: the 5-byte frame header (kind, payload length) and the
+//!   [`FrameKind`](frame::FrameKind) registry.
+//! * [`message`]: typed messages ([`Message`](message::Message)) and their
+//!   byte layouts, with a sans-I/O encoder and decoder.
+//! * [`error`]: [`ProtoError`](error::ProtoError) for malformed input and the
+//!   [`ErrorCode`](error::ErrorCode)s a server sends back.
+//! * [`io`]: async [`FrameReader`](io::FrameReader) and
+//!   [`FrameWriter`](io::FrameWriter) over any tokio byte stream; they only
+//!   move frames and enforce the caps, they make no policy decisions
+//!   (timeouts, admission, retries belong to the server and client).
+//!
+//! The byte layouts, the session state machine and hex test vectors are
+//! written down in `PROTOCOL.md` beside this crate; a test checks every
+//! vector there against this code.
+
+pub mod error;
+pub mod frame;
+pub mod handshake;
+pub mod io;
+pub mod limits;
+pub mod message;
+
+pub use error::{ErrorCode, ProtoError};
+pub use frame::{FrameHeader, FrameKind};
+pub use handshake::Hello;
+pub use io::{FrameError, FrameReader, FrameWriter};
+pub use message::{
+    Begin, Done, ErrorFrame, Format, KeySource, Message, Operation, Password, Queued, Started,
+    Welcome,
+};

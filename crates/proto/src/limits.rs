@@ -1,0 +1,33 @@
+//! Hard caps on every length and count in the protocol.
+//!
+//! A peer that announces more than these is rejected before any memory is
+//! reserved for it. Servers may configure lower limits (for example a
+//! smaller data chunk), never higher ones.
+
+/// Largest payload any frame may carry (1 MiB). Data frames are usually
+/// much smaller: see [`DEFAULT_DATA_CHUNK`].
+pub const MAX_FRAME_PAYLOAD: u32 = 1 << 20;
+
+/// Data chunk size a client uses unless the server's
+/// [`Welcome`](crate::Welcome) asks for less (64 KiB).
+pub const DEFAULT_DATA_CHUNK: u32 = 64 * 1024;
+
+/// Longest password accepted in a [`Begin`](crate::Begin) (bytes).
+pub const MAX_PASSWORD_LEN: usize = 1024;
+
+/// Longest human-readable message in an error frame (bytes of UTF-8).
+pub const MAX_ERROR_MESSAGE_LEN: usize = 1024;
+
+/// Longest server name in a [`Welcome`](crate::Welcome) (bytes of UTF-8).
+pub const MAX_SERVER_NAME_LEN: usize = 255;
+
+/// Largest key-source parameter block in a [`Begin`](crate::Begin) (bytes).
+pub const MAX_KEY_PARAMS_LEN: usize = 4 + MAX_PASSWORD_LEN;
+
+/// Largest control (non-data) frame payload: the larger of a begin frame
+/// with the longest password and an error frame with the longest message.
+pub const MAX_CONTROL_PAYLOAD: u32 = {
+    let begin = 5 + MAX_KEY_PARAMS_LEN;
+    let error = 4 + MAX_ERROR_MESSAGE_LEN;
+    (if begin > error { begin } else { error }) as u32
+};

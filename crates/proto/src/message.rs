@@ -1,0 +1,571 @@
+//! Typed messages and their payload layouts (all integers big-endian).
+//!
+//! ```text
+//! welcome  version u16 | max_data u32 | name_len u8 | name (UTF-8)
+//! begin    operation u8 | format u8 | key_source u8 | params_len u16 | params
+//!          key source 1 (password, PBKDF2-HMAC-SHA256):
+//!          params = iterations u32 | password (params_len - 4 bytes)
+//! data     the chunk's bytes (1 ..= the receiver's data limit)
+//! end      (empty)
+//! queued   position u32 (1 = next to be admitted)
+//! started  queue_us u64
+//! done     bytes_in u64 | bytes_out u64 | queue_us u64 | processing_us u64
+//! error    code u16 | message_len u16 | message (UTF-8)
+//! ```
+
+use std::fmt;
+
+use zeroize::Zeroizing;
+
+use crate::error::{ErrorCode, ProtoError};
+use crate::frame::{FrameHeader, FrameKind, HEADER_LEN};
+use crate::limits::{
+    MAX_ERROR_MESSAGE_LEN, MAX_KEY_PARAMS_LEN, MAX_PASSWORD_LEN, MAX_SERVER_NAME_LEN,
+};
+
+/// Any frame, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// See [`Welcome`].
+    Welcome(Welcome),
+    /// See [`Begin`].
+    Begin(Begin),
+    /// A chunk of file data.
+    Data(Vec<u8>),
+    /// The client's input is complete.
+    End,
+    /// See [`Queued`].
+    Queued(Queued),
+    /// See [`Started`].
+    Started(Started),
+    /// See [`Done`].
+    Done(Done),
+    /// See [`ErrorFrame`].
+    Error(ErrorFrame),
+}
+
+/// The server's answer to a good hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    /// The protocol version both sides now speak.
+    pub version: u16,
+    /// The largest data payload the server accepts; clients send chunks of
+    /// at most this size.
+    pub max_data: u32,
+    /// The server's name and version, for logs (for example `aesd 0.1.0`).
+    pub server: String,
+}
+
+/// What a job does with its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// Plaintext in, ciphertext out.
+    Encrypt,
+    /// Ciphertext in, plaintext out.
+    Decrypt,
+}
+
+impl Operation {
+    /// The operation's name, for logs and labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Encrypt => "encrypt",
+            Operation::Decrypt => "decrypt",
+        }
+    }
+}
+
+/// The file format of the ciphertext side of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// `openssl enc -aes-256-cbc -salt -pbkdf2`: `Salted__`, an 8-byte
+    /// salt, then AES-256-CBC with PKCS#7 padding; key and IV are the 48
+    /// bytes of PBKDF2-HMAC-SHA256 over the password and salt.
+    OpensslSaltedPbkdf2,
+}
+
+/// A password, wiped from memory when dropped and never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(Zeroizing<Vec<u8>>);
+
+impl Password {
+    /// Wraps password bytes.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Password(Zeroizing::new(bytes))
+    }
+
+    /// The password's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Password(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// Where the job's key comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A password stretched with PBKDF2-HMAC-SHA256.
+    Password {
+        /// PBKDF2 iteration count (openssl's `-iter`, 10000 by default).
+        iterations: u32,
+        /// The password.
+        password: Password,
+    },
+}
+
+/// Starts a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Begin {
+    /// Encrypt or decrypt.
+    pub operation: Operation,
+    /// The ciphertext's file format.
+    pub format: Format,
+    /// Where the key comes from.
+    pub key: KeySource,
+}
+
+/// The job waits for admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    /// 1 when the job is next to be admitted.
+    pub position: u32,
+}
+
+/// The job was admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// How long the job waited for admission, in microseconds.
+    pub queue_us: u64,
+}
+
+/// The job completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    /// Input bytes the server received.
+    pub bytes_in: u64,
+    /// Output bytes the server sent.
+    pub bytes_out: u64,
+    /// Time from begin to admission, in microseconds.
+    pub queue_us: u64,
+    /// Time the job's cryptographic work (key derivation, cipher) took on
+    /// the worker pool, including waiting for a free worker, in
+    /// microseconds.
+    pub processing_us: u64,
+}
+
+/// The job or the connection failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFrame {
+    /// Why, as a stable code.
+    pub code: ErrorCode,
+    /// Why, for people.
+    pub message: String,
+}
+
+impl ErrorFrame {
+    /// An error frame; the message is cut (at a character boundary) to
+    /// [`MAX_ERROR_MESSAGE_LEN`] bytes.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut message = message.into();
+        if message.len() > MAX_ERROR_MESSAGE_LEN {
+            let mut end = MAX_ERROR_MESSAGE_LEN;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
+        ErrorFrame { code, message }
+    }
+}
+
+impl fmt::Display for ErrorFrame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl Message {
+    /// The frame kind that carries this message.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Message::Welcome(_) => FrameKind::Welcome,
+            Message::Begin(_) => FrameKind::Begin,
+            Message::Data(_) => FrameKind::Data,
+            Message::End => FrameKind::End,
+            Message::Queued(_) => FrameKind::Queued,
+            Message::Started(_) => FrameKind::Started,
+            Message::Done(_) => FrameKind::Done,
+            Message::Error(_) => FrameKind::Error,
+        }
+    }
+
+    /// Appends the whole frame (header and payload) to `out`.
+    ///
+    /// Fails only when a field exceeds its cap (a too-long password or
+    /// server name, a data chunk over the frame limit).
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), ProtoError> {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; HEADER_LEN]);
+        self.encode_payload(out)?;
+        let len = out.len() - start - HEADER_LEN;
+        let header = FrameHeader {
+            kind: self.kind(),
+            len: u32::try_from(len).map_err(|_| ProtoError::FieldTooLong {
+                field: "payload",
+                len,
+                max: u32::MAX as usize,
+            })?,
+        };
+        let max = self.kind().max_payload(u32::MAX);
+        if header.len > max {
+            out.truncate(start);
+            return Err(ProtoError::FrameTooLarge {
+                kind: self.kind().name(),
+                len: header.len,
+                max,
+            });
+        }
+        out[start..start + HEADER_LEN].copy_from_slice(&header.encode());
+        Ok(())
+    }
+
+    /// The whole frame as a new vector.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ProtoError> {
+        let mut out = Vec::new();
+        self.encode(&mut out)?;
+        Ok(out)
+    }
+
+    fn encode_payload(&self, out: &mut Vec<u8>) -> Result<(), ProtoError> {
+        match self {
+            Message::Welcome(welcome) => {
+                let name = welcome.server.as_bytes();
+                check_len("server name", name.len(), MAX_SERVER_NAME_LEN)?;
+                out.extend_from_slice(&welcome.version.to_be_bytes());
+                out.extend_from_slice(&welcome.max_data.to_be_bytes());
+                out.push(name.len() as u8);
+                out.extend_from_slice(name);
+            }
+            Message::Begin(begin) => {
+                out.push(match begin.operation {
+                    Operation::Encrypt => 1,
+                    Operation::Decrypt => 2,
+                });
+                out.push(match begin.format {
+                    Format::OpensslSaltedPbkdf2 => 1,
+                });
+                match &begin.key {
+                    KeySource::Password {
+                        iterations,
+                        password,
+                    } => {
+                        let password = password.as_bytes();
+                        check_len("password", password.len(), MAX_PASSWORD_LEN)?;
+                        out.push(1);
+                        out.extend_from_slice(&((4 + password.len()) as u16).to_be_bytes());
+                        out.extend_from_slice(&iterations.to_be_bytes());
+                        out.extend_from_slice(password);
+                    }
+                }
+            }
+            Message::Data(bytes) => out.extend_from_slice(bytes),
+            Message::End => {}
+            Message::Queued(queued) => out.extend_from_slice(&queued.position.to_be_bytes()),
+            Message::Started(started) => out.extend_from_slice(&started.queue_us.to_be_bytes()),
+            Message::Done(done) => {
+                for value in [
+                    done.bytes_in,
+                    done.bytes_out,
+                    done.queue_us,
+                    done.processing_us,
+                ] {
+                    out.extend_from_slice(&value.to_be_bytes());
+                }
+            }
+            Message::Error(error) => {
+                let message = error.message.as_bytes();
+                check_len("error message", message.len(), MAX_ERROR_MESSAGE_LEN)?;
+                out.extend_from_slice(&error.code.to_wire().to_be_bytes());
+                out.extend_from_slice(&(message.len() as u16).to_be_bytes());
+                out.extend_from_slice(message);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes a payload of the given kind. The payload must be exactly one
+    /// message: trailing bytes are an error.
+    pub fn decode(kind: FrameKind, payload: &[u8]) -> Result<Message, ProtoError> {
+        let mut cursor = Cursor {
+            kind: kind.name(),
+            rest: payload,
+        };
+        let message = match kind {
+            FrameKind::Welcome => {
+                let version = cursor.u16()?;
+                let max_data = cursor.u32()?;
+                let name_len = usize::from(cursor.u8()?);
+                let server = cursor.utf8(name_len)?;
+                Message::Welcome(Welcome {
+                    version,
+                    max_data,
+                    server,
+                })
+            }
+            FrameKind::Begin => Message::Begin(decode_begin(&mut cursor)?),
+            FrameKind::Data => {
+                if payload.is_empty() {
+                    return Err(ProtoError::Malformed {
+                        kind: "data",
+                        reason: "empty data frame",
+                    });
+                }
+                return Ok(Message::Data(payload.to_vec()));
+            }
+            FrameKind::End => Message::End,
+            FrameKind::Queued => Message::Queued(Queued {
+                position: cursor.u32()?,
+            }),
+            FrameKind::Started => Message::Started(Started {
+                queue_us: cursor.u64()?,
+            }),
+            FrameKind::Done => Message::Done(Done {
+                bytes_in: cursor.u64()?,
+                bytes_out: cursor.u64()?,
+                queue_us: cursor.u64()?,
+                processing_us: cursor.u64()?,
+            }),
+            FrameKind::Error => {
+                let code = ErrorCode::from_wire(cursor.u16()?);
+                let len = usize::from(cursor.u16()?);
+                check_len("error message", len, MAX_ERROR_MESSAGE_LEN)?;
+                Message::Error(ErrorFrame {
+                    code,
+                    message: cursor.utf8(len)?,
+                })
+            }
+        };
+        cursor.finish()?;
+        Ok(message)
+    }
+}
+
+fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
+    let operation = match cursor.u8()? {
+        1 => Operation::Encrypt,
+        2 => Operation::Decrypt,
+        other => return Err(ProtoError::UnknownOperation(other)),
+    };
+    let format = match cursor.u8()? {
+        1 => Format::OpensslSaltedPbkdf2,
+        other => return Err(ProtoError::UnknownFormat(other)),
+    };
+    let source = cursor.u8()?;
+    let params_len = usize::from(cursor.u16()?);
+    check_len("key parameters", params_len, MAX_KEY_PARAMS_LEN)?;
+    let params = cursor.take(params_len)?;
+    let key = match source {
+        1 => {
+            let mut params = Cursor {
+                kind: "begin",
+                rest: params,
+            };
+            let iterations = params.u32()?;
+            let password = Password::new(params.rest.to_vec());
+            check_len("password", password.as_bytes().len(), MAX_PASSWORD_LEN)?;
+            KeySource::Password {
+                iterations,
+                password,
+            }
+        }
+        other => return Err(ProtoError::UnknownKeySource(other)),
+    };
+    Ok(Begin {
+        operation,
+        format,
+        key,
+    })
+}
+
+fn check_len(field: &'static str, len: usize, max: usize) -> Result<(), ProtoError> {
+    if len > max {
+        Err(ProtoError::FieldTooLong { field, len, max })
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads big-endian fields off a payload, failing with a
+/// [`ProtoError::Malformed`] when it runs short.
+struct Cursor<'a> {
+    kind: &'static str,
+    rest: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtoError> {
+        if self.rest.len() < n {
+            return Err(ProtoError::Malformed {
+                kind: self.kind,
+                reason: "payload too short",
+            });
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ProtoError> {
+        let mut array = [0u8; N];
+        array.copy_from_slice(self.take(N)?);
+        Ok(array)
+    }
+
+    fn u8(&mut self) -> Result<u8, ProtoError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, ProtoError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, ProtoError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, ProtoError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    fn utf8(&mut self, n: usize) -> Result<String, ProtoError> {
+        let kind = self.kind;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| ProtoError::Malformed {
+            kind,
+            reason: "text is not UTF-8",
+        })
+    }
+
+    fn finish(self) -> Result<(), ProtoError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtoError::Malformed {
+                kind: self.kind,
+                reason: "trailing bytes after the last field",
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(message: Message) {
+        let bytes = message.to_bytes().expect("encodes");
+        let header = FrameHeader::decode(
+            bytes[..HEADER_LEN].try_into().expect("header"),
+            crate::limits::MAX_FRAME_PAYLOAD,
+        )
+        .expect("header decodes");
+        assert_eq!(header.len as usize, bytes.len() - HEADER_LEN);
+        assert_eq!(Message::decode(header.kind, &bytes[HEADER_LEN..]), Ok(message));
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        round_trip(Message::Welcome(Welcome {
+            version: 1,
+            max_data: 65536,
+            server: "aesd 0.1.0".into(),
+        }));
+        round_trip(Message::Begin(Begin {
+            operation: Operation::Decrypt,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Password {
+                iterations: 10_000,
+                password: Password::new(b"hunter2".to_vec()),
+            },
+        }));
+        round_trip(Message::Data(vec![7; 300]));
+        round_trip(Message::End);
+        round_trip(Message::Queued(Queued { position: 3 }));
+        round_trip(Message::Started(Started { queue_us: 12 }));
+        round_trip(Message::Done(Done {
+            bytes_in: 1 << 40,
+            bytes_out: (1 << 40) + 16,
+            queue_us: 5,
+            processing_us: 6,
+        }));
+        round_trip(Message::Error(ErrorFrame::new(ErrorCode::Busy, "queue full")));
+    }
+
+    #[test]
+    fn short_and_long_payloads_are_malformed() {
+        assert!(matches!(
+            Message::decode(FrameKind::Done, &[0; 31]),
+            Err(ProtoError::Malformed { reason: "payload too short", .. })
+        ));
+        assert!(matches!(
+            Message::decode(FrameKind::End, &[0]),
+            Err(ProtoError::Malformed { .. })
+        ));
+        assert!(matches!(
+            Message::decode(FrameKind::Data, &[]),
+            Err(ProtoError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_begin_fields_are_typed_errors() {
+        let payload = [9, 1, 1, 0, 4, 0, 0, 0, 1];
+        assert_eq!(
+            Message::decode(FrameKind::Begin, &payload),
+            Err(ProtoError::UnknownOperation(9))
+        );
+        let payload = [1, 9, 1, 0, 4, 0, 0, 0, 1];
+        assert_eq!(
+            Message::decode(FrameKind::Begin, &payload),
+            Err(ProtoError::UnknownFormat(9))
+        );
+        let payload = [1, 1, 9, 0, 4, 0, 0, 0, 1];
+        assert_eq!(
+            Message::decode(FrameKind::Begin, &payload),
+            Err(ProtoError::UnknownKeySource(9))
+        );
+    }
+
+    #[test]
+    fn over_long_password_is_refused_both_ways() {
+        let begin = Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Password {
+                iterations: 1,
+                password: Password::new(vec![b'x'; MAX_PASSWORD_LEN + 1]),
+            },
+        });
+        assert!(matches!(
+            begin.to_bytes(),
+            Err(ProtoError::FieldTooLong { field: "password", .. })
+        ));
+    }
+
+    #[test]
+    fn password_is_never_printed() {
+        let password = Password::new(b"secret".to_vec());
+        assert!(!format!("{password:?}").contains("secret"));
+    }
+
+    #[test]
+    fn error_messages_are_cut_at_a_character_boundary() {
+        let error = ErrorFrame::new(ErrorCode::Internal, "é".repeat(MAX_ERROR_MESSAGE_LEN));
+        assert!(error.message.len() <= MAX_ERROR_MESSAGE_LEN);
+        round_trip(Message::Error(error));
+    }
+}

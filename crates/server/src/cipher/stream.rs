@@ -1,0 +1,374 @@
+//! Streaming encryption and decryption in the `openssl enc` format.
+//!
+//! Both streams take chunks of any size in [`ChunkBuf`]s and transform them
+//! in place, keeping one CBC chain for the whole file. Whatever does not
+//! fill a whole block is carried to the next chunk; the decryptor also
+//! holds back the last block until the end, because only it carries the
+//! PKCS#7 padding.
+
+use aes::Aes256;
+use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
+
+use super::chunk::ChunkBuf;
+use super::key::{self, SALT_LEN, SALTED_MAGIC, derive_key};
+use super::{BLOCK, HEADER_LEN};
+
+type CbcEncryptor = cbc::Encryptor<Aes256>;
+type CbcDecryptor = cbc::Decryptor<Aes256>;
+
+/// Why a stream could not be encrypted or decrypted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CipherError {
+    /// The input does not start with `Salted__` and a salt.
+    #[error("input does not start with the \"Salted__\" header of `openssl enc -salt`")]
+    MissingHeader,
+    /// The ciphertext after the header is empty or not whole blocks.
+    #[error("ciphertext after the header is {len} bytes, not a positive multiple of 16")]
+    BadLength {
+        /// Ciphertext bytes after the 16-byte header.
+        len: u64,
+    },
+    /// Wrong password or corrupted ciphertext (deliberately not told apart).
+    #[error("decryption failed: wrong password or corrupted data")]
+    DecryptFailed,
+    /// The operating system's random number generator failed.
+    #[error("cannot read a random salt from the operating system: {0}")]
+    Rng(String),
+}
+
+/// Encrypts a stream of chunks; one CBC chain for the whole stream.
+pub struct EncryptStream {
+    cipher: CbcEncryptor,
+    carry: [u8; BLOCK],
+    carry_len: usize,
+}
+
+impl EncryptStream {
+    /// Draws a salt from the OS RNG and derives the key (the slow part:
+    /// run it on a worker). Returns the stream and the 16-byte header that
+    /// must be sent before any ciphertext.
+    pub fn new(password: &[u8], iterations: u32) -> Result<(Self, [u8; HEADER_LEN]), CipherError> {
+        let mut salt = [0u8; SALT_LEN];
+        getrandom::fill(&mut salt).map_err(|err| CipherError::Rng(err.to_string()))?;
+        Ok(Self::with_salt(password, &salt, iterations))
+    }
+
+    /// As [`EncryptStream::new`] with a given salt (for test vectors; a
+    /// salt must never be reused with the same password).
+    pub fn with_salt(
+        password: &[u8],
+        salt: &[u8; SALT_LEN],
+        iterations: u32,
+    ) -> (Self, [u8; HEADER_LEN]) {
+        let derived = derive_key(password, salt, iterations);
+        let cipher = CbcEncryptor::new(&derived.key.into(), &derived.iv.into());
+        let stream = EncryptStream {
+            cipher,
+            carry: [0; BLOCK],
+            carry_len: 0,
+        };
+        (stream, key::header(salt))
+    }
+
+    /// Encrypts the whole blocks of carried bytes + `buf` in place; the
+    /// rest is carried. Afterwards `buf` holds the ciphertext to send
+    /// (possibly nothing).
+    pub fn update(&mut self, buf: &mut ChunkBuf) {
+        buf.prepend(&self.carry[..self.carry_len]);
+        let whole = buf.len() - buf.len() % BLOCK;
+        self.carry_len = buf.len() - whole;
+        self.carry[..self.carry_len].copy_from_slice(&buf.as_slice()[whole..]);
+        buf.truncate(whole);
+        encrypt_blocks(&mut self.cipher, buf.as_mut_slice());
+    }
+
+    /// Pads and encrypts the last block into `buf` (which is cleared
+    /// first): 16 bytes of ciphertext, the end of the stream.
+    pub fn finish(mut self, buf: &mut ChunkBuf) {
+        buf.clear();
+        buf.prepend(&self.carry[..self.carry_len]);
+        let pad = BLOCK - self.carry_len;
+        buf.append(&[pad as u8; BLOCK][..pad]);
+        encrypt_blocks(&mut self.cipher, buf.as_mut_slice());
+        self.carry.fill(0);
+    }
+}
+
+/// Decrypts a stream of chunks in the `openssl enc` format.
+pub struct DecryptStream {
+    password: zeroize::Zeroizing<Vec<u8>>,
+    iterations: u32,
+    header: [u8; HEADER_LEN],
+    header_len: usize,
+    cipher: Option<CbcDecryptor>,
+    carry: [u8; BLOCK],
+    carry_len: usize,
+    ciphertext_len: u64,
+}
+
+impl DecryptStream {
+    /// A decryptor; the key is derived once the salt has arrived.
+    pub fn new(password: &[u8], iterations: u32) -> Self {
+        DecryptStream {
+            password: zeroize::Zeroizing::new(password.to_vec()),
+            iterations,
+            header: [0; HEADER_LEN],
+            header_len: 0,
+            cipher: None,
+            carry: [0; BLOCK],
+            carry_len: 0,
+            ciphertext_len: 0,
+        }
+    }
+
+    /// Consumes the header from the first bytes (deriving the key when the
+    /// salt is complete: slow, run on a worker), then decrypts whole
+    /// blocks in place, holding back the last one. Afterwards `buf` holds
+    /// plaintext to send (possibly nothing).
+    pub fn update(&mut self, buf: &mut ChunkBuf) -> Result<(), CipherError> {
+        if self.cipher.is_none() {
+            let take = (HEADER_LEN - self.header_len).min(buf.len());
+            self.header[self.header_len..self.header_len + take]
+                .copy_from_slice(&buf.as_slice()[..take]);
+            self.header_len += take;
+            buf.advance(take);
+            let magic_seen = self.header_len.min(SALTED_MAGIC.len());
+            if self.header[..magic_seen] != SALTED_MAGIC[..magic_seen] {
+                return Err(CipherError::MissingHeader);
+            }
+            if self.header_len < HEADER_LEN {
+                buf.clear();
+                return Ok(());
+            }
+            let mut salt = [0u8; SALT_LEN];
+            salt.copy_from_slice(&self.header[SALTED_MAGIC.len()..]);
+            let derived = derive_key(&self.password, &salt, self.iterations);
+            self.cipher = Some(CbcDecryptor::new(&derived.key.into(), &derived.iv.into()));
+        }
+        let Some(cipher) = self.cipher.as_mut() else {
+            return Ok(());
+        };
+        self.ciphertext_len += buf.len() as u64;
+        buf.prepend(&self.carry[..self.carry_len]);
+        let mut keep = buf.len() % BLOCK;
+        if keep == 0 && !buf.is_empty() {
+            keep = BLOCK;
+        }
+        let release = buf.len() - keep;
+        self.carry_len = keep;
+        self.carry[..keep].copy_from_slice(&buf.as_slice()[release..]);
+        buf.truncate(release);
+        decrypt_blocks(cipher, buf.as_mut_slice());
+        Ok(())
+    }
+
+    /// Checks the length, decrypts the held-back block and strips the
+    /// padding into `buf` (cleared first).
+    pub fn finish(mut self, buf: &mut ChunkBuf) -> Result<(), CipherError> {
+        buf.clear();
+        let Some(cipher) = self.cipher.as_mut() else {
+            return Err(CipherError::MissingHeader);
+        };
+        if self.ciphertext_len == 0 || self.ciphertext_len % BLOCK as u64 != 0 {
+            return Err(CipherError::BadLength {
+                len: self.ciphertext_len,
+            });
+        }
+        buf.prepend(&self.carry[..self.carry_len]);
+        self.carry.fill(0);
+        decrypt_blocks(cipher, buf.as_mut_slice());
+        let mut last = [0u8; BLOCK];
+        last.copy_from_slice(buf.as_slice());
+        let plain = unpadded_len(&last);
+        last.fill(0);
+        buf.truncate(plain.unwrap_or(0));
+        plain.map(|_| ()).ok_or(CipherError::DecryptFailed)
+    }
+}
+
+/// The cipher of one job, whichever its direction.
+pub enum JobCipher {
+    /// Plaintext in, `openssl enc` file out.
+    Encrypt(EncryptStream),
+    /// `openssl enc` file in, plaintext out.
+    Decrypt(DecryptStream),
+}
+
+impl JobCipher {
+    /// Prepares a job: for encryption draws the salt and derives the key
+    /// (slow: run on a worker) and returns the header to send first; for
+    /// decryption the key is derived once the salt arrives.
+    pub fn start(
+        operation: aesd_proto::Operation,
+        password: &[u8],
+        iterations: u32,
+    ) -> Result<(Self, Option<[u8; HEADER_LEN]>), CipherError> {
+        Ok(match operation {
+            aesd_proto::Operation::Encrypt => {
+                let (stream, header) = EncryptStream::new(password, iterations)?;
+                (JobCipher::Encrypt(stream), Some(header))
+            }
+            aesd_proto::Operation::Decrypt => {
+                (JobCipher::Decrypt(DecryptStream::new(password, iterations)), None)
+            }
+        })
+    }
+
+    /// Transforms one chunk in place (see the streams' `update`).
+    pub fn update(&mut self, buf: &mut ChunkBuf) -> Result<(), CipherError> {
+        match self {
+            JobCipher::Encrypt(stream) => {
+                stream.update(buf);
+                Ok(())
+            }
+            JobCipher::Decrypt(stream) => stream.update(buf),
+        }
+    }
+
+    /// Produces the last output into `buf` (see the streams' `finish`).
+    pub fn finish(self, buf: &mut ChunkBuf) -> Result<(), CipherError> {
+        match self {
+            JobCipher::Encrypt(stream) => {
+                stream.finish(buf);
+                Ok(())
+            }
+            JobCipher::Decrypt(stream) => stream.finish(buf),
+        }
+    }
+}
+
+fn encrypt_blocks(cipher: &mut CbcEncryptor, bytes: &mut [u8]) {
+    let (blocks, rest) = Array::slice_as_chunks_mut(bytes);
+    debug_assert!(rest.is_empty());
+    cipher.encrypt_blocks(blocks);
+}
+
+fn decrypt_blocks(cipher: &mut CbcDecryptor, bytes: &mut [u8]) {
+    let (blocks, rest) = Array::slice_as_chunks_mut(bytes);
+    debug_assert!(rest.is_empty());
+    cipher.decrypt_blocks(blocks);
+}
+
+/// The plaintext length of a last block with valid PKCS#7 padding. Every
+/// byte is inspected whatever the padding looks like, so the time taken
+/// does not depend on where the padding is wrong.
+fn unpadded_len(block: &[u8; BLOCK]) -> Option<usize> {
+    let pad = block[BLOCK - 1];
+    let mut bad = u8::from(pad == 0) | u8::from(usize::from(pad) > BLOCK);
+    for (index, byte) in block.iter().enumerate() {
+        let in_padding = u8::from(BLOCK - index <= usize::from(pad));
+        bad |= in_padding & u8::from(*byte != pad);
+    }
+    (bad == 0).then(|| BLOCK - usize::from(pad))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SALT: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+    fn encrypt_in_chunks(plain: &[u8], chunk: usize) -> Vec<u8> {
+        let (mut stream, header) = EncryptStream::with_salt(b"pw", &SALT, 1000);
+        let mut out = header.to_vec();
+        let mut buf = ChunkBuf::with_capacity(chunk.max(1));
+        for piece in plain.chunks(chunk.max(1)) {
+            buf.payload_mut(piece.len()).copy_from_slice(piece);
+            stream.update(&mut buf);
+            out.extend_from_slice(buf.as_slice());
+        }
+        stream.finish(&mut buf);
+        out.extend_from_slice(buf.as_slice());
+        out
+    }
+
+    fn decrypt_in_chunks(cipher: &[u8], chunk: usize, password: &[u8]) -> Result<Vec<u8>, CipherError> {
+        let mut stream = DecryptStream::new(password, 1000);
+        let mut out = Vec::new();
+        let mut buf = ChunkBuf::with_capacity(chunk);
+        for piece in cipher.chunks(chunk) {
+            buf.payload_mut(piece.len()).copy_from_slice(piece);
+            stream.update(&mut buf)?;
+            out.extend_from_slice(buf.as_slice());
+        }
+        stream.finish(&mut buf)?;
+        out.extend_from_slice(buf.as_slice());
+        Ok(out)
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn chunking_does_not_change_the_ciphertext() {
+        let plain = pattern(1000);
+        let reference = encrypt_in_chunks(&plain, 1000);
+        assert_eq!(reference.len(), 16 + 1008);
+        for chunk in [1, 3, 15, 16, 17, 64, 999] {
+            assert_eq!(encrypt_in_chunks(&plain, chunk), reference, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn decrypting_in_any_chunking_restores_the_plaintext() {
+        for len in [0, 1, 15, 16, 17, 31, 32, 33, 500] {
+            let plain = pattern(len);
+            let cipher = encrypt_in_chunks(&plain, 7);
+            for chunk in [1, 5, 16, 17, 64] {
+                assert_eq!(
+                    decrypt_in_chunks(&cipher, chunk, b"pw").as_deref(),
+                    Ok(plain.as_slice()),
+                    "len {len} chunk {chunk}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_password_fails_as_decrypt_failed() {
+        let cipher = encrypt_in_chunks(&pattern(100), 100);
+        // A wrong key yields valid-looking padding with probability ~1/256;
+        // this password is checked not to.
+        assert_eq!(
+            decrypt_in_chunks(&cipher, 64, b"wrong"),
+            Err(CipherError::DecryptFailed)
+        );
+    }
+
+    #[test]
+    fn structural_errors_are_told_apart() {
+        assert_eq!(
+            decrypt_in_chunks(b"Salted_!12345678abcdefghabcdefgh", 64, b"pw"),
+            Err(CipherError::MissingHeader)
+        );
+        assert_eq!(decrypt_in_chunks(b"", 64, b"pw"), Err(CipherError::MissingHeader));
+        assert_eq!(
+            decrypt_in_chunks(b"Salted__12345678", 64, b"pw"),
+            Err(CipherError::BadLength { len: 0 })
+        );
+        let cipher = encrypt_in_chunks(&pattern(40), 40);
+        assert_eq!(
+            decrypt_in_chunks(&cipher[..cipher.len() - 1], 64, b"pw"),
+            Err(CipherError::BadLength { len: 47 })
+        );
+    }
+
+    #[test]
+    fn padding_check_accepts_only_pkcs7() {
+        let mut block = [0u8; 16];
+        block[15] = 1;
+        assert_eq!(unpadded_len(&block), Some(15));
+        block = [16; 16];
+        assert_eq!(unpadded_len(&block), Some(0));
+        block[0] = 15;
+        assert_eq!(unpadded_len(&block), None);
+        block = [0; 16];
+        assert_eq!(unpadded_len(&block), None);
+        block[15] = 17;
+        assert_eq!(unpadded_len(&block), None);
+        block[14] = 3;
+        block[15] = 2;
+        assert_eq!(unpadded_len(&block), None);
+    }
+}

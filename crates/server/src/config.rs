@@ -1,0 +1,424 @@
+//! Configuration: command-line flags, an optional TOML file and `AESD_*`
+//! environment variables, in that order of precedence, over defaults.
+//!
+//! One type, [`ConfigLayer`], describes every setting once: clap reads it
+//! from the command line and from the environment (each variable is fed
+//! through the same parser, so both accept the same syntax), serde reads
+//! it from TOML (keys are the flag names). [`Config::resolve`] merges the
+//! layers, fills defaults and validates the result.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use serde::{Deserialize, Serialize};
+
+use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD};
+
+/// Default address of the job port.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7878";
+/// Smallest data chunk the server can be configured to accept.
+pub const MIN_CHUNK_SIZE: u32 = 4096;
+/// Default lowest PBKDF2 iteration count a job may ask for.
+pub const DEFAULT_MIN_ITERATIONS: u32 = 1000;
+/// Default highest PBKDF2 iteration count a job may ask for: about a
+/// minute of one core on a 100 MHz VexRiscv.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 100_000;
+/// Prefix of the environment variables that configure aesd.
+pub const ENV_PREFIX: &str = "AESD_";
+
+/// Settings from one source; `None` where that source says nothing.
+#[derive(Debug, Clone, Default, PartialEq, Args, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ConfigLayer {
+    /// Address and port of the job port [default: 0.0.0.0:7878]
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+
+    /// Worker threads for cryptographic work [default: one per CPU core]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+
+    /// Jobs processed at once; more wait in the queue [default: 2 × workers]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_active: Option<usize>,
+
+    /// Jobs that may wait for a slot; past this, clients get a Busy error
+    /// at once [default: 64]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<usize>,
+
+    /// Largest data frame payload accepted, in bytes (4096 to 1048576);
+    /// per-job memory is a few of these [default: 65536]
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk_size: Option<u32>,
+
+    /// Lowest PBKDF2 iteration count a job may ask for [default: 1000]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_iter: Option<u32>,
+
+    /// Highest PBKDF2 iteration count a job may ask for [default: 100000]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_iter: Option<u32>,
+
+    /// Seconds a new connection has to send its hello [default: 10]
+    #[arg(long, value_name = "SECS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake_timeout: Option<f64>,
+
+    /// Seconds a connection may stay silent (or not read our output)
+    /// before it is closed with a Timeout error [default: 60]
+    #[arg(long, value_name = "SECS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<f64>,
+
+    /// Seconds in-flight jobs get to finish after SIGINT/SIGTERM before
+    /// they are cut off with a ShuttingDown error [default: 30]
+    #[arg(long, value_name = "SECS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace: Option<f64>,
+
+    /// Log filter, tracing syntax (error, warn, info, debug, trace, or
+    /// per-module like "aesd_server=debug") [default: info]
+    #[arg(long, value_name = "FILTER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+/// The `aesd` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "aesd",
+    version,
+    about = "Streaming AES-256-CBC encryption server, byte-compatible with `openssl enc -aes-256-cbc -salt -pbkdf2`",
+    after_help = ENV_HELP
+)]
+pub struct Cli {
+    /// Settings (each also from the TOML file and the environment).
+    #[command(flatten)]
+    pub settings: ConfigLayer,
+
+    /// TOML file with settings (keys are the flag names, e.g.
+    /// `max-active = 8`); flags override it, it overrides the environment
+    #[arg(long, value_name = "FILE", env = "AESD_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Validate FILE (with defaults for what it leaves out), print the
+    /// effective settings and exit: 0 when valid, 2 when not
+    #[arg(long, value_name = "FILE")]
+    pub check_config: Option<PathBuf>,
+
+    /// Print the effective settings as TOML and exit
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+const ENV_HELP: &str = "\
+Environment: every setting can also come from AESD_<FLAG> (upper case, '-' as '_'), \
+e.g. AESD_LISTEN=127.0.0.1:7878, AESD_WORKERS=2, AESD_MAX_ACTIVE=4; the file from AESD_CONFIG. \
+Precedence: flags, then the --config file, then the environment, then defaults.
+
+Limits: data chunks up to 1 MiB (--chunk-size), passwords up to 1024 bytes, \
+PBKDF2 iterations within --min-iter..--max-iter.";
+
+/// The effective, validated settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Job port address.
+    pub listen: SocketAddr,
+    /// Worker threads.
+    pub workers: usize,
+    /// Jobs processed at once.
+    pub max_active: usize,
+    /// Jobs that may wait.
+    pub max_queue: usize,
+    /// Largest data payload accepted.
+    pub chunk_size: u32,
+    /// Lowest PBKDF2 iteration count accepted.
+    pub min_iterations: u32,
+    /// Highest PBKDF2 iteration count accepted.
+    pub max_iterations: u32,
+    /// Time allowed for the hello.
+    pub handshake_timeout: Duration,
+    /// Time a connection may stay silent.
+    pub idle_timeout: Duration,
+    /// Time in-flight jobs get after a shutdown signal.
+    pub shutdown_grace: Duration,
+    /// Log filter.
+    pub log: String,
+}
+
+/// A configuration source could not be read or a value is out of range.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys or wrong types.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's explanation.
+        message: String,
+    },
+    /// An environment variable has a value the setting does not accept.
+    #[error("environment: {message}")]
+    Environment {
+        /// The parser's explanation (names the variable's flag).
+        message: String,
+    },
+    /// A setting is outside its allowed range.
+    #[error("setting `{key}`: {reason}")]
+    Invalid {
+        /// The setting's name (flag / TOML key).
+        key: &'static str,
+        /// What is allowed.
+        reason: String,
+    },
+}
+
+impl ConfigLayer {
+    /// Reads a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|err| ConfigError::Parse {
+            path: path.to_owned(),
+            message: err.to_string(),
+        })
+    }
+
+    /// Reads `AESD_*` variables through `lookup` (normally
+    /// `std::env::var`), parsing each as its flag would be parsed.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let command = ConfigLayer::augment_args(clap::Command::new("environment"));
+        let mut argv = vec!["environment".to_owned()];
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let var = format!("{ENV_PREFIX}{}", long.to_uppercase().replace('-', "_"));
+            if let Some(value) = lookup(&var) {
+                argv.push(format!("--{long}={value}"));
+            }
+        }
+        let matches = command
+            .try_get_matches_from(argv)
+            .map_err(|err| ConfigError::Environment {
+                message: err.to_string().lines().next().unwrap_or_default().to_owned(),
+            })?;
+        ConfigLayer::from_arg_matches(&matches).map_err(|err| ConfigError::Environment {
+            message: err.to_string(),
+        })
+    }
+
+    /// This layer, with settings it lacks taken from `lower`.
+    pub fn over(self, lower: ConfigLayer) -> ConfigLayer {
+        let mut merged = toml::Table::try_from(&lower).unwrap_or_default();
+        if let Ok(upper) = toml::Table::try_from(&self) {
+            merged.extend(upper);
+        }
+        merged.try_into().unwrap_or(self)
+    }
+
+    /// The layer as TOML text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Config {
+    /// Merges flags, the config file (from `--config` or `AESD_CONFIG`)
+    /// and the environment, and validates the result.
+    pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
+        let file = match &cli.config {
+            Some(path) => ConfigLayer::from_file(path)?,
+            None => ConfigLayer::default(),
+        };
+        let env = ConfigLayer::from_env(|name| std::env::var(name).ok())?;
+        Config::resolve(cli.settings.clone().over(file).over(env))
+    }
+
+    /// Fills defaults into a merged layer and checks every range.
+    pub fn resolve(layer: ConfigLayer) -> Result<Config, ConfigError> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let workers = layer.workers.unwrap_or(cores);
+        let config = Config {
+            listen: layer
+                .listen
+                .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default address")),
+            workers,
+            max_active: layer.max_active.unwrap_or(2 * workers),
+            max_queue: layer.max_queue.unwrap_or(64),
+            chunk_size: layer.chunk_size.unwrap_or(DEFAULT_DATA_CHUNK),
+            min_iterations: layer.min_iter.unwrap_or(DEFAULT_MIN_ITERATIONS),
+            max_iterations: layer.max_iter.unwrap_or(DEFAULT_MAX_ITERATIONS),
+            handshake_timeout: seconds("handshake-timeout", layer.handshake_timeout, 10.0)?,
+            idle_timeout: seconds("idle-timeout", layer.idle_timeout, 60.0)?,
+            shutdown_grace: seconds("shutdown-grace", layer.shutdown_grace, 30.0)?,
+            log: layer.log.unwrap_or_else(|| "info".to_owned()),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
+        if !(1..=1024).contains(&self.workers) {
+            return invalid("workers", format!("must be 1 to 1024, got {}", self.workers));
+        }
+        if !(1..=65_536).contains(&self.max_active) {
+            return invalid("max-active", format!("must be 1 to 65536, got {}", self.max_active));
+        }
+        if self.max_queue > 1_000_000 {
+            return invalid("max-queue", format!("must be at most 1000000, got {}", self.max_queue));
+        }
+        if !(MIN_CHUNK_SIZE..=MAX_FRAME_PAYLOAD).contains(&self.chunk_size) {
+            return invalid(
+                "chunk-size",
+                format!(
+                    "must be {MIN_CHUNK_SIZE} to {MAX_FRAME_PAYLOAD} bytes, got {}",
+                    self.chunk_size
+                ),
+            );
+        }
+        if self.min_iterations == 0 || self.min_iterations > self.max_iterations {
+            return invalid(
+                "min-iter",
+                format!(
+                    "must be at least 1 and at most max-iter ({}), got {}",
+                    self.max_iterations, self.min_iterations
+                ),
+            );
+        }
+        if let Err(err) = tracing_subscriber::EnvFilter::try_new(&self.log) {
+            return invalid("log", format!("not a valid filter: {err}"));
+        }
+        Ok(())
+    }
+
+    /// The settings as a complete TOML layer (for `--print-config`).
+    pub fn to_layer(&self) -> ConfigLayer {
+        ConfigLayer {
+            listen: Some(self.listen),
+            workers: Some(self.workers),
+            max_active: Some(self.max_active),
+            max_queue: Some(self.max_queue),
+            chunk_size: Some(self.chunk_size),
+            min_iter: Some(self.min_iterations),
+            max_iter: Some(self.max_iterations),
+            handshake_timeout: Some(self.handshake_timeout.as_secs_f64()),
+            idle_timeout: Some(self.idle_timeout.as_secs_f64()),
+            shutdown_grace: Some(self.shutdown_grace.as_secs_f64()),
+            log: Some(self.log.clone()),
+        }
+    }
+
+    /// Defaults with the given overrides, for tests and embedding.
+    pub fn with(layer: ConfigLayer) -> Result<Config, ConfigError> {
+        Config::resolve(layer)
+    }
+}
+
+fn seconds(key: &'static str, value: Option<f64>, default: f64) -> Result<Duration, ConfigError> {
+    let secs = value.unwrap_or(default);
+    if !(secs > 0.0 && secs <= 86_400.0) {
+        return Err(ConfigError::Invalid {
+            key,
+            reason: format!("must be more than 0 and at most 86400 seconds, got {secs}"),
+        });
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Makes sure the derive-generated command is well formed (clap checks
+/// it in debug builds).
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    #[test]
+    fn command_line_is_well_formed() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn flags_beat_file_beat_environment() {
+        let flags = Cli::try_parse_from(["aesd", "--workers", "3"]).expect("flags").settings;
+        let file: ConfigLayer = toml::from_str("workers = 5\nmax-active = 7\nmax-queue = 9").expect("toml");
+        let environment =
+            ConfigLayer::from_env(env(&[("AESD_WORKERS", "8"), ("AESD_MAX_ACTIVE", "8"), ("AESD_CHUNK_SIZE", "8192")]))
+                .expect("env");
+        let config = Config::resolve(flags.over(file).over(environment)).expect("valid");
+        assert_eq!(config.workers, 3);
+        assert_eq!(config.max_active, 7);
+        assert_eq!(config.max_queue, 9);
+        assert_eq!(config.chunk_size, 8192);
+    }
+
+    #[test]
+    fn defaults_follow_the_worker_count() {
+        let config = Config::with(ConfigLayer {
+            workers: Some(3),
+            ..ConfigLayer::default()
+        })
+        .expect("valid");
+        assert_eq!(config.max_active, 6);
+        assert_eq!(config.listen.port(), 7878);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = ConfigLayer::from_env(env(&[("AESD_WORKERS", "many")])).unwrap_err();
+        assert!(err.to_string().contains("workers"), "{err}");
+        let err = Config::with(ConfigLayer {
+            chunk_size: Some(10),
+            ..ConfigLayer::default()
+        })
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { key: "chunk-size", .. }));
+        let err = Config::with(ConfigLayer {
+            idle_timeout: Some(-1.0),
+            ..ConfigLayer::default()
+        })
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { key: "idle-timeout", .. }));
+        let err: Result<ConfigLayer, _> = toml::from_str("wrokers = 2");
+        assert!(err.is_err(), "unknown keys are refused");
+    }
+
+    #[test]
+    fn printed_config_reads_back_the_same() {
+        let config = Config::with(ConfigLayer::default()).expect("valid");
+        let text = config.to_layer().to_toml();
+        let again: ConfigLayer = toml::from_str(&text).expect("reads back");
+        assert_eq!(Config::resolve(again).expect("valid"), config);
+    }
+}

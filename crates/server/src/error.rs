@@ -1,0 +1,139 @@
+//! Why a job or a connection failed, and what the client is told.
+
+use std::time::Duration;
+
+use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
+
+use crate::admission::Refused;
+use crate::cipher::CipherError;
+
+/// A job (or its connection) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The client broke the protocol (malformed, oversize or unknown frame).
+    #[error(transparent)]
+    Protocol(#[from] ProtoError),
+    /// The client closed the connection in the middle of a frame.
+    #[error("client closed the connection after {got} of {expected} bytes of a {what}")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes received.
+        got: usize,
+    },
+    /// The client closed the connection in the middle of a job.
+    #[error("client disconnected during the job")]
+    ClientGone,
+    /// A frame arrived that the session's state does not allow.
+    #[error("unexpected {got} frame {state}")]
+    UnexpectedFrame {
+        /// The frame's kind.
+        got: &'static str,
+        /// Where in the session it came.
+        state: &'static str,
+    },
+    /// The client's protocol version is not spoken here.
+    #[error("protocol version {0} is not supported (this server speaks version 1)")]
+    UnsupportedVersion(u16),
+    /// The job asked for an iteration count outside the configured bounds.
+    #[error("PBKDF2 iteration count {got} is outside the allowed range {min}..={max}")]
+    IterationsOutOfRange {
+        /// Requested.
+        got: u32,
+        /// Configured minimum.
+        min: u32,
+        /// Configured maximum.
+        max: u32,
+    },
+    /// The ciphertext is invalid or the password wrong.
+    #[error(transparent)]
+    Cipher(#[from] CipherError),
+    /// The admission queue is full.
+    #[error(transparent)]
+    Busy(#[from] Refused),
+    /// The server is shutting down.
+    #[error("server is shutting down")]
+    ShuttingDown,
+    /// The client sent nothing (or read nothing) for too long.
+    #[error("{what}: no progress for {:.1} s", limit.as_secs_f64())]
+    Timeout {
+        /// What was awaited.
+        what: &'static str,
+        /// The limit that passed.
+        limit: Duration,
+    },
+    /// The worker pool failed (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The transport failed.
+    #[error("connection error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Another stage of the same job failed first; that error is reported.
+    #[error("stage stopped because another stage failed")]
+    Aborted,
+}
+
+impl From<FrameError> for JobError {
+    fn from(err: FrameError) -> Self {
+        match err {
+            FrameError::Truncated {
+                what,
+                expected,
+                got,
+            } => JobError::Truncated {
+                what,
+                expected,
+                got,
+            },
+            FrameError::Protocol(err) => JobError::Protocol(err),
+            FrameError::Io(err) => JobError::Io(err),
+        }
+    }
+}
+
+impl JobError {
+    /// The code sent to the client.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            JobError::Protocol(err) => err.code(),
+            JobError::Truncated { .. } => ErrorCode::TruncatedFrame,
+            JobError::UnexpectedFrame { .. } => ErrorCode::UnexpectedFrame,
+            JobError::UnsupportedVersion(_) => ErrorCode::UnsupportedVersion,
+            JobError::IterationsOutOfRange { .. } => ErrorCode::LimitExceeded,
+            JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
+            JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
+            JobError::Cipher(_) => ErrorCode::BadCiphertext,
+            JobError::Busy(_) => ErrorCode::Busy,
+            JobError::ShuttingDown => ErrorCode::ShuttingDown,
+            JobError::Timeout { .. } => ErrorCode::Timeout,
+            JobError::ClientGone
+            | JobError::Internal(_)
+            | JobError::Io(_)
+            | JobError::Aborted => ErrorCode::Internal,
+        }
+    }
+
+    /// The error frame sent to the client.
+    pub fn to_frame(&self) -> ErrorFrame {
+        ErrorFrame::new(self.code(), self.to_string())
+    }
+
+    /// Whether the connection must close after this error: the byte
+    /// stream can no longer be trusted to be in step, or the peer is gone.
+    pub fn closes_connection(&self) -> bool {
+        !matches!(
+            self,
+            JobError::Cipher(_) | JobError::IterationsOutOfRange { .. } | JobError::Busy(_)
+        )
+    }
+
+    /// Whether the client can still be told (false when it is gone).
+    pub fn peer_reachable(&self) -> bool {
+        !matches!(
+            self,
+            JobError::ClientGone | JobError::Io(_) | JobError::Truncated { .. } | JobError::Aborted
+        )
+    }
+}

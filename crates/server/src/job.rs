@@ -1,0 +1,371 @@
+//! One job: admission, then a full-duplex pipeline of three stages.
+//!
+//! ```text
+//!  socket ──► read stage ──chunks──► cipher stage ──output──► write stage ──► socket
+//!               ▲   (reads payloads      (worker pool:            │
+//!               │    into free buffers)   in place)               │
+//!               └─────────────── free buffers ◄──────────────────┘
+//! ```
+//!
+//! The stages run concurrently in the connection's task, so output streams
+//! back while input still arrives. A job owns [`BUFFERS_PER_JOB`] chunk
+//! buffers, which circulate; when they are all in flight the read stage
+//! stops reading and TCP flow control slows the client down. Memory per
+//! job is therefore bounded whatever the file size.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aesd_proto::{
+    Begin, Done, ErrorFrame, FrameKind, FrameReader, FrameWriter, KeySource, Message, Queued,
+    Started,
+};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+use crate::admission::{Entry, Permit, TicketEvent};
+use crate::cipher::{BLOCK, ChunkBuf, HEADER_LEN, JobCipher};
+use crate::error::JobError;
+use crate::server::Shared;
+
+/// Chunk buffers one job circulates between its stages.
+pub const BUFFERS_PER_JOB: usize = 4;
+
+/// How a job ended, with what the session needs to carry on.
+pub struct JobOutcome {
+    /// The figures sent in the done frame, or why the job failed.
+    pub result: Result<Done, JobError>,
+    /// Whether an error frame for this job was already sent.
+    pub error_sent: bool,
+    /// Whether the client's input was read up to its end frame (or, before
+    /// the job started, whether the client had nothing to send yet).
+    pub input_finished: bool,
+}
+
+impl JobOutcome {
+    fn failed_before_start(error: JobError) -> Self {
+        JobOutcome {
+            result: Err(error),
+            error_sent: false,
+            input_finished: true,
+        }
+    }
+}
+
+/// Runs one job whose begin frame has been read.
+pub async fn run<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    begin: Begin,
+    shared: &Arc<Shared>,
+) -> JobOutcome
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let received = Instant::now();
+    let KeySource::Password {
+        iterations,
+        password,
+    } = begin.key;
+    let (min, max) = (shared.config.min_iterations, shared.config.max_iterations);
+    if !(min..=max).contains(&iterations) {
+        return JobOutcome::failed_before_start(JobError::IterationsOutOfRange {
+            got: iterations,
+            min,
+            max,
+        });
+    }
+    let _permit = match admit(reader, writer, shared).await {
+        Ok(permit) => permit,
+        Err(error) => return JobOutcome::failed_before_start(error),
+    };
+    let queue_us = micros(received.elapsed());
+    if let Err(error) = writer.send(&Message::Started(Started { queue_us })).await {
+        return JobOutcome::failed_before_start(error.into());
+    }
+
+    let spec = CipherSpec {
+        operation: begin.operation,
+        password: password.as_bytes().to_vec().into(),
+        iterations,
+    };
+    let chunk = shared.config.chunk_size as usize;
+    let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
+    for _ in 0..BUFFERS_PER_JOB {
+        let _ = free_tx.try_send(ChunkBuf::with_capacity(chunk));
+    }
+    let (input_tx, input_rx) = mpsc::channel(BUFFERS_PER_JOB);
+    let (output_tx, output_rx) = mpsc::channel(BUFFERS_PER_JOB);
+    let idle = shared.config.idle_timeout;
+
+    let (read, cipher, write) = tokio::join!(
+        read_stage(reader, free_rx, input_tx, idle, shared),
+        cipher_stage(input_rx, output_tx, spec, queue_us, shared),
+        write_stage(writer, output_rx, free_tx, idle),
+    );
+
+    let input_finished = matches!(read, Ok(ReadEnd::SawEnd));
+    let (error_sent, done) = match &write {
+        Ok(end) => (end.error_sent, end.done),
+        Err(_) => (false, None),
+    };
+    // Report the stage that failed first; the others merely stopped.
+    let failure = [read.err(), cipher.err(), write.err()]
+        .into_iter()
+        .flatten()
+        .find(|error| !matches!(error, JobError::Aborted));
+    let result = match (failure, done) {
+        (Some(error), _) => Err(error),
+        (None, Some(done)) => Ok(done),
+        (None, None) => Err(JobError::Aborted),
+    };
+    JobOutcome {
+        result,
+        error_sent,
+        input_finished,
+    }
+}
+
+/// Waits for a slot, telling the client its queue position as it changes.
+async fn admit<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    shared: &Arc<Shared>,
+) -> Result<Permit, JobError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut ticket = match shared.admission.enter()? {
+        Entry::Admitted(permit) => return Ok(permit),
+        Entry::Queued(ticket) => ticket,
+    };
+    let position = ticket.position();
+    writer.send(&Message::Queued(Queued { position })).await?;
+    let mut watch_peer = true;
+    loop {
+        tokio::select! {
+            biased;
+            event = ticket.next_event() => match event {
+                TicketEvent::Admitted(permit) => return Ok(permit),
+                TicketEvent::Moved(position) => {
+                    writer.send(&Message::Queued(Queued { position })).await?;
+                }
+            },
+            () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown),
+            peer = reader.await_input(), if watch_peer => match peer {
+                // The client left the queue: dropping the ticket frees its place.
+                Ok(true) | Err(_) => return Err(JobError::ClientGone),
+                // It sent early input; it is alive, stop watching.
+                Ok(false) => watch_peer = false,
+            },
+        }
+    }
+}
+
+/// What the cipher stage needs to start.
+struct CipherSpec {
+    operation: aesd_proto::Operation,
+    password: zeroize::Zeroizing<Vec<u8>>,
+    iterations: u32,
+}
+
+enum Input {
+    Chunk(ChunkBuf),
+    End,
+}
+
+enum Output {
+    Header([u8; HEADER_LEN]),
+    Bytes(ChunkBuf),
+    Done(Done),
+    Failed(ErrorFrame),
+}
+
+enum ReadEnd {
+    SawEnd,
+    Stopped,
+}
+
+struct WriteEnd {
+    done: Option<Done>,
+    error_sent: bool,
+}
+
+async fn read_stage<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+    mut free: mpsc::Receiver<ChunkBuf>,
+    input: mpsc::Sender<Input>,
+    idle: Duration,
+    shared: &Arc<Shared>,
+) -> Result<ReadEnd, JobError> {
+    loop {
+        let header = tokio::select! {
+            biased;
+            () = shared.shutdown.aborting() => return Ok(ReadEnd::Stopped),
+            header = timeout(idle, reader.next_header()) => header,
+        };
+        let header = header
+            .map_err(|_| JobError::Timeout {
+                what: "waiting for the client's data",
+                limit: idle,
+            })??
+            .ok_or(JobError::ClientGone)?;
+        match header.kind {
+            FrameKind::Data => {
+                let Some(mut buf) = free.recv().await else {
+                    return Ok(ReadEnd::Stopped);
+                };
+                timeout(idle, reader.read_payload(buf.payload_mut(header.len as usize)))
+                    .await
+                    .map_err(|_| JobError::Timeout {
+                        what: "reading a data frame",
+                        limit: idle,
+                    })??;
+                if input.send(Input::Chunk(buf)).await.is_err() {
+                    return Ok(ReadEnd::Stopped);
+                }
+            }
+            FrameKind::End => {
+                reader.read_body(header).await?;
+                let _ = input.send(Input::End).await;
+                return Ok(ReadEnd::SawEnd);
+            }
+            other => {
+                return Err(JobError::UnexpectedFrame {
+                    got: other.name(),
+                    state: "during a job (only data and end are allowed)",
+                });
+            }
+        }
+    }
+}
+
+async fn cipher_stage(
+    mut input: mpsc::Receiver<Input>,
+    output: mpsc::Sender<Output>,
+    spec: CipherSpec,
+    queue_us: u64,
+    shared: &Arc<Shared>,
+) -> Result<(), JobError> {
+    let pool = &shared.pool;
+    let mut processing = Duration::ZERO;
+    let mut bytes_in = 0u64;
+    let fail = |error: JobError| async {
+        let _ = output.send(Output::Failed(error.to_frame())).await;
+        Err(error)
+    };
+    let CipherSpec {
+        operation,
+        password,
+        iterations,
+    } = spec;
+    let started = pool
+        .run(move || JobCipher::start(operation, &password, iterations))
+        .await
+        .map_err(|err| JobError::Internal(err.to_string()))?;
+    processing += started.elapsed;
+    let (mut cipher, header) = match started.value {
+        Ok(started) => started,
+        Err(error) => return fail(error.into()).await,
+    };
+    if let Some(header) = header {
+        output.send(Output::Header(header)).await.map_err(|_| JobError::Aborted)?;
+    }
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = shared.shutdown.aborting() => return fail(JobError::ShuttingDown).await,
+            next = input.recv() => next,
+        };
+        match next.ok_or(JobError::Aborted)? {
+            Input::Chunk(mut buf) => {
+                bytes_in += buf.len() as u64;
+                let timed = pool
+                    .run(move || {
+                        let result = cipher.update(&mut buf);
+                        (cipher, buf, result)
+                    })
+                    .await
+                    .map_err(|err| JobError::Internal(err.to_string()))?;
+                processing += timed.elapsed;
+                let (returned, buf, result) = timed.value;
+                cipher = returned;
+                if let Err(error) = result {
+                    return fail(error.into()).await;
+                }
+                output.send(Output::Bytes(buf)).await.map_err(|_| JobError::Aborted)?;
+            }
+            Input::End => {
+                let timed = pool
+                    .run(move || {
+                        let mut last = ChunkBuf::with_capacity(BLOCK);
+                        let result = cipher.finish(&mut last);
+                        (last, result)
+                    })
+                    .await
+                    .map_err(|err| JobError::Internal(err.to_string()))?;
+                processing += timed.elapsed;
+                let (last, result) = timed.value;
+                if let Err(error) = result {
+                    return fail(error.into()).await;
+                }
+                output.send(Output::Bytes(last)).await.map_err(|_| JobError::Aborted)?;
+                let done = Done {
+                    bytes_in,
+                    bytes_out: 0,
+                    queue_us,
+                    processing_us: micros(processing),
+                };
+                output.send(Output::Done(done)).await.map_err(|_| JobError::Aborted)?;
+                return Ok(());
+            }
+        }
+    }
+}
+
+async fn write_stage<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter<W>,
+    mut output: mpsc::Receiver<Output>,
+    free: mpsc::Sender<ChunkBuf>,
+    idle: Duration,
+) -> Result<WriteEnd, JobError> {
+    let mut bytes_out = 0u64;
+    let mut end = WriteEnd {
+        done: None,
+        error_sent: false,
+    };
+    let stalled = |_| JobError::Timeout {
+        what: "client is not reading the output",
+        limit: idle,
+    };
+    while let Some(next) = output.recv().await {
+        match next {
+            Output::Header(header) => {
+                timeout(idle, writer.send_data(&header)).await.map_err(stalled)??;
+                bytes_out += header.len() as u64;
+            }
+            Output::Bytes(buf) => {
+                timeout(idle, writer.send_data(buf.as_slice())).await.map_err(stalled)??;
+                bytes_out += buf.len() as u64;
+                let _ = free.try_send(buf);
+            }
+            Output::Done(mut done) => {
+                done.bytes_out = bytes_out;
+                timeout(idle, writer.send(&Message::Done(done))).await.map_err(stalled)??;
+                end.done = Some(done);
+            }
+            Output::Failed(frame) => {
+                timeout(idle, writer.send(&Message::Error(frame))).await.map_err(stalled)??;
+                end.error_sent = true;
+            }
+        }
+    }
+    Ok(end)
+}
+
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,32 @@
+//! aesd: a streaming AES-256-CBC encryption server for small Linux boards.
+//!
+//! Clients stream a file over a framed TCP protocol (crate `aesd-proto`);
+//! aesd encrypts or decrypts it in the `openssl enc -aes-256-cbc -salt
+//! -pbkdf2` format and streams the result back while the input still
+//! arrives.
+//!
+//! # Layout
+//!
+//! * [`config`]: settings from flags, a TOML file and the environment.
+//! * [`server`]: the listener, accept loop and graceful shutdown.
+//! * [`session`]: one connection: handshake, then jobs one after another.
+//! * [`job`]: one job: admission, then the read → cipher → write pipeline.
+//! * [`admission`]: the bounded FIFO queue in front of the active slots.
+//! * [`pool`]: the worker threads that do all cryptographic work, so the
+//!   async reactor only moves bytes.
+//! * [`cipher`]: the `openssl enc` format, streamed in place.
+//! * [`error`]: why a job failed and what the client is told.
+//! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
+
+pub mod admission;
+pub mod cipher;
+pub mod config;
+pub mod error;
+pub mod job;
+pub mod pool;
+pub mod server;
+pub mod session;
+pub mod shutdown;
+
+pub use config::{Config, ConfigLayer};
+pub use server::{RunningServer, Server, ServerError};

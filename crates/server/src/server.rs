@@ -1,0 +1,177 @@
+//! The listener: accepts connections and runs the graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+
+use crate::admission::Admission;
+use crate::config::Config;
+use crate::pool::WorkerPool;
+use crate::session;
+use crate::shutdown::Shutdown;
+
+/// State every connection shares.
+pub struct Shared {
+    /// Effective settings.
+    pub config: Config,
+    /// CPU workers.
+    pub pool: Arc<WorkerPool>,
+    /// Admission queue.
+    pub admission: Arc<Admission>,
+    /// Shutdown stages.
+    pub shutdown: Shutdown,
+    /// Name and version sent in the welcome frame.
+    pub name: String,
+}
+
+/// The server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Worker threads could not be started.
+    #[error("cannot start worker threads: {0}")]
+    Workers(std::io::Error),
+}
+
+/// A bound server, ready to serve.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Binds the listen address and starts the worker pool.
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let pool = WorkerPool::new(config.workers).map_err(ServerError::Workers)?;
+        let admission = Admission::new(config.max_active, config.max_queue);
+        let shared = Arc::new(Shared {
+            config,
+            pool,
+            admission,
+            shutdown: Shutdown::new(),
+            name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
+        });
+        Ok(Server { listener, shared })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or(self.shared.config.listen)
+    }
+
+    /// State shared with the connections (for metrics and tests).
+    pub fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.shared)
+    }
+
+    /// Serves until `signal` resolves, then shuts down gracefully: stops
+    /// accepting, tells queued jobs, gives running jobs the grace period,
+    /// then cuts off what is left with a ShuttingDown error.
+    pub async fn serve(self, signal: impl Future<Output = ()>) {
+        let Server { listener, shared } = self;
+        let tracker = TaskTracker::new();
+        tokio::pin!(signal);
+        loop {
+            tokio::select! {
+                () = &mut signal => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        tracker.spawn(session::serve(stream, peer, Arc::clone(&shared)));
+                    }
+                    Err(err) => {
+                        // Out of descriptors or similar: keep serving the
+                        // connections we have and try again shortly.
+                        error!("accept failed: {err}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        }
+        drop(listener);
+        let grace = shared.config.shutdown_grace;
+        let occupancy = shared.admission.occupancy();
+        info!(
+            active = occupancy.active,
+            waiting = occupancy.waiting,
+            "shutting down: {:.1} s grace for running jobs",
+            grace.as_secs_f64()
+        );
+        shared.shutdown.stop();
+        tracker.close();
+        if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+            warn!("grace period over: cutting off the jobs still running");
+            shared.shutdown.abort();
+            if tokio::time::timeout(Duration::from_secs(5), tracker.wait()).await.is_err() {
+                warn!("some connections did not close within 5 s of the cut-off");
+            }
+        }
+        shared.pool.close();
+        info!("shut down");
+    }
+
+    /// Runs the server on the current runtime in the background.
+    pub fn spawn(self) -> RunningServer {
+        let addr = self.local_addr();
+        let shared = self.shared();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(self.serve(async {
+            let _ = stop_rx.await;
+        }));
+        RunningServer {
+            addr,
+            shared,
+            stop: Some(stop_tx),
+            task,
+        }
+    }
+}
+
+/// A server running in the background (embedded in aesload, or in tests).
+pub struct RunningServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its shared state.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Shuts it down gracefully and waits until it has stopped.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}

@@ -1,0 +1,177 @@
+//! One client connection: the handshake, then jobs one after another.
+//!
+//! After a job fails with an error that leaves the byte stream in step
+//! (wrong password, bad ciphertext, busy, iteration limit), the session
+//! discards the client's remaining input up to its end frame and waits for
+//! the next begin. Protocol violations, timeouts and shutdown close the
+//! connection after the error frame.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use aesd_proto::handshake::PROTOCOL_VERSION;
+use aesd_proto::{FrameKind, FrameReader, FrameWriter, Message, Welcome};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tracing::{debug, info, warn};
+
+use crate::error::JobError;
+use crate::job;
+use crate::server::Shared;
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    if let Err(err) = stream.set_nodelay(true) {
+        debug!(%peer, "cannot set TCP_NODELAY: {err}");
+    }
+    let (read, write) = stream.into_split();
+    let mut reader = FrameReader::new(read, shared.config.chunk_size);
+    let mut writer = FrameWriter::new(write);
+    if let Err(Close { error, client_told }) = run(&mut reader, &mut writer, peer, &shared).await {
+        if !client_told && error.peer_reachable() {
+            let _ = timeout(
+                shared.config.handshake_timeout,
+                writer.send(&Message::Error(error.to_frame())),
+            )
+            .await;
+        }
+        match error {
+            JobError::ShuttingDown => debug!(%peer, "closed for shutdown"),
+            JobError::ClientGone => debug!(%peer, "client left"),
+            error => warn!(%peer, code = %error.code(), "connection closed: {error}"),
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// Why a connection is closed, and whether the client was already told.
+struct Close {
+    error: JobError,
+    client_told: bool,
+}
+
+impl<E: Into<JobError>> From<E> for Close {
+    fn from(error: E) -> Self {
+        Close {
+            error: error.into(),
+            client_told: false,
+        }
+    }
+}
+
+async fn run<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+) -> Result<(), Close>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let config = &shared.config;
+    let hello = timeout(config.handshake_timeout, reader.read_hello())
+        .await
+        .map_err(|_| JobError::Timeout {
+            what: "waiting for the hello",
+            limit: config.handshake_timeout,
+        })?
+        .map_err(JobError::from)?;
+    if hello.version != PROTOCOL_VERSION {
+        return Err(JobError::UnsupportedVersion(hello.version).into());
+    }
+    writer
+        .send(&Message::Welcome(Welcome {
+            version: PROTOCOL_VERSION,
+            max_data: config.chunk_size,
+            server: shared.name.clone(),
+        }))
+        .await?;
+
+    loop {
+        let header = tokio::select! {
+            biased;
+            () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown.into()),
+            header = timeout(config.idle_timeout, reader.next_header()) => header,
+        };
+        let header = header
+            .map_err(|_| JobError::Timeout {
+                what: "waiting for the next job",
+                limit: config.idle_timeout,
+            })?
+            .map_err(JobError::from)?;
+        let Some(header) = header else {
+            return Ok(());
+        };
+        if header.kind != FrameKind::Begin {
+            return Err(JobError::UnexpectedFrame {
+                got: header.kind.name(),
+                state: "before begin (a job starts with a begin frame)",
+            }
+            .into());
+        }
+        let Message::Begin(begin) = reader.read_body(header).await.map_err(JobError::from)? else {
+            return Err(JobError::Internal("begin frame decoded as another kind".into()).into());
+        };
+        let operation = begin.operation;
+        let outcome = job::run(reader, writer, begin, shared).await;
+        match outcome.result {
+            Ok(done) => info!(
+                %peer,
+                op = operation.name(),
+                bytes_in = done.bytes_in,
+                bytes_out = done.bytes_out,
+                queue_ms = done.queue_us / 1000,
+                processing_ms = done.processing_us / 1000,
+                "job done"
+            ),
+            Err(error) => {
+                if error.closes_connection() {
+                    return Err(Close {
+                        error,
+                        client_told: outcome.error_sent,
+                    });
+                }
+                info!(%peer, op = operation.name(), code = %error.code(), "job failed: {error}");
+                if !outcome.error_sent {
+                    writer
+                        .send(&Message::Error(error.to_frame()))
+                        .await
+                        .map_err(JobError::from)?;
+                }
+                if !outcome.input_finished {
+                    discard_until_end(reader, shared).await?;
+                }
+            }
+        }
+    }
+}
+
+/// Reads and drops the rest of a failed job's input, up to its end frame.
+async fn discard_until_end<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+    shared: &Arc<Shared>,
+) -> Result<(), JobError> {
+    let idle = shared.config.idle_timeout;
+    loop {
+        let message = timeout(idle, reader.read_message())
+            .await
+            .map_err(|_| JobError::Timeout {
+                what: "waiting for the end of a failed job's input",
+                limit: idle,
+            })?
+            .map_err(JobError::from)?;
+        match message {
+            Some(Message::Data(_)) => continue,
+            Some(Message::End) => return Ok(()),
+            Some(other) => {
+                return Err(JobError::UnexpectedFrame {
+                    got: other.kind().name(),
+                    state: "while discarding a failed job's input",
+                });
+            }
+            None => return Err(JobError::ClientGone),
+        }
+    }
+}
