@@ -6,13 +6,11 @@
 //! The report separates total, queue, processing (both measured by the
 //! server) and network time (the remainder).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use aesd_proto::{
-    Begin, Done, ErrorCode, Format, KeySource, Message, Operation, Password,
-};
+use aesd_proto::{Begin, Done, ErrorCode, Format, KeySource, Message, Operation, Password};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
 
 use crate::connection::Client;
 use crate::error::ClientError;
@@ -122,13 +120,20 @@ impl Client {
         }
 
         let chunk = self.welcome.max_data as usize;
-        let stop_sending = AtomicBool::new(false);
+        // Set when the server has failed the job: the sender stops waiting
+        // for input (never in the middle of a frame) and sends end, so the
+        // connection stays in step for the next job.
+        let stop_sending = Notify::new();
         let Client { reader, writer, .. } = self;
         let send = async {
             let mut buf = vec![0u8; chunk];
             let mut sent = 0u64;
-            while !stop_sending.load(Ordering::Relaxed) {
-                let n = fill(input, &mut buf).await.map_err(ClientError::Input)?;
+            loop {
+                let n = tokio::select! {
+                    biased;
+                    () = stop_sending.notified() => break,
+                    n = fill(input, &mut buf) => n.map_err(ClientError::Input)?,
+                };
                 if n == 0 {
                     break;
                 }
@@ -161,7 +166,7 @@ impl Client {
                 }
             };
             if result.is_err() {
-                stop_sending.store(true, Ordering::Relaxed);
+                stop_sending.notify_one();
             }
             result
         };

@@ -6,7 +6,7 @@
 //! * [`connection`]: [`Client`], a handshaken connection to a server.
 //! * [`job`]: [`Client::run_job`]: one job from any async reader to any
 //!   async writer, full duplex, with a [`JobReport`] of bytes and times.
-//! * [`error`]: [`ClientError`].
+//! * [`error`]: [`ClientError`], why an operation failed.
 //! * [`password`]: password files, read as `openssl -pass file:` does.
 //! * [`pattern`]: seeded test data, so large transfers need no files.
 //! * [`verify`]: [`VerifyingSink`](verify::VerifyingSink), which decrypts a
@@ -28,3 +28,4 @@ pub mod verify;
 pub use connection::Client;
 pub use error::ClientError;
 pub use job::{DEFAULT_ITERATIONS, JobReport, JobSpec};
+pub mod testkit;

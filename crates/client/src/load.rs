@@ -240,7 +240,11 @@ mod tests {
     fn batches_cover_every_client_once_in_order() {
         let ranges: Vec<_> = plan(25, 10).batches().collect();
         assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
-        assert_eq!(plan(3, 0).batches().count(), 3, "batch 0 means one at a time");
+        assert_eq!(
+            plan(3, 0).batches().count(),
+            3,
+            "batch 0 means one at a time"
+        );
     }
 
     #[test]
@@ -254,6 +258,9 @@ mod tests {
         assert_eq!(sizes, (0..100).map(|i| plan.size_of(i)).collect::<Vec<_>>());
         let mut other = plan.clone();
         other.seed = 2;
-        assert_ne!(sizes, (0..100).map(|i| other.size_of(i)).collect::<Vec<_>>());
+        assert_ne!(
+            sizes,
+            (0..100).map(|i| other.size_of(i)).collect::<Vec<_>>()
+        );
     }
 }

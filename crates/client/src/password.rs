@@ -32,12 +32,11 @@ pub enum PasswordError {
 
 /// Reads the password from the first line of `path`.
 pub fn read_password_file(path: &Path) -> Result<Password, PasswordError> {
-    let bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(|source| {
-        PasswordError::Read {
+    let bytes =
+        zeroize::Zeroizing::new(std::fs::read(path).map_err(|source| PasswordError::Read {
             path: path.to_owned(),
             source,
-        }
-    })?);
+        })?);
     let line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.is_empty() {
@@ -82,16 +81,28 @@ mod tests {
     #[test]
     fn first_line_without_its_ending() {
         let path = file_with("crlf", b"hunter2\r\nignored\n");
-        assert_eq!(read_password_file(&path).expect("reads").as_bytes(), b"hunter2");
+        assert_eq!(
+            read_password_file(&path).expect("reads").as_bytes(),
+            b"hunter2"
+        );
         let path = file_with("plain", b"hunter2");
-        assert_eq!(read_password_file(&path).expect("reads").as_bytes(), b"hunter2");
+        assert_eq!(
+            read_password_file(&path).expect("reads").as_bytes(),
+            b"hunter2"
+        );
     }
 
     #[test]
     fn empty_and_missing_files_are_errors() {
         let path = file_with("empty", b"\nsecond");
-        assert!(matches!(read_password_file(&path), Err(PasswordError::Empty(_))));
+        assert!(matches!(
+            read_password_file(&path),
+            Err(PasswordError::Empty(_))
+        ));
         let missing = Path::new("/nonexistent/aesd-password");
-        assert!(matches!(read_password_file(missing), Err(PasswordError::Read { .. })));
+        assert!(matches!(
+            read_password_file(missing),
+            Err(PasswordError::Read { .. })
+        ));
     }
 }

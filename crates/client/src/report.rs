@@ -93,8 +93,14 @@ impl Summary {
             ("Total Network Time (s)", secs(self.total_network)),
             ("Total Processing Time (s)", secs(self.total_processing)),
             ("Total Queue Time (s)", secs(self.total_queue)),
-            ("Avg Network Time (s)", secs(self.average(self.total_network))),
-            ("Avg Processing Time (s)", secs(self.average(self.total_processing))),
+            (
+                "Avg Network Time (s)",
+                secs(self.average(self.total_network)),
+            ),
+            (
+                "Avg Processing Time (s)",
+                secs(self.average(self.total_processing)),
+            ),
             ("Avg Queue Time (s)", secs(self.average(self.total_queue))),
             (
                 "Transfers Verified",
@@ -139,10 +145,14 @@ mod tests {
             duration: Duration::from_secs(2),
             transfers: vec![
                 transfer(0, 4_000_000, Outcome::Verified),
-                transfer(1, 1_000_000, Outcome::Failed {
-                    kind: "busy".into(),
-                    message: "full".into(),
-                }),
+                transfer(
+                    1,
+                    1_000_000,
+                    Outcome::Failed {
+                        kind: "busy".into(),
+                        message: "full".into(),
+                    },
+                ),
             ],
         };
         let summary = Summary::of(&run);
@@ -150,7 +160,10 @@ mod tests {
         assert_eq!(summary.throughput_bytes_per_sec, 2_000_000.0);
         assert_eq!(summary.failed(), 1);
         let table = summary.table();
-        assert!(table.contains("Average Bytes Processed (MB/s)          2.00"), "{table}");
+        assert!(
+            table.contains("Average Bytes Processed (MB/s)          2.00"),
+            "{table}"
+        );
         assert!(table.contains("1 (busy)"), "{table}");
     }
 }

@@ -39,7 +39,9 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         return Err(error("no number"));
     }
     if let Ok(whole) = number.parse::<u64>() {
-        return whole.checked_mul(multiplier).ok_or_else(|| error("too large"));
+        return whole
+            .checked_mul(multiplier)
+            .ok_or_else(|| error("too large"));
     }
     let value: f64 = number.parse().map_err(|_| error("not a number"))?;
     let bytes = value * multiplier as f64;
@@ -111,7 +113,10 @@ mod tests {
     fn bad_sizes_say_why() {
         assert_eq!(parse_size("12Q").unwrap_err().reason, "unknown unit");
         assert_eq!(parse_size("M").unwrap_err().reason, "no number");
-        assert_eq!(parse_size("99999999999999G").unwrap_err().reason, "too large");
+        assert_eq!(
+            parse_size("99999999999999G").unwrap_err().reason,
+            "too large"
+        );
         assert!(parse_size_list(",").is_err());
         assert_eq!(parse_size_list("2M,5M"), Ok(vec![2 << 20, 5 << 20]));
     }

@@ -92,8 +92,12 @@ impl VerifyingSink {
                 self.iterations,
                 material.as_mut(),
             );
-            let key: [u8; 32] = material[..32].try_into().map_err(|_| VerifyError::MissingHeader)?;
-            let iv: [u8; 16] = material[32..].try_into().map_err(|_| VerifyError::MissingHeader)?;
+            let key: [u8; 32] = material[..32]
+                .try_into()
+                .map_err(|_| VerifyError::MissingHeader)?;
+            let iv: [u8; 16] = material[32..]
+                .try_into()
+                .map_err(|_| VerifyError::MissingHeader)?;
             self.cipher = Some(cbc::Decryptor::<Aes256>::new(&key.into(), &iv.into()));
         }
         self.ciphertext_len += bytes.len() as u64;
@@ -214,9 +218,7 @@ mod tests {
     fn verify(bytes: &[u8], seed: u64, len: u64, piece: usize) -> Result<u64, VerifyError> {
         let mut sink = VerifyingSink::new(b"pw", 1000, Pattern::new(seed), len);
         for part in bytes.chunks(piece) {
-            if let Err(err) = sink.absorb(part) {
-                return Err(err);
-            }
+            sink.absorb(part)?;
         }
         sink.finish()
     }
@@ -235,7 +237,10 @@ mod tests {
     fn a_corrupted_byte_is_caught() {
         let mut bytes = encrypted(9, 1000);
         bytes[500] ^= 1;
-        assert!(matches!(verify(&bytes, 9, 1000, 64), Err(VerifyError::Mismatch(_))));
+        assert!(matches!(
+            verify(&bytes, 9, 1000, 64),
+            Err(VerifyError::Mismatch(_))
+        ));
     }
 
     #[test]
@@ -243,7 +248,13 @@ mod tests {
         let bytes = encrypted(9, 1000);
         assert!(verify(&bytes, 10, 1000, 64).is_err(), "other data");
         assert!(verify(&bytes, 9, 1001, 64).is_err(), "other length");
-        assert!(verify(&bytes[..bytes.len() - 16], 9, 1000, 64).is_err(), "lost block");
-        assert_eq!(verify(&bytes[16..], 9, 1000, 64), Err(VerifyError::MissingHeader));
+        assert!(
+            verify(&bytes[..bytes.len() - 16], 9, 1000, 64).is_err(),
+            "lost block"
+        );
+        assert_eq!(
+            verify(&bytes[16..], 9, 1000, 64),
+            Err(VerifyError::MissingHeader)
+        );
     }
 }

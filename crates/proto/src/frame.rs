@@ -141,7 +141,14 @@ mod tests {
     fn oversize_data_frame_is_rejected_before_reading_it() {
         let header = [0x11, 0x00, 0x10, 0x00, 0x01];
         let err = FrameHeader::decode(&header, 64 * 1024).unwrap_err();
-        assert!(matches!(err, ProtoError::FrameTooLarge { len: 0x0010_0001, max: 65536, .. }));
+        assert!(matches!(
+            err,
+            ProtoError::FrameTooLarge {
+                len: 0x0010_0001,
+                max: 65536,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -213,8 +213,8 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{ErrorFrame, Queued};
     use crate::ErrorCode;
+    use crate::message::{ErrorFrame, Queued};
 
     #[tokio::test]
     async fn frames_written_are_read_back() {
@@ -222,7 +222,10 @@ mod tests {
         let mut writer = FrameWriter::new(client);
         let mut reader = FrameReader::new(server, 65536);
         writer.send_hello(Hello::current()).await.expect("hello");
-        writer.send(&Message::Queued(Queued { position: 2 })).await.expect("queued");
+        writer
+            .send(&Message::Queued(Queued { position: 2 }))
+            .await
+            .expect("queued");
         writer.send_data(b"abc").await.expect("data");
         writer
             .send(&Message::Error(ErrorFrame::new(ErrorCode::Busy, "full")))
@@ -238,20 +241,33 @@ mod tests {
         let mut data = vec![0; header.len as usize];
         reader.read_payload(&mut data).await.expect("payload");
         assert_eq!(data, b"abc");
-        assert!(matches!(reader.read_message().await, Ok(Some(Message::Error(_)))));
+        assert!(matches!(
+            reader.read_message().await,
+            Ok(Some(Message::Error(_)))
+        ));
         assert!(matches!(reader.read_message().await, Ok(None)));
     }
 
     #[tokio::test]
     async fn a_frame_cut_short_is_reported_as_truncated() {
         let (mut client, server) = tokio::io::duplex(1024);
-        client.write_all(&[0x11, 0, 0, 0, 10, 1, 2, 3]).await.expect("write");
+        client
+            .write_all(&[0x11, 0, 0, 0, 10, 1, 2, 3])
+            .await
+            .expect("write");
         drop(client);
         let mut reader = FrameReader::new(server, 65536);
         let header = reader.next_header().await.expect("header").expect("some");
         let mut data = vec![0; header.len as usize];
         let err = reader.read_payload(&mut data).await.unwrap_err();
-        assert!(matches!(err, FrameError::Truncated { expected: 10, got: 3, .. }));
+        assert!(matches!(
+            err,
+            FrameError::Truncated {
+                expected: 10,
+                got: 3,
+                ..
+            }
+        ));
     }
 
     #[tokio::test]
@@ -261,6 +277,13 @@ mod tests {
         drop(client);
         let mut reader = FrameReader::new(server, 65536);
         let err = reader.next_header().await.unwrap_err();
-        assert!(matches!(err, FrameError::Truncated { expected: 5, got: 2, .. }));
+        assert!(matches!(
+            err,
+            FrameError::Truncated {
+                expected: 5,
+                got: 2,
+                ..
+            }
+        ));
     }
 }

@@ -474,7 +474,10 @@ mod tests {
         )
         .expect("header decodes");
         assert_eq!(header.len as usize, bytes.len() - HEADER_LEN);
-        assert_eq!(Message::decode(header.kind, &bytes[HEADER_LEN..]), Ok(message));
+        assert_eq!(
+            Message::decode(header.kind, &bytes[HEADER_LEN..]),
+            Ok(message)
+        );
     }
 
     #[test]
@@ -502,14 +505,20 @@ mod tests {
             queue_us: 5,
             processing_us: 6,
         }));
-        round_trip(Message::Error(ErrorFrame::new(ErrorCode::Busy, "queue full")));
+        round_trip(Message::Error(ErrorFrame::new(
+            ErrorCode::Busy,
+            "queue full",
+        )));
     }
 
     #[test]
     fn short_and_long_payloads_are_malformed() {
         assert!(matches!(
             Message::decode(FrameKind::Done, &[0; 31]),
-            Err(ProtoError::Malformed { reason: "payload too short", .. })
+            Err(ProtoError::Malformed {
+                reason: "payload too short",
+                ..
+            })
         ));
         assert!(matches!(
             Message::decode(FrameKind::End, &[0]),
@@ -552,7 +561,10 @@ mod tests {
         });
         assert!(matches!(
             begin.to_bytes(),
-            Err(ProtoError::FieldTooLong { field: "password", .. })
+            Err(ProtoError::FieldTooLong {
+                field: "password",
+                ..
+            })
         ));
     }
 

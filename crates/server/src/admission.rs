@@ -93,7 +93,9 @@ impl Admission {
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state stays consistent even if a holder panicked: every
         // critical section below completes its updates before returning.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Admits, queues or refuses a job.
@@ -267,15 +269,30 @@ mod tests {
         assert_eq!((second.position(), third.position()), (1, 2));
         assert!(matches!(
             admission.enter(),
-            Err(Refused::Busy { active: 1, waiting: 2 })
+            Err(Refused::Busy {
+                active: 1,
+                waiting: 2
+            })
         ));
         drop(first);
         let permit = admitted_event(second.next_event().await);
         assert!(matches!(third.next_event().await, TicketEvent::Moved(1)));
-        assert_eq!(admission.occupancy(), Occupancy { active: 1, waiting: 1 });
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 1,
+                waiting: 1
+            }
+        );
         drop(permit);
         let _permit = admitted_event(third.next_event().await);
-        assert_eq!(admission.occupancy(), Occupancy { active: 1, waiting: 0 });
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 1,
+                waiting: 0
+            }
+        );
     }
 
     #[tokio::test]
@@ -305,6 +322,12 @@ mod tests {
             event = third.next_event().await;
         }
         let _permit = admitted_event(event);
-        assert_eq!(admission.occupancy(), Occupancy { active: 1, waiting: 0 });
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 1,
+                waiting: 0
+            }
+        );
     }
 }

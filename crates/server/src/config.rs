@@ -216,11 +216,17 @@ impl ConfigLayer {
                 argv.push(format!("--{long}={value}"));
             }
         }
-        let matches = command
-            .try_get_matches_from(argv)
-            .map_err(|err| ConfigError::Environment {
-                message: err.to_string().lines().next().unwrap_or_default().to_owned(),
-            })?;
+        let matches =
+            command
+                .try_get_matches_from(argv)
+                .map_err(|err| ConfigError::Environment {
+                    message: err
+                        .to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                })?;
         ConfigLayer::from_arg_matches(&matches).map_err(|err| ConfigError::Environment {
             message: err.to_string(),
         })
@@ -279,13 +285,22 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
         if !(1..=1024).contains(&self.workers) {
-            return invalid("workers", format!("must be 1 to 1024, got {}", self.workers));
+            return invalid(
+                "workers",
+                format!("must be 1 to 1024, got {}", self.workers),
+            );
         }
         if !(1..=65_536).contains(&self.max_active) {
-            return invalid("max-active", format!("must be 1 to 65536, got {}", self.max_active));
+            return invalid(
+                "max-active",
+                format!("must be 1 to 65536, got {}", self.max_active),
+            );
         }
         if self.max_queue > 1_000_000 {
-            return invalid("max-queue", format!("must be at most 1000000, got {}", self.max_queue));
+            return invalid(
+                "max-queue",
+                format!("must be at most 1000000, got {}", self.max_queue),
+            );
         }
         if !(MIN_CHUNK_SIZE..=MAX_FRAME_PAYLOAD).contains(&self.chunk_size) {
             return invalid(
@@ -371,11 +386,17 @@ mod tests {
 
     #[test]
     fn flags_beat_file_beat_environment() {
-        let flags = Cli::try_parse_from(["aesd", "--workers", "3"]).expect("flags").settings;
-        let file: ConfigLayer = toml::from_str("workers = 5\nmax-active = 7\nmax-queue = 9").expect("toml");
-        let environment =
-            ConfigLayer::from_env(env(&[("AESD_WORKERS", "8"), ("AESD_MAX_ACTIVE", "8"), ("AESD_CHUNK_SIZE", "8192")]))
-                .expect("env");
+        let flags = Cli::try_parse_from(["aesd", "--workers", "3"])
+            .expect("flags")
+            .settings;
+        let file: ConfigLayer =
+            toml::from_str("workers = 5\nmax-active = 7\nmax-queue = 9").expect("toml");
+        let environment = ConfigLayer::from_env(env(&[
+            ("AESD_WORKERS", "8"),
+            ("AESD_MAX_ACTIVE", "8"),
+            ("AESD_CHUNK_SIZE", "8192"),
+        ]))
+        .expect("env");
         let config = Config::resolve(flags.over(file).over(environment)).expect("valid");
         assert_eq!(config.workers, 3);
         assert_eq!(config.max_active, 7);
@@ -403,13 +424,25 @@ mod tests {
             ..ConfigLayer::default()
         })
         .unwrap_err();
-        assert!(matches!(err, ConfigError::Invalid { key: "chunk-size", .. }));
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                key: "chunk-size",
+                ..
+            }
+        ));
         let err = Config::with(ConfigLayer {
             idle_timeout: Some(-1.0),
             ..ConfigLayer::default()
         })
         .unwrap_err();
-        assert!(matches!(err, ConfigError::Invalid { key: "idle-timeout", .. }));
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                key: "idle-timeout",
+                ..
+            }
+        ));
         let err: Result<ConfigLayer, _> = toml::from_str("wrokers = 2");
         assert!(err.is_err(), "unknown keys are refused");
     }

@@ -108,10 +108,9 @@ impl JobError {
             JobError::Busy(_) => ErrorCode::Busy,
             JobError::ShuttingDown => ErrorCode::ShuttingDown,
             JobError::Timeout { .. } => ErrorCode::Timeout,
-            JobError::ClientGone
-            | JobError::Internal(_)
-            | JobError::Io(_)
-            | JobError::Aborted => ErrorCode::Internal,
+            JobError::ClientGone | JobError::Internal(_) | JobError::Io(_) | JobError::Aborted => {
+                ErrorCode::Internal
+            }
         }
     }
 
@@ -129,11 +128,10 @@ impl JobError {
         )
     }
 
-    /// Whether the client can still be told (false when it is gone).
+    /// Whether the client may still be told. A client that closed its
+    /// sending side (end of stream, truncated frame) may still be reading,
+    /// so it is told, best effort; after a transport error it is not.
     pub fn peer_reachable(&self) -> bool {
-        !matches!(
-            self,
-            JobError::ClientGone | JobError::Io(_) | JobError::Truncated { .. } | JobError::Aborted
-        )
+        !matches!(self, JobError::Io(_) | JobError::Aborted)
     }
 }

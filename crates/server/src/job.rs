@@ -215,15 +215,25 @@ async fn read_stage<R: AsyncRead + Unpin>(
             .ok_or(JobError::ClientGone)?;
         match header.kind {
             FrameKind::Data => {
+                let slow_payload = |_| JobError::Timeout {
+                    what: "reading a data frame",
+                    limit: idle,
+                };
                 let Some(mut buf) = free.recv().await else {
+                    // The other stages stopped (the job failed). Consume
+                    // this frame's payload so the stream stays in step for
+                    // the discard that follows.
+                    timeout(idle, reader.read_body(header))
+                        .await
+                        .map_err(slow_payload)??;
                     return Ok(ReadEnd::Stopped);
                 };
-                timeout(idle, reader.read_payload(buf.payload_mut(header.len as usize)))
-                    .await
-                    .map_err(|_| JobError::Timeout {
-                        what: "reading a data frame",
-                        limit: idle,
-                    })??;
+                timeout(
+                    idle,
+                    reader.read_payload(buf.payload_mut(header.len as usize)),
+                )
+                .await
+                .map_err(slow_payload)??;
                 if input.send(Input::Chunk(buf)).await.is_err() {
                     return Ok(ReadEnd::Stopped);
                 }
@@ -272,7 +282,10 @@ async fn cipher_stage(
         Err(error) => return fail(error.into()).await,
     };
     if let Some(header) = header {
-        output.send(Output::Header(header)).await.map_err(|_| JobError::Aborted)?;
+        output
+            .send(Output::Header(header))
+            .await
+            .map_err(|_| JobError::Aborted)?;
     }
     loop {
         let next = tokio::select! {
@@ -296,7 +309,10 @@ async fn cipher_stage(
                 if let Err(error) = result {
                     return fail(error.into()).await;
                 }
-                output.send(Output::Bytes(buf)).await.map_err(|_| JobError::Aborted)?;
+                output
+                    .send(Output::Bytes(buf))
+                    .await
+                    .map_err(|_| JobError::Aborted)?;
             }
             Input::End => {
                 let timed = pool
@@ -312,14 +328,20 @@ async fn cipher_stage(
                 if let Err(error) = result {
                     return fail(error.into()).await;
                 }
-                output.send(Output::Bytes(last)).await.map_err(|_| JobError::Aborted)?;
+                output
+                    .send(Output::Bytes(last))
+                    .await
+                    .map_err(|_| JobError::Aborted)?;
                 let done = Done {
                     bytes_in,
                     bytes_out: 0,
                     queue_us,
                     processing_us: micros(processing),
                 };
-                output.send(Output::Done(done)).await.map_err(|_| JobError::Aborted)?;
+                output
+                    .send(Output::Done(done))
+                    .await
+                    .map_err(|_| JobError::Aborted)?;
                 return Ok(());
             }
         }
@@ -344,21 +366,29 @@ async fn write_stage<W: AsyncWrite + Unpin>(
     while let Some(next) = output.recv().await {
         match next {
             Output::Header(header) => {
-                timeout(idle, writer.send_data(&header)).await.map_err(stalled)??;
+                timeout(idle, writer.send_data(&header))
+                    .await
+                    .map_err(stalled)??;
                 bytes_out += header.len() as u64;
             }
             Output::Bytes(buf) => {
-                timeout(idle, writer.send_data(buf.as_slice())).await.map_err(stalled)??;
+                timeout(idle, writer.send_data(buf.as_slice()))
+                    .await
+                    .map_err(stalled)??;
                 bytes_out += buf.len() as u64;
                 let _ = free.try_send(buf);
             }
             Output::Done(mut done) => {
                 done.bytes_out = bytes_out;
-                timeout(idle, writer.send(&Message::Done(done))).await.map_err(stalled)??;
+                timeout(idle, writer.send(&Message::Done(done)))
+                    .await
+                    .map_err(stalled)??;
                 end.done = Some(done);
             }
             Output::Failed(frame) => {
-                timeout(idle, writer.send(&Message::Error(frame))).await.map_err(stalled)??;
+                timeout(idle, writer.send(&Message::Error(frame)))
+                    .await
+                    .map_err(stalled)??;
                 end.error_sent = true;
             }
         }

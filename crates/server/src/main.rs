@@ -4,8 +4,8 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use aesd_server::config::{Cli, Config, ConfigLayer};
 use aesd_server::Server;
+use aesd_server::config::{Cli, Config, ConfigLayer};
 use clap::Parser;
 use tracing::info;
 
@@ -30,7 +30,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("aesd: cannot start the async runtime: {err}");

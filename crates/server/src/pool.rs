@@ -71,7 +71,11 @@ impl WorkerPool {
         });
         {
             let sender = self.sender.lock().map_err(|_| PoolError)?;
-            sender.as_ref().ok_or(PoolError)?.send(job).map_err(|_| PoolError)?;
+            sender
+                .as_ref()
+                .ok_or(PoolError)?
+                .send(job)
+                .map_err(|_| PoolError)?;
         }
         let value = done_rx.await.map_err(|_| PoolError)?;
         Ok(Timed {

@@ -56,12 +56,13 @@ pub struct Server {
 impl Server {
     /// Binds the listen address and starts the worker pool.
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| ServerError::Bind {
-                addr: config.listen,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
         let pool = WorkerPool::new(config.workers).map_err(ServerError::Workers)?;
         let admission = Admission::new(config.max_active, config.max_queue);
         let shared = Arc::new(Shared {
@@ -123,7 +124,10 @@ impl Server {
         if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
             warn!("grace period over: cutting off the jobs still running");
             shared.shutdown.abort();
-            if tokio::time::timeout(Duration::from_secs(5), tracker.wait()).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(5), tracker.wait())
+                .await
+                .is_err()
+            {
                 warn!("some connections did not close within 5 s of the cut-off");
             }
         }

@@ -68,7 +68,10 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("aescrypt: cannot start the async runtime: {err}");
@@ -111,7 +114,10 @@ async fn run(args: &Args) -> Result<()> {
         )
     };
     if !is_stdio(&args.output) && args.output == args.input {
-        bail!("input and output are the same file: {}", args.output.display());
+        bail!(
+            "input and output are the same file: {}",
+            args.output.display()
+        );
     }
     let mut client = Client::connect(&args.server).await?;
     let report = if is_stdio(&args.output) {
@@ -178,7 +184,16 @@ mod tests {
     fn command_line_is_well_formed() {
         Args::command().debug_assert();
         let args = Args::try_parse_from([
-            "aescrypt", "encrypt", "--server", "h:1", "--password-file", "p", "-i", "-", "-o", "-",
+            "aescrypt",
+            "encrypt",
+            "--server",
+            "h:1",
+            "--password-file",
+            "p",
+            "-i",
+            "-",
+            "-o",
+            "-",
         ])
         .expect("parses");
         assert_eq!(args.iterations, DEFAULT_ITERATIONS);

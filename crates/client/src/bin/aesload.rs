@@ -8,11 +8,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aesd_client::DEFAULT_ITERATIONS;
 use aesd_client::load::{LoadPlan, Outcome, Progress, run_load};
 use aesd_client::password::{permission_warning, read_password_file};
 use aesd_client::report::Summary;
 use aesd_client::sizes::{SizeList, human_bytes, parse_size};
-use aesd_client::DEFAULT_ITERATIONS;
 use aesd_proto::Password;
 use aesd_server::{Config, ConfigLayer, Server};
 use anyhow::{Context, Result};
@@ -85,7 +85,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("aesload: cannot start the async runtime: {err}");
@@ -161,7 +164,8 @@ async fn run(args: Args) -> Result<bool> {
     }
 
     let progress = Arc::new(Progress::default());
-    let reporter = (!args.quiet).then(|| tokio::spawn(report_progress(Arc::clone(&progress), plan.clients)));
+    let reporter =
+        (!args.quiet).then(|| tokio::spawn(report_progress(Arc::clone(&progress), plan.clients)));
     let run = run_load(&target, &plan, Arc::clone(&progress)).await;
     if let Some(reporter) = reporter {
         reporter.abort();
@@ -194,11 +198,16 @@ async fn start_embedded(args: &Args, plan: &LoadPlan) -> Result<aesd_server::Run
         // Room for a whole batch to wait: an embedded run never sees Busy.
         max_queue: Some(plan.batch.max(64)),
         min_iter: Some(1),
-        max_iter: Some(plan.iterations.max(aesd_server::config::DEFAULT_MAX_ITERATIONS)),
+        max_iter: Some(
+            plan.iterations
+                .max(aesd_server::config::DEFAULT_MAX_ITERATIONS),
+        ),
         ..ConfigLayer::default()
     })
     .context("embedded server settings")?;
-    let server = Server::bind(config).await.context("starting the embedded server")?;
+    let server = Server::bind(config)
+        .await
+        .context("starting the embedded server")?;
     Ok(server.spawn())
 }
 

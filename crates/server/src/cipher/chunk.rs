@@ -40,7 +40,10 @@ impl ChunkBuf {
     /// If `len` exceeds [`ChunkBuf::capacity`]; callers check frame lengths
     /// against the same limit first.
     pub fn payload_mut(&mut self, len: usize) -> &mut [u8] {
-        assert!(len <= self.capacity(), "payload larger than the chunk buffer");
+        assert!(
+            len <= self.capacity(),
+            "payload larger than the chunk buffer"
+        );
         self.start = Self::HEADROOM;
         self.end = Self::HEADROOM + len;
         &mut self.bytes[self.start..self.end]
@@ -76,7 +79,10 @@ impl ChunkBuf {
 
     /// Appends up to one block after the live content (padding).
     pub(crate) fn append(&mut self, tail: &[u8]) {
-        assert!(self.end + tail.len() <= self.bytes.len(), "no room to append");
+        assert!(
+            self.end + tail.len() <= self.bytes.len(),
+            "no room to append"
+        );
         self.bytes[self.end..self.end + tail.len()].copy_from_slice(tail);
         self.end += tail.len();
     }

@@ -59,6 +59,9 @@ mod tests {
 
     #[test]
     fn header_is_magic_then_salt() {
-        assert_eq!(&header(&[9; 8]), b"Salted__\x09\x09\x09\x09\x09\x09\x09\x09");
+        assert_eq!(
+            &header(&[9; 8]),
+            b"Salted__\x09\x09\x09\x09\x09\x09\x09\x09"
+        );
     }
 }

@@ -208,9 +208,10 @@ impl JobCipher {
                 let (stream, header) = EncryptStream::new(password, iterations)?;
                 (JobCipher::Encrypt(stream), Some(header))
             }
-            aesd_proto::Operation::Decrypt => {
-                (JobCipher::Decrypt(DecryptStream::new(password, iterations)), None)
-            }
+            aesd_proto::Operation::Decrypt => (
+                JobCipher::Decrypt(DecryptStream::new(password, iterations)),
+                None,
+            ),
         })
     }
 
@@ -282,7 +283,11 @@ mod tests {
         out
     }
 
-    fn decrypt_in_chunks(cipher: &[u8], chunk: usize, password: &[u8]) -> Result<Vec<u8>, CipherError> {
+    fn decrypt_in_chunks(
+        cipher: &[u8],
+        chunk: usize,
+        password: &[u8],
+    ) -> Result<Vec<u8>, CipherError> {
         let mut stream = DecryptStream::new(password, 1000);
         let mut out = Vec::new();
         let mut buf = ChunkBuf::with_capacity(chunk);
@@ -342,7 +347,10 @@ mod tests {
             decrypt_in_chunks(b"Salted_!12345678abcdefghabcdefgh", 64, b"pw"),
             Err(CipherError::MissingHeader)
         );
-        assert_eq!(decrypt_in_chunks(b"", 64, b"pw"), Err(CipherError::MissingHeader));
+        assert_eq!(
+            decrypt_in_chunks(b"", 64, b"pw"),
+            Err(CipherError::MissingHeader)
+        );
         assert_eq!(
             decrypt_in_chunks(b"Salted__12345678", 64, b"pw"),
             Err(CipherError::BadLength { len: 0 })

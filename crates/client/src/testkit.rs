@@ -1,0 +1,207 @@
+//! Helpers for integration tests of aesd and its tools: temporary
+//! folders, the `openssl` binary as an oracle, an in-process server on
+//! loopback, the real `aesd` binary as a child process, and memory
+//! readings from `/proc`. Public so every crate's tests share one copy.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use aesd_server::{Config, ConfigLayer, RunningServer, Server};
+
+use crate::pattern::Pattern;
+
+/// A folder removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new empty folder under the system's temporary folder.
+    pub fn new(label: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "aesd-test-{label}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    /// A path inside the folder.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes the password file `password` (mode 600) and returns its path.
+    pub fn password_file(&self, password: &str) -> PathBuf {
+        self.secret_file("password", password)
+    }
+
+    /// Writes `name` with the line `content`, readable by its owner only.
+    pub fn secret_file(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.join(name);
+        std::fs::write(&path, format!("{content}\n")).expect("write secret file");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        }
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The first `len` bytes of the pattern for `seed`.
+pub fn pattern_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    Pattern::new(seed).fill(&mut bytes);
+    bytes
+}
+
+/// Runs `openssl` with `args`; panics with its stderr when it fails.
+pub fn openssl(args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("the openssl binary is installed (run scripts/setup.sh)");
+    assert!(
+        output.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Starts an in-process server on 127.0.0.1 with an ephemeral port and
+/// the given settings over the defaults.
+pub async fn start_server(layer: ConfigLayer) -> RunningServer {
+    let config = Config::with(ConfigLayer {
+        listen: Some("127.0.0.1:0".parse().expect("loopback")),
+        ..layer
+    })
+    .expect("valid test settings");
+    Server::bind(config).await.expect("bind loopback").spawn()
+}
+
+/// The real `aesd` binary, running as a child process.
+pub struct AesdProcess {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl AesdProcess {
+    /// Starts `binary` with `args` plus `--listen 127.0.0.1:0`, and waits
+    /// (up to 20 s) for its "listening" log line to learn the port.
+    pub fn start(binary: &Path, args: &[&str]) -> AesdProcess {
+        let mut child = Command::new(binary)
+            .args(["--listen", "127.0.0.1:0", "--log", "info"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start aesd");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let sink = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = listen_address(&line) {
+                    let _ = addr_tx.send(addr);
+                }
+                if let Ok(mut log) = sink.lock() {
+                    log.push(line);
+                }
+            }
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("aesd logged its listen address");
+        AesdProcess { child, addr, log }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lines logged so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+
+    /// Sends a signal (by name, e.g. "TERM") with `kill`.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits up to `limit` for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for AesdProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn listen_address(line: &str) -> Option<SocketAddr> {
+    if !line.contains("listening") {
+        return None;
+    }
+    let start = line.find("listen=")? + "listen=".len();
+    let rest = &line[start..];
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`...).
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|line| line.starts_with(&format!("{field}:")))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_address_is_found_in_the_log_line() {
+        let line = "2026-11-21T07:00:00Z  INFO aesd_server: aesd 0.1.0 listening listen=127.0.0.1:4321 workers=2";
+        assert_eq!(
+            listen_address(line),
+            Some("127.0.0.1:4321".parse().expect("addr"))
+        );
+        assert_eq!(listen_address("INFO job done"), None);
+    }
+}

@@ -1,0 +1,341 @@
+//! The `aescrypt` and `aesload` binaries, as a user runs them.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use aesd_client::testkit::{TempDir, openssl, pattern_bytes, start_server};
+use aesd_server::ConfigLayer;
+
+fn aescrypt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aescrypt"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run aescrypt")
+}
+
+fn path(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn one_line_error(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one-line reason expected, got:\n{stderr}"
+    );
+    assert!(stderr.starts_with("aescrypt: "), "{stderr}");
+    stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
+    let server = start_server(ConfigLayer::default()).await;
+    let addr = server.addr().to_string();
+    let dir = TempDir::new("aescrypt");
+    let password = path(&dir.password_file("s3cret"));
+    let plain = pattern_bytes(42, 300_001);
+    let (pt, enc, dec, back) = (
+        dir.join("pt"),
+        dir.join("pt.enc"),
+        dir.join("pt.dec"),
+        dir.join("back"),
+    );
+    std::fs::write(&pt, &plain).expect("write");
+
+    let run = tokio::task::spawn_blocking({
+        let (addr, password, pt, enc, dec, back) = (
+            addr.clone(),
+            password.clone(),
+            path(&pt),
+            path(&enc),
+            path(&dec),
+            path(&back),
+        );
+        move || {
+            // encrypt with aescrypt, decrypt with openssl
+            let out = aescrypt(&[
+                "encrypt",
+                "--server",
+                &addr,
+                "--password-file",
+                &password,
+                "-i",
+                &pt,
+                "-o",
+                &enc,
+                "--iter",
+                "20000",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            openssl(&[
+                "enc",
+                "-d",
+                "-aes-256-cbc",
+                "-pbkdf2",
+                "-iter",
+                "20000",
+                "-pass",
+                &format!("file:{password}"),
+                "-in",
+                &enc,
+                "-out",
+                &dec,
+            ]);
+            // encrypt with openssl, decrypt with aescrypt
+            openssl(&[
+                "enc",
+                "-aes-256-cbc",
+                "-salt",
+                "-pbkdf2",
+                "-pass",
+                &format!("file:{password}"),
+                "-in",
+                &pt,
+                "-out",
+                &enc,
+            ]);
+            let out = aescrypt(&[
+                "decrypt",
+                "--server",
+                &addr,
+                "--password-file",
+                &password,
+                "-i",
+                &enc,
+                "-o",
+                &back,
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+    run.await.expect("commands");
+    assert!(
+        std::fs::read(&dec).expect("dec") == plain,
+        "openssl recovered other bytes"
+    );
+    assert!(
+        std::fs::read(&back).expect("back") == plain,
+        "aescrypt recovered other bytes"
+    );
+
+    // Wrong password: exit 1, one line, no output file left behind.
+    let wrong = dir.secret_file("wrong-password", "not it");
+    let failed = dir.join("failed.out");
+    let out = tokio::task::spawn_blocking({
+        let (addr, wrong, enc, failed) = (addr.clone(), path(&wrong), path(&enc), path(&failed));
+        move || {
+            aescrypt(&[
+                "decrypt",
+                "--server",
+                &addr,
+                "--password-file",
+                &wrong,
+                "-i",
+                &enc,
+                "-o",
+                &failed,
+            ])
+        }
+    })
+    .await
+    .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let reason = one_line_error(&out);
+    assert!(reason.contains("decrypt_failed"), "{reason}");
+    assert!(
+        !failed.exists(),
+        "a failed job must not leave an output file"
+    );
+    assert!(
+        std::fs::read_dir(dir.join("")).expect("list").all(|entry| {
+            !entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .contains(".partial-")
+        }),
+        "no partial file left behind"
+    );
+
+    // Unreachable server and missing input: exit 1 with a reason.
+    let out = aescrypt(&[
+        "encrypt",
+        "--server",
+        "127.0.0.1:1",
+        "--password-file",
+        &password,
+        "-i",
+        &path(&pt),
+        "-o",
+        &path(&dir.join("x")),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_line_error(&out).contains("cannot connect"));
+    let out = aescrypt(&[
+        "encrypt",
+        "--server",
+        &addr,
+        "--password-file",
+        &password,
+        "-i",
+        "/nonexistent",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_line_error(&out).contains("cannot open input"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aescrypt_streams_stdin_to_stdout() {
+    let server = start_server(ConfigLayer::default()).await;
+    let addr = server.addr().to_string();
+    let dir = TempDir::new("aescrypt-pipe");
+    let password = path(&dir.password_file("pipe"));
+    let plain = pattern_bytes(7, 100_000);
+    let output = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_aescrypt"))
+            .args([
+                "encrypt",
+                "--server",
+                &addr,
+                "--password-file",
+                &password,
+                "-i",
+                "-",
+                "-o",
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let input = plain.clone();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let output = child.wait_with_output().expect("wait");
+        writer.join().expect("join").expect("write stdin");
+        assert!(output.status.success());
+        let enc = dir.join("enc");
+        let dec = dir.join("dec");
+        std::fs::write(&enc, &output.stdout).expect("write");
+        openssl(&[
+            "enc",
+            "-d",
+            "-aes-256-cbc",
+            "-pbkdf2",
+            "-pass",
+            &format!("file:{password}"),
+            "-in",
+            &path(&enc),
+            "-out",
+            &path(&dec),
+        ]);
+        (std::fs::read(&dec).expect("dec"), plain)
+    })
+    .await
+    .expect("pipe");
+    assert!(output.0 == output.1, "stdin → stdout round trip differs");
+    server.shutdown().await;
+}
+
+#[test]
+fn aesload_runs_against_its_embedded_server_and_verifies() {
+    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args([
+            "--clients",
+            "6",
+            "--chunk",
+            "3",
+            "--sizes",
+            "64K,1M",
+            "--iter",
+            "1000",
+            "--quiet",
+        ])
+        .output()
+        .expect("run aesload");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("server: embedded aesd on 127.0.0.1:"),
+        "{stdout}"
+    );
+    for row in [
+        "Total Bytes Processed (MB)",
+        "Average Bytes Processed (MB/s)",
+        "Test Duration (s)",
+        "Total Network Time (s)",
+        "Total Processing Time (s)",
+        "Avg Queue Time (s)",
+    ] {
+        assert!(stdout.contains(row), "missing row {row}:\n{stdout}");
+    }
+    let verified = stdout
+        .lines()
+        .find(|line| line.starts_with("Transfers Verified"))
+        .expect("row");
+    assert!(verified.trim_end().ends_with("6 / 6"), "{verified}");
+}
+
+#[test]
+fn aesload_reports_failures_with_a_non_zero_exit() {
+    // Nothing listens on port 1: every transfer fails to connect.
+    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args([
+            "--server",
+            "127.0.0.1:1",
+            "--clients",
+            "2",
+            "--size",
+            "1K",
+            "--quiet",
+        ])
+        .output()
+        .expect("run aesload");
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("0 / 2"), "{stdout}");
+    assert!(stdout.contains("2 (connect)"), "{stdout}");
+}
+
+#[test]
+fn aescrypt_warns_about_a_password_file_others_can_read() {
+    let dir = TempDir::new("aescrypt-mode");
+    let open = dir.join("open-password");
+    std::fs::write(&open, "pw\n").expect("write");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let out = aescrypt(&[
+        "encrypt",
+        "--server",
+        "127.0.0.1:1",
+        "--password-file",
+        &path(&open),
+        "-i",
+        "-",
+        "-o",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("readable by others (mode 644)"), "{stderr}");
+}

@@ -1,0 +1,93 @@
+//! Every `hex frame-…` vector in PROTOCOL.md matches the encoder, and
+//! decodes back to the same message.
+
+use aesd_proto::frame::HEADER_LEN;
+use aesd_proto::limits::MAX_FRAME_PAYLOAD;
+use aesd_proto::{
+    Begin, Done, ErrorCode, ErrorFrame, Format, FrameHeader, Hello, KeySource, Message, Operation,
+    Password, Queued, Started, Welcome,
+};
+
+/// The `hex NAME` blocks of PROTOCOL.md, decoded.
+fn vectors() -> Vec<(String, Vec<u8>)> {
+    let text = include_str!("../PROTOCOL.md");
+    let mut vectors = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line.strip_prefix("```hex ") else {
+            continue;
+        };
+        let hex: String = lines
+            .by_ref()
+            .take_while(|line| !line.starts_with("```"))
+            .flat_map(|line| line.chars().filter(|c| !c.is_whitespace()))
+            .collect();
+        vectors.push((
+            name.trim().to_owned(),
+            hex::decode(&hex).expect("valid hex"),
+        ));
+    }
+    vectors
+}
+
+fn expected(name: &str) -> Option<Message> {
+    Some(match name {
+        "frame-welcome" => Message::Welcome(Welcome {
+            version: 1,
+            max_data: 65536,
+            server: "aesd 0.1.0".into(),
+        }),
+        "frame-begin" => Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Password {
+                iterations: 10_000,
+                password: Password::new(b"hunter2".to_vec()),
+            },
+        }),
+        "frame-data" => Message::Data(b"abc".to_vec()),
+        "frame-end" => Message::End,
+        "frame-queued" => Message::Queued(Queued { position: 3 }),
+        "frame-started" => Message::Started(Started { queue_us: 1500 }),
+        "frame-done" => Message::Done(Done {
+            bytes_in: 3,
+            bytes_out: 32,
+            queue_us: 1500,
+            processing_us: 2500,
+        }),
+        "frame-error" => Message::Error(ErrorFrame::new(ErrorCode::Busy, "queue full")),
+        _ => return None,
+    })
+}
+
+#[test]
+fn every_frame_vector_matches_the_codec() {
+    let vectors = vectors();
+    let frames: Vec<_> = vectors
+        .iter()
+        .filter(|(name, _)| name.starts_with("frame-"))
+        .collect();
+    assert_eq!(frames.len(), 9, "PROTOCOL.md lost a frame vector");
+    for (name, bytes) in frames {
+        if name == "frame-hello" {
+            assert_eq!(&Hello::current().encode()[..], &bytes[..], "{name}");
+            continue;
+        }
+        let message = expected(name).unwrap_or_else(|| panic!("no expectation for {name}"));
+        assert_eq!(
+            message.to_bytes().expect("encodes"),
+            *bytes,
+            "{name}: encoding"
+        );
+        let header = FrameHeader::decode(
+            bytes[..HEADER_LEN].try_into().expect("header"),
+            MAX_FRAME_PAYLOAD,
+        )
+        .expect("header decodes");
+        assert_eq!(
+            Message::decode(header.kind, &bytes[HEADER_LEN..]).expect("decodes"),
+            message,
+            "{name}: decoding"
+        );
+    }
+}

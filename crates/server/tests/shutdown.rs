@@ -1,0 +1,98 @@
+//! Graceful shutdown of the real `aesd` process on SIGTERM: it stops
+//! accepting, lets a running job finish within the grace period, cuts off
+//! a job that outlives it with a ShuttingDown error (never a silent
+//! truncation), and exits 0.
+
+use std::path::Path;
+use std::time::Duration;
+
+use aesd_client::pattern::Pattern;
+use aesd_client::testkit::{AesdProcess, pattern_bytes};
+use aesd_client::verify::VerifyingSink;
+use aesd_client::{Client, JobSpec};
+use aesd_proto::{ErrorCode, Operation, Password};
+use tokio::io::AsyncWriteExt;
+
+const SIZE: usize = 2 << 20;
+
+fn spec() -> JobSpec {
+    JobSpec {
+        operation: Operation::Encrypt,
+        password: Password::new(b"shutdown".to_vec()),
+        iterations: 1000,
+    }
+}
+
+fn aesd(grace: &str) -> AesdProcess {
+    AesdProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_aesd")),
+        &["--shutdown-grace", grace],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_running_job_finish_and_refuses_new_connections() {
+    let mut aesd = aesd("20");
+    let addr = aesd.addr.to_string();
+    let data = pattern_bytes(11, SIZE);
+    let (mut feed, mut input) = tokio::io::duplex(1 << 16);
+    let job = tokio::spawn({
+        let addr = addr.clone();
+        async move {
+            let mut client = Client::connect(&addr).await.expect("connect");
+            let mut sink = VerifyingSink::new(b"shutdown", 1000, Pattern::new(11), SIZE as u64);
+            let report = client.run_job(&spec(), &mut input, &mut sink).await;
+            (report, sink.finish())
+        }
+    });
+    feed.write_all(&data[..SIZE / 2]).await.expect("first half");
+    let idle = Client::connect(&addr).await.expect("an idle connection");
+
+    aesd.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        Client::connect(&addr).await.is_err(),
+        "new connections are refused once shutting down"
+    );
+    feed.write_all(&data[SIZE / 2..])
+        .await
+        .expect("second half");
+    drop(feed);
+    let (report, verified) = job.await.expect("task");
+    let report = report.expect("the running job completes");
+    assert_eq!(report.bytes_sent, SIZE as u64);
+    assert_eq!(verified, Ok(SIZE as u64));
+    drop(idle);
+    let code = tokio::task::spawn_blocking(move || aesd.wait_exit(Duration::from_secs(10)))
+        .await
+        .expect("wait");
+    assert_eq!(code, Some(0), "aesd exits 0 after a graceful shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_outliving_the_grace_period_gets_a_shutting_down_error() {
+    let mut aesd = aesd("0.5");
+    let addr = aesd.addr.to_string();
+    let (mut feed, mut input) = tokio::io::duplex(1 << 16);
+    let job = tokio::spawn(async move {
+        let mut client = Client::connect(&addr).await.expect("connect");
+        client.run_job(&spec(), &mut input, &mut Vec::new()).await
+    });
+    feed.write_all(&pattern_bytes(12, 100_000))
+        .await
+        .expect("some input");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    aesd.signal("TERM");
+    let result = tokio::time::timeout(Duration::from_secs(10), job)
+        .await
+        .expect("the job ends soon after the grace period")
+        .expect("task");
+    let err = result.expect_err("a cut-off job is an error, not a short success");
+    assert_eq!(err.server_code(), Some(ErrorCode::ShuttingDown), "{err}");
+    let log = aesd.log().join("\n");
+    let code = tokio::task::spawn_blocking(move || aesd.wait_exit(Duration::from_secs(10)))
+        .await
+        .expect("wait");
+    assert_eq!(code, Some(0), "log:\n{log}");
+    drop(feed);
+}
