@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything the project needs to build, run and test on a Debian
+# machine, idempotently: a second run changes nothing and takes seconds.
+#
+#   bash scripts/setup.sh            # host build + tests
+#   bash scripts/setup.sh --all      # also the cross targets, soc/ and overlay tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+all=0
+for arg in "$@"; do
+  case "$arg" in
+    --all) all=1 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+command -v cargo >/dev/null || { echo "setup.sh: Rust (rustup, cargo) is required: https://rustup.rs" >&2; exit 1; }
+
+# openssl: the oracle for the file format in the tests.
+# The shellcheck package lints the project's shell scripts in the tests.
+apt_install openssl ca-certificates shellcheck
+rustup_components rustfmt clippy
+
+if [ "$all" -eq 1 ]; then
+  [ -f scripts/cross/setup.sh ] && bash scripts/cross/setup.sh
+  [ -f soc/setup.sh ] && bash soc/setup.sh
+fi
+step "setup done"
