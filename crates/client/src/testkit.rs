@@ -79,6 +79,39 @@ pub fn openssl(args: &[&str]) {
     );
 }
 
+/// `openssl enc -aes-256-cbc -salt -pbkdf2`: encrypts `input` into
+/// `output` with the password in `password_file`.
+pub fn openssl_encrypt_file(password_file: &Path, iterations: u32, input: &Path, output: &Path) {
+    openssl_enc(&[], password_file, iterations, input, output);
+}
+
+/// `openssl enc -d -aes-256-cbc -pbkdf2`: decrypts `input` into `output`.
+pub fn openssl_decrypt_file(password_file: &Path, iterations: u32, input: &Path, output: &Path) {
+    openssl_enc(&["-d"], password_file, iterations, input, output);
+}
+
+fn openssl_enc(mode: &[&str], password_file: &Path, iterations: u32, input: &Path, output: &Path) {
+    let iterations = iterations.to_string();
+    let pass = format!("file:{}", password_file.display());
+    let (input, output) = (input.display().to_string(), output.display().to_string());
+    let mut args = vec!["enc"];
+    args.extend_from_slice(mode);
+    args.extend_from_slice(&[
+        "-aes-256-cbc",
+        "-salt",
+        "-pbkdf2",
+        "-iter",
+        &iterations,
+        "-pass",
+        &pass,
+        "-in",
+        &input,
+        "-out",
+        &output,
+    ]);
+    openssl(&args);
+}
+
 /// Starts an in-process server on 127.0.0.1 with an ephemeral port and
 /// the given settings over the defaults.
 pub async fn start_server(layer: ConfigLayer) -> RunningServer {

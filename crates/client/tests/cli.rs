@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use aesd_client::testkit::{TempDir, openssl, pattern_bytes, start_server};
+use aesd_client::testkit::{
+    TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes, start_server,
+};
 use aesd_server::ConfigLayer;
 
 fn aescrypt(args: &[&str]) -> Output {
@@ -34,7 +36,7 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
     let server = start_server(ConfigLayer::default()).await;
     let addr = server.addr().to_string();
     let dir = TempDir::new("aescrypt");
-    let password = path(&dir.password_file("s3cret"));
+    let password = dir.password_file("s3cret");
     let plain = pattern_bytes(42, 300_001);
     let (pt, enc, dec, back) = (
         dir.join("pt"),
@@ -45,14 +47,8 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
     std::fs::write(&pt, &plain).expect("write");
 
     let run = tokio::task::spawn_blocking({
-        let (addr, password, pt, enc, dec, back) = (
-            addr.clone(),
-            password.clone(),
-            path(&pt),
-            path(&enc),
-            path(&dec),
-            path(&back),
-        );
+        let (addr, password) = (addr.clone(), password.clone());
+        let (pt, enc, dec, back) = (pt.clone(), enc.clone(), dec.clone(), back.clone());
         move || {
             // encrypt with aescrypt, decrypt with openssl
             let out = aescrypt(&[
@@ -60,11 +56,11 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
                 "--server",
                 &addr,
                 "--password-file",
-                &password,
+                &path(&password),
                 "-i",
-                &pt,
+                &path(&pt),
                 "-o",
-                &enc,
+                &path(&enc),
                 "--iter",
                 "20000",
             ]);
@@ -73,43 +69,19 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            openssl(&[
-                "enc",
-                "-d",
-                "-aes-256-cbc",
-                "-pbkdf2",
-                "-iter",
-                "20000",
-                "-pass",
-                &format!("file:{password}"),
-                "-in",
-                &enc,
-                "-out",
-                &dec,
-            ]);
+            openssl_decrypt_file(&password, 20_000, &enc, &dec);
             // encrypt with openssl, decrypt with aescrypt
-            openssl(&[
-                "enc",
-                "-aes-256-cbc",
-                "-salt",
-                "-pbkdf2",
-                "-pass",
-                &format!("file:{password}"),
-                "-in",
-                &pt,
-                "-out",
-                &enc,
-            ]);
+            openssl_encrypt_file(&password, 10_000, &pt, &enc);
             let out = aescrypt(&[
                 "decrypt",
                 "--server",
                 &addr,
                 "--password-file",
-                &password,
+                &path(&password),
                 "-i",
-                &enc,
+                &path(&enc),
                 "-o",
-                &back,
+                &path(&back),
             ]);
             assert!(
                 out.status.success(),
@@ -173,7 +145,7 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
         "--server",
         "127.0.0.1:1",
         "--password-file",
-        &password,
+        &path(&password),
         "-i",
         &path(&pt),
         "-o",
@@ -186,7 +158,7 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
         "--server",
         &addr,
         "--password-file",
-        &password,
+        &path(&password),
         "-i",
         "/nonexistent",
         "-o",
@@ -202,7 +174,7 @@ async fn aescrypt_streams_stdin_to_stdout() {
     let server = start_server(ConfigLayer::default()).await;
     let addr = server.addr().to_string();
     let dir = TempDir::new("aescrypt-pipe");
-    let password = path(&dir.password_file("pipe"));
+    let password = dir.password_file("pipe");
     let plain = pattern_bytes(7, 100_000);
     let output = tokio::task::spawn_blocking(move || {
         use std::io::Write;
@@ -212,7 +184,7 @@ async fn aescrypt_streams_stdin_to_stdout() {
                 "--server",
                 &addr,
                 "--password-file",
-                &password,
+                &path(&password),
                 "-i",
                 "-",
                 "-o",
@@ -231,18 +203,7 @@ async fn aescrypt_streams_stdin_to_stdout() {
         let enc = dir.join("enc");
         let dec = dir.join("dec");
         std::fs::write(&enc, &output.stdout).expect("write");
-        openssl(&[
-            "enc",
-            "-d",
-            "-aes-256-cbc",
-            "-pbkdf2",
-            "-pass",
-            &format!("file:{password}"),
-            "-in",
-            &path(&enc),
-            "-out",
-            &path(&dec),
-        ]);
+        openssl_decrypt_file(&password, 10_000, &enc, &dec);
         (std::fs::read(&dec).expect("dec"), plain)
     })
     .await

@@ -73,10 +73,26 @@ async fn handshaken(server: &RunningServer) -> (FrameReader<OwnedReadHalf>, Owne
     (reader, write)
 }
 
+/// Sends `bytes` as the first bytes of a connection and expects `code`.
+async fn before_handshake_expect(bytes: &[u8], code: ErrorCode) -> ErrorFrame {
+    expect_error(bytes, false, code).await
+}
+
 /// Sends `bytes` after the handshake and expects `code`.
 async fn after_handshake_expect(bytes: &[u8], code: ErrorCode) -> ErrorFrame {
+    expect_error(bytes, true, code).await
+}
+
+/// Sends `bytes` (after the handshake, or instead of it), expects an
+/// error frame with `code` and the connection closed, then checks that
+/// the server serves a new client.
+async fn expect_error(bytes: &[u8], handshake: bool, code: ErrorCode) -> ErrorFrame {
     let server = start_server(ConfigLayer::default()).await;
-    let (mut reader, mut write) = handshaken(&server).await;
+    let (mut reader, mut write) = if handshake {
+        handshaken(&server).await
+    } else {
+        raw(&server).await
+    };
     write.write_all(bytes).await.expect("send");
     let error = next_error(&mut reader).await;
     assert_eq!(error.code, code, "{error}");
@@ -114,30 +130,18 @@ fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn bad_magic() {
-    let server = start_server(ConfigLayer::default()).await;
-    let (mut reader, mut write) = raw(&server).await;
-    write
-        .write_all(b"GET / HTTP/1.1\r\n\r\n")
-        .await
-        .expect("send");
-    let error = next_error(&mut reader).await;
-    assert_eq!(error.code, ErrorCode::BadMagic);
+    let error = before_handshake_expect(b"GET / HTTP/1.1\r\n\r\n", ErrorCode::BadMagic).await;
     assert!(error.message.contains("magic"), "{error}");
-    still_serving(&server).await;
 }
 
 #[tokio::test]
 async fn unknown_version() {
-    let server = start_server(ConfigLayer::default()).await;
-    let (mut reader, mut write) = raw(&server).await;
-    write
-        .write_all(&Hello { version: 9 }.encode())
-        .await
-        .expect("send");
-    let error = next_error(&mut reader).await;
-    assert_eq!(error.code, ErrorCode::UnsupportedVersion);
+    let error = before_handshake_expect(
+        &Hello { version: 9 }.encode(),
+        ErrorCode::UnsupportedVersion,
+    )
+    .await;
     assert!(error.message.contains('9'), "{error}");
-    still_serving(&server).await;
 }
 
 #[tokio::test]

@@ -2,7 +2,9 @@
 //! encrypts (through the real server over TCP), `openssl enc -d` decrypts,
 //! and what `openssl enc` encrypts, aesd decrypts.
 
-use aesd_client::testkit::{TempDir, openssl, pattern_bytes, start_server};
+use aesd_client::testkit::{
+    TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes, start_server,
+};
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{Operation, Password};
 use aesd_server::ConfigLayer;
@@ -41,20 +43,7 @@ async fn aesd_to_openssl(iterations: u32) {
         assert_eq!(&cipher[..8], b"Salted__");
         let (enc, dec) = (dir.join("enc"), dir.join("dec"));
         std::fs::write(&enc, &cipher).expect("write");
-        openssl(&[
-            "enc",
-            "-d",
-            "-aes-256-cbc",
-            "-pbkdf2",
-            "-iter",
-            &iterations.to_string(),
-            "-pass",
-            &format!("file:{}", password.display()),
-            "-in",
-            &enc.display().to_string(),
-            "-out",
-            &dec.display().to_string(),
-        ]);
+        openssl_decrypt_file(&password, iterations, &enc, &dec);
         assert!(
             std::fs::read(&dec).expect("read") == plain,
             "size {size}: openssl recovered other bytes"
@@ -75,20 +64,7 @@ async fn openssl_to_aesd(iterations: u32) {
         let plain = pattern_bytes(size as u64 + 7, size);
         let (pt, enc) = (dir.join("pt"), dir.join("enc"));
         std::fs::write(&pt, &plain).expect("write");
-        openssl(&[
-            "enc",
-            "-aes-256-cbc",
-            "-salt",
-            "-pbkdf2",
-            "-iter",
-            &iterations.to_string(),
-            "-pass",
-            &format!("file:{}", password.display()),
-            "-in",
-            &pt.display().to_string(),
-            "-out",
-            &enc.display().to_string(),
-        ]);
+        openssl_encrypt_file(&password, iterations, &pt, &enc);
         let cipher = std::fs::read(&enc).expect("read");
         let recovered = run(&mut client, &spec(Operation::Decrypt, iterations), &cipher).await;
         assert!(
