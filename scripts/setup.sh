@@ -22,7 +22,8 @@ command -v cargo >/dev/null || { echo "setup.sh: Rust (rustup, cargo) is require
 
 # openssl: the oracle for the file format in the tests.
 # The shellcheck package lints the project's shell scripts in the tests.
-apt_install openssl ca-certificates shellcheck
+# prometheus (with promtool): the metrics tests scrape aesd with the real one.
+apt_install openssl ca-certificates shellcheck prometheus
 rustup_components rustfmt clippy
 
 if [ "$all" -eq 1 ]; then

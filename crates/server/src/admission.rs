@@ -36,18 +36,21 @@ pub struct Occupancy {
 }
 
 /// The admission controller shared by all connections.
+#[derive(Debug)]
 pub struct Admission {
     max_active: usize,
     max_waiting: usize,
     state: Mutex<State>,
 }
 
+#[derive(Debug)]
 struct State {
     active: usize,
     next_id: u64,
     waiting: VecDeque<Waiter>,
 }
 
+#[derive(Debug)]
 struct Waiter {
     id: u64,
     position: watch::Sender<u32>,
@@ -55,6 +58,7 @@ struct Waiter {
 }
 
 /// A job's right to run; the slot is freed when it is dropped.
+#[derive(Debug)]
 pub struct Permit {
     admission: Arc<Admission>,
 }

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD};
 
+use crate::metrics::temperature::TemperatureSource;
+
 /// Default address of the job port.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:7878";
 /// Smallest data chunk the server can be configured to accept.
@@ -86,6 +88,19 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_grace: Option<f64>,
 
+    /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9878
+    /// [default: off]
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Board temperature for the metrics: auto (first hwmon sensor, if
+    /// any), off, hwmon:PATH (a temp*_input file) or xadc:0xADDR (LiteX
+    /// XADC temperature CSR via /dev/mem, from csr.json) [default: auto]
+    #[arg(long, value_name = "SOURCE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<String>,
+
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug") [default: info]
     #[arg(long, value_name = "FILTER")]
@@ -154,6 +169,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Log filter.
     pub log: String,
+    /// Address of the metrics endpoint, if any.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Where the board temperature comes from.
+    pub temperature: TemperatureSource,
 }
 
 /// A configuration source could not be read or a value is out of range.
@@ -277,6 +296,16 @@ impl Config {
             idle_timeout: seconds("idle-timeout", layer.idle_timeout, 60.0)?,
             shutdown_grace: seconds("shutdown-grace", layer.shutdown_grace, 30.0)?,
             log: layer.log.unwrap_or_else(|| "info".to_owned()),
+            metrics_listen: layer.metrics_listen,
+            temperature: match layer.temperature.as_deref().unwrap_or("auto").parse() {
+                Ok(source) => source,
+                Err(err) => {
+                    return Err(ConfigError::Invalid {
+                        key: "temperature",
+                        reason: err.to_string(),
+                    });
+                }
+            },
         };
         config.validate()?;
         Ok(config)
@@ -340,6 +369,13 @@ impl Config {
             idle_timeout: Some(self.idle_timeout.as_secs_f64()),
             shutdown_grace: Some(self.shutdown_grace.as_secs_f64()),
             log: Some(self.log.clone()),
+            metrics_listen: self.metrics_listen,
+            temperature: Some(match &self.temperature {
+                TemperatureSource::Auto => "auto".to_owned(),
+                TemperatureSource::Off => "off".to_owned(),
+                TemperatureSource::Hwmon(path) => format!("hwmon:{}", path.display()),
+                TemperatureSource::Xadc(addr) => format!("xadc:{addr:#x}"),
+            }),
         }
     }
 
@@ -440,6 +476,18 @@ mod tests {
             err,
             ConfigError::Invalid {
                 key: "idle-timeout",
+                ..
+            }
+        ));
+        let err = Config::with(ConfigLayer {
+            temperature: Some("thermal".into()),
+            ..ConfigLayer::default()
+        })
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                key: "temperature",
                 ..
             }
         ));

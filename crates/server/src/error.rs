@@ -114,6 +114,17 @@ impl JobError {
         }
     }
 
+    /// A stable name for metrics and logs: the error code's name, or
+    /// `client_gone`, `io`, `aborted` for failures nobody is told about.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobError::ClientGone => "client_gone",
+            JobError::Io(_) => "io",
+            JobError::Aborted => "aborted",
+            other => other.code().name(),
+        }
+    }
+
     /// The error frame sent to the client.
     pub fn to_frame(&self) -> ErrorFrame {
         ErrorFrame::new(self.code(), self.to_string())

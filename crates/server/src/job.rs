@@ -81,7 +81,11 @@ where
         Ok(permit) => permit,
         Err(error) => return JobOutcome::failed_before_start(error),
     };
-    let queue_us = micros(received.elapsed());
+    let queue_wait = received.elapsed();
+    shared
+        .metrics
+        .observe_queue_wait(begin.operation.name(), queue_wait);
+    let queue_us = micros(queue_wait);
     if let Err(error) = writer.send(&Message::Started(Started { queue_us })).await {
         return JobOutcome::failed_before_start(error.into());
     }
@@ -103,7 +107,14 @@ where
     let (read, cipher, write) = tokio::join!(
         read_stage(reader, free_rx, input_tx, idle, shared),
         cipher_stage(input_rx, output_tx, spec, queue_us, shared),
-        write_stage(writer, output_rx, free_tx, idle),
+        write_stage(
+            writer,
+            output_rx,
+            free_tx,
+            idle,
+            begin.operation.name(),
+            shared
+        ),
     );
 
     let input_finished = matches!(read, Ok(ReadEnd::SawEnd));
@@ -296,6 +307,9 @@ async fn cipher_stage(
         match next.ok_or(JobError::Aborted)? {
             Input::Chunk(mut buf) => {
                 bytes_in += buf.len() as u64;
+                shared
+                    .metrics
+                    .add_input_bytes(operation.name(), buf.len() as u64);
                 let timed = pool
                     .run(move || {
                         let result = cipher.update(&mut buf);
@@ -353,6 +367,8 @@ async fn write_stage<W: AsyncWrite + Unpin>(
     mut output: mpsc::Receiver<Output>,
     free: mpsc::Sender<ChunkBuf>,
     idle: Duration,
+    operation: &'static str,
+    shared: &Arc<Shared>,
 ) -> Result<WriteEnd, JobError> {
     let mut bytes_out = 0u64;
     let mut end = WriteEnd {
@@ -370,12 +386,16 @@ async fn write_stage<W: AsyncWrite + Unpin>(
                     .await
                     .map_err(stalled)??;
                 bytes_out += header.len() as u64;
+                shared
+                    .metrics
+                    .add_output_bytes(operation, header.len() as u64);
             }
             Output::Bytes(buf) => {
                 timeout(idle, writer.send_data(buf.as_slice()))
                     .await
                     .map_err(stalled)??;
                 bytes_out += buf.len() as u64;
+                shared.metrics.add_output_bytes(operation, buf.len() as u64);
                 let _ = free.try_send(buf);
             }
             Output::Done(mut done) => {

@@ -16,6 +16,7 @@
 //!   async reactor only moves bytes.
 //! * [`cipher`]: the `openssl enc` format, streamed in place.
 //! * [`error`]: why a job failed and what the client is told.
+//! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
 
 pub mod admission;
@@ -23,6 +24,7 @@ pub mod cipher;
 pub mod config;
 pub mod error;
 pub mod job;
+pub mod metrics;
 pub mod pool;
 pub mod server;
 pub mod session;

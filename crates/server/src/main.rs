@@ -48,6 +48,9 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(addr) = server.metrics_addr() {
+            info!(metrics = %addr, "metrics on http://{addr}/metrics");
+        }
         info!(
             listen = %server.local_addr(),
             workers = config.workers,

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::metrics::wide::WideAtomic;
+use prometheus_client::metrics::counter::Atomic;
+
 type Task = Box<dyn FnOnce() + Send + 'static>;
 
 /// The pool's workers are gone, or the task panicked.
@@ -23,6 +26,15 @@ pub struct PoolError;
 pub struct WorkerPool {
     sender: Mutex<Option<mpsc::Sender<Task>>>,
     workers: usize,
+    busy_micros: Arc<WideAtomic>,
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("workers", &self.workers)
+            .finish()
+    }
 }
 
 /// What a task returned and how long it took from submission (including
@@ -40,21 +52,29 @@ impl WorkerPool {
         let workers = workers.max(1);
         let (sender, receiver) = mpsc::channel::<Task>();
         let receiver = Arc::new(Mutex::new(receiver));
+        let busy_micros = Arc::new(WideAtomic::default());
         for index in 0..workers {
             let receiver = Arc::clone(&receiver);
+            let busy = Arc::clone(&busy_micros);
             thread::Builder::new()
                 .name(format!("aesd-worker-{index}"))
-                .spawn(move || worker_loop(&receiver))?;
+                .spawn(move || worker_loop(&receiver, &busy))?;
         }
         Ok(Arc::new(WorkerPool {
             sender: Mutex::new(Some(sender)),
             workers,
+            busy_micros,
         }))
     }
 
     /// How many worker threads run.
     pub fn workers(&self) -> usize {
         self.workers
+    }
+
+    /// Time all workers together spent running tasks.
+    pub fn busy_time(&self) -> Duration {
+        Duration::from_micros(self.busy_micros.get())
     }
 
     /// Runs `task` on a worker and waits for its result without blocking
@@ -92,7 +112,7 @@ impl WorkerPool {
     }
 }
 
-fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>) {
+fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>, busy_micros: &WideAtomic) {
     loop {
         let task = match receiver.lock() {
             Ok(receiver) => receiver.recv(),
@@ -101,7 +121,9 @@ fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>) {
         let Ok(task) = task else { return };
         // A panicking task drops its result sender, so its caller gets a
         // PoolError; the worker itself lives on.
+        let started = Instant::now();
         let _ = catch_unwind(AssertUnwindSafe(task));
+        busy_micros.inc_by(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
     }
 }
 
@@ -124,6 +146,15 @@ mod tests {
         let pool = WorkerPool::new(1).expect("pool");
         assert!(pool.run(|| panic!("boom")).await.is_err());
         assert_eq!(pool.run(|| 41 + 1).await.expect("runs").value, 42);
+    }
+
+    #[tokio::test]
+    async fn busy_time_counts_task_execution() {
+        let pool = WorkerPool::new(1).expect("pool");
+        pool.run(|| thread::sleep(Duration::from_millis(30)))
+            .await
+            .expect("runs");
+        assert!(pool.busy_time() >= Duration::from_millis(30));
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 
 use crate::admission::Admission;
 use crate::config::Config;
+use crate::metrics::{self, LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::session;
 use crate::shutdown::Shutdown;
@@ -29,6 +30,8 @@ pub struct Shared {
     pub shutdown: Shutdown,
     /// Name and version sent in the welcome frame.
     pub name: String,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The server could not start.
@@ -42,6 +45,14 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The metrics address could not be bound.
+    #[error("cannot listen for metrics on {addr}: {source}")]
+    MetricsBind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Workers(std::io::Error),
@@ -50,6 +61,7 @@ pub enum ServerError {
 /// A bound server, ready to serve.
 pub struct Server {
     listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -63,16 +75,35 @@ impl Server {
                     addr: config.listen,
                     source,
                 })?;
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::MetricsBind { addr, source })?,
+            ),
+            None => None,
+        };
         let pool = WorkerPool::new(config.workers).map_err(ServerError::Workers)?;
         let admission = Admission::new(config.max_active, config.max_queue);
+        let metrics = Metrics::new(LiveCollector {
+            admission: Arc::clone(&admission),
+            pool: Arc::clone(&pool),
+            limits: (config.max_active, config.max_queue),
+            sensor: config.temperature.resolve(),
+        });
         let shared = Arc::new(Shared {
             config,
             pool,
             admission,
             shutdown: Shutdown::new(),
             name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
+            metrics,
         });
-        Ok(Server { listener, shared })
+        Ok(Server {
+            listener,
+            metrics_listener,
+            shared,
+        })
     }
 
     /// The address actually bound (useful with port 0).
@@ -80,6 +111,13 @@ impl Server {
         self.listener
             .local_addr()
             .unwrap_or(self.shared.config.listen)
+    }
+
+    /// The address of the metrics endpoint, when enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|listener| listener.local_addr().ok())
     }
 
     /// State shared with the connections (for metrics and tests).
@@ -91,8 +129,19 @@ impl Server {
     /// accepting, tells queued jobs, gives running jobs the grace period,
     /// then cuts off what is left with a ShuttingDown error.
     pub async fn serve(self, signal: impl Future<Output = ()>) {
-        let Server { listener, shared } = self;
+        let Server {
+            listener,
+            metrics_listener,
+            shared,
+        } = self;
         let tracker = TaskTracker::new();
+        if let Some(metrics_listener) = metrics_listener {
+            tokio::spawn(metrics::http::serve(
+                metrics_listener,
+                Arc::clone(&shared.metrics),
+                shared.shutdown.clone(),
+            ));
+        }
         tokio::pin!(signal);
         loop {
             tokio::select! {
@@ -138,6 +187,7 @@ impl Server {
     /// Runs the server on the current runtime in the background.
     pub fn spawn(self) -> RunningServer {
         let addr = self.local_addr();
+        let metrics_addr = self.metrics_addr();
         let shared = self.shared();
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(self.serve(async {
@@ -145,6 +195,7 @@ impl Server {
         }));
         RunningServer {
             addr,
+            metrics_addr,
             shared,
             stop: Some(stop_tx),
             task,
@@ -155,6 +206,7 @@ impl Server {
 /// A server running in the background (embedded in aesload, or in tests).
 pub struct RunningServer {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -164,6 +216,11 @@ impl RunningServer {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of its metrics endpoint, when enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Its shared state.

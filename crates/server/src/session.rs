@@ -22,6 +22,7 @@ use crate::server::Shared;
 
 /// Serves one accepted connection until it closes.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    let _open = shared.metrics.connection_opened();
     if let Err(err) = stream.set_nodelay(true) {
         debug!(%peer, "cannot set TCP_NODELAY: {err}");
     }
@@ -29,6 +30,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let mut reader = FrameReader::new(read, shared.config.chunk_size);
     let mut writer = FrameWriter::new(write);
     if let Err(Close { error, client_told }) = run(&mut reader, &mut writer, peer, &shared).await {
+        shared.metrics.error(error.kind());
         if !client_told && error.peer_reachable() {
             let _ = timeout(
                 shared.config.handshake_timeout,
@@ -115,7 +117,18 @@ where
             return Err(JobError::Internal("begin frame decoded as another kind".into()).into());
         };
         let operation = begin.operation;
+        let began = std::time::Instant::now();
         let outcome = job::run(reader, writer, begin, shared).await;
+        shared.metrics.job_finished(
+            operation.name(),
+            match &outcome.result {
+                Ok(done) => Ok((
+                    std::time::Duration::from_micros(done.processing_us),
+                    began.elapsed(),
+                )),
+                Err(error) => Err(error.kind()),
+            },
+        );
         match outcome.result {
             Ok(done) => info!(
                 %peer,
@@ -133,6 +146,7 @@ where
                         client_told: outcome.error_sent,
                     });
                 }
+                shared.metrics.error(error.kind());
                 info!(%peer, op = operation.name(), code = %error.code(), "job failed: {error}");
                 if !outcome.error_sent {
                     writer

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use aesd_client::load::{Outcome, transfer};
-use aesd_client::testkit::{pattern_bytes, start_server};
+use aesd_client::testkit::{encrypt_verified, pattern_bytes, start_server};
 use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
@@ -25,14 +24,14 @@ fn spec(operation: Operation, password: &str) -> JobSpec {
 
 /// A good job on a fresh connection: the server is still serving.
 async fn still_serving(server: &RunningServer) {
-    let (_, outcome) = transfer(
+    encrypt_verified(
         &server.addr().to_string(),
         &spec(Operation::Encrypt, "next client"),
         99,
         100_000,
     )
-    .await;
-    assert_eq!(outcome, Outcome::Verified, "server stopped serving");
+    .await
+    .expect("server still serving");
 }
 
 /// Reads frames until an error frame arrives; its contents.

@@ -3,8 +3,7 @@
 //! a fixed bound and barely above the peak after an 8 MiB job.
 
 use aesd_client::JobSpec;
-use aesd_client::load::{Outcome, transfer};
-use aesd_client::testkit::{AesdProcess, proc_status_kib};
+use aesd_client::testkit::{AesdProcess, encrypt_verified, proc_status_kib};
 use aesd_proto::{Operation, Password};
 
 /// The bound stated in the README: aesd's peak resident memory while
@@ -27,13 +26,14 @@ async fn streaming_256_mib_keeps_server_memory_flat() {
         iterations: 1000,
     };
 
-    let (_, small) = transfer(&server, &spec, 1, 8 << 20).await;
-    assert_eq!(small, Outcome::Verified);
+    encrypt_verified(&server, &spec, 1, 8 << 20)
+        .await
+        .expect("8 MiB verified");
     let peak_small = proc_status_kib(aesd.pid(), "VmHWM").expect("VmHWM readable");
 
-    let (report, large) = transfer(&server, &spec, 2, 256 << 20).await;
-    assert_eq!(large, Outcome::Verified);
-    let report = report.expect("report");
+    let report = encrypt_verified(&server, &spec, 2, 256 << 20)
+        .await
+        .expect("256 MiB verified");
     assert_eq!(report.bytes_sent, 256 << 20);
     assert_eq!(report.bytes_received, (256 << 20) + 16 + 16);
     let peak_large = proc_status_kib(aesd.pid(), "VmHWM").expect("VmHWM readable");

@@ -1,0 +1,416 @@
+//! Prometheus metrics: what aesd counts, and the `/metrics` endpoint.
+//!
+//! * [`wide`]: 64-bit counters on every target (riscv32 included).
+//! * [`process`]: process CPU, memory, file descriptors from `/proc`.
+//! * [`temperature`]: board temperature from hwmon or a LiteX XADC.
+//! * [`http`]: the minimal HTTP server behind `--metrics-listen`.
+//!
+//! Counters and histograms are updated as jobs run; gauges (active jobs,
+//! queue depth, workers, process figures, temperature) are read at scrape
+//! time. Names follow Prometheus conventions: base units, `_total` for
+//! counters, `_seconds` and `_bytes` suffixes.
+
+pub mod http;
+pub mod process;
+pub mod temperature;
+pub mod wide;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::admission::Admission;
+use crate::pool::WorkerPool;
+use process::ProcessStats;
+use temperature::Sensor;
+use wide::WideCounter;
+
+/// Histogram buckets for queue wait, processing and job time: 1 ms to
+/// 500 s (a 10 MB file on a 100 MHz board takes tens of seconds).
+pub const TIME_BUCKETS: [f64; 18] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0,
+    100.0, 250.0, 500.0,
+];
+
+/// The `operation` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabel {
+    /// `encrypt` or `decrypt`.
+    pub operation: &'static str,
+}
+
+/// Labels of `aesd_jobs_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    /// `encrypt` or `decrypt`.
+    pub operation: &'static str,
+    /// `ok`, or the error kind.
+    pub outcome: &'static str,
+}
+
+/// The `kind` label of `aesd_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    /// The error kind (an error code name, `client_gone` or `io`).
+    pub kind: &'static str,
+}
+
+type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
+
+fn time_histogram() -> Histogram {
+    Histogram::new(TIME_BUCKETS)
+}
+
+/// Everything aesd counts.
+pub struct Metrics {
+    registry: Registry,
+    input_bytes: Family<OperationLabel, WideCounter>,
+    output_bytes: Family<OperationLabel, WideCounter>,
+    jobs: Family<JobLabels, WideCounter>,
+    errors: Family<ErrorLabel, WideCounter>,
+    connections: WideCounter,
+    connections_open: Gauge,
+    queue_wait: TimeFamily,
+    processing: TimeFamily,
+    job_duration: TimeFamily,
+}
+
+/// Keeps `aesd_connections_open` up while it lives.
+pub struct ConnectionGuard {
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.metrics.connections_open.dec();
+    }
+}
+
+impl Metrics {
+    /// Registers every metric; `live` provides the scrape-time gauges.
+    pub fn new(live: LiveCollector) -> Arc<Self> {
+        let mut registry = Registry::default();
+        let metrics = Metrics {
+            input_bytes: Family::default(),
+            output_bytes: Family::default(),
+            jobs: Family::default(),
+            errors: Family::default(),
+            connections: WideCounter::default(),
+            connections_open: Gauge::default(),
+            queue_wait: Family::new_with_constructor(time_histogram),
+            processing: Family::new_with_constructor(time_histogram),
+            job_duration: Family::new_with_constructor(time_histogram),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "aesd_input_bytes",
+            "File bytes received from clients",
+            metrics.input_bytes.clone(),
+        );
+        registry.register(
+            "aesd_output_bytes",
+            "File bytes sent to clients",
+            metrics.output_bytes.clone(),
+        );
+        registry.register(
+            "aesd_jobs",
+            "Jobs finished, by operation and outcome (ok or the error kind)",
+            metrics.jobs.clone(),
+        );
+        registry.register(
+            "aesd_errors",
+            "Errors by kind (job and connection errors)",
+            metrics.errors.clone(),
+        );
+        registry.register(
+            "aesd_connections",
+            "Connections accepted",
+            metrics.connections.clone(),
+        );
+        registry.register(
+            "aesd_connections_open",
+            "Connections open now",
+            metrics.connections_open.clone(),
+        );
+        registry.register(
+            "aesd_queue_wait_seconds",
+            "Time from begin to admission",
+            metrics.queue_wait.clone(),
+        );
+        registry.register(
+            "aesd_processing_seconds",
+            "Cryptographic work per job on the worker pool, waiting for a worker included",
+            metrics.processing.clone(),
+        );
+        registry.register(
+            "aesd_job_duration_seconds",
+            "Time from begin to done per successful job",
+            metrics.job_duration.clone(),
+        );
+        registry.register_collector(Box::new(live));
+        // Series that exist from the start (at zero) let rate() see the
+        // first job's increase; series born with their first increment
+        // would read as flat.
+        for operation in ["encrypt", "decrypt"] {
+            let label = OperationLabel { operation };
+            drop(metrics.input_bytes.get_or_create(&label));
+            drop(metrics.output_bytes.get_or_create(&label));
+            drop(metrics.queue_wait.get_or_create(&label));
+            drop(metrics.processing.get_or_create(&label));
+            drop(metrics.job_duration.get_or_create(&label));
+            drop(metrics.jobs.get_or_create(&JobLabels {
+                operation,
+                outcome: "ok",
+            }));
+        }
+        Arc::new(Metrics {
+            registry,
+            ..metrics
+        })
+    }
+
+    /// Counts input bytes as they arrive.
+    pub fn add_input_bytes(&self, operation: &'static str, bytes: u64) {
+        self.input_bytes
+            .get_or_create(&OperationLabel { operation })
+            .inc_by(bytes);
+    }
+
+    /// Counts output bytes as they leave.
+    pub fn add_output_bytes(&self, operation: &'static str, bytes: u64) {
+        self.output_bytes
+            .get_or_create(&OperationLabel { operation })
+            .inc_by(bytes);
+    }
+
+    /// Records how long a job waited for admission.
+    pub fn observe_queue_wait(&self, operation: &'static str, wait: Duration) {
+        self.queue_wait
+            .get_or_create(&OperationLabel { operation })
+            .observe(wait.as_secs_f64());
+    }
+
+    /// Records a finished job: its outcome, and for a successful job its
+    /// processing and total time.
+    pub fn job_finished(
+        &self,
+        operation: &'static str,
+        outcome: Result<(Duration, Duration), &'static str>,
+    ) {
+        let label = match outcome {
+            Ok((processing, total)) => {
+                let op = OperationLabel { operation };
+                self.processing
+                    .get_or_create(&op)
+                    .observe(processing.as_secs_f64());
+                self.job_duration
+                    .get_or_create(&op)
+                    .observe(total.as_secs_f64());
+                "ok"
+            }
+            Err(kind) => kind,
+        };
+        self.jobs
+            .get_or_create(&JobLabels {
+                operation,
+                outcome: label,
+            })
+            .inc();
+    }
+
+    /// Counts an error of `kind`.
+    pub fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&ErrorLabel { kind }).inc();
+    }
+
+    /// Counts a new connection; it counts as open until the guard drops.
+    pub fn connection_opened(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.inc();
+        self.connections_open.inc();
+        ConnectionGuard {
+            metrics: Arc::clone(self),
+        }
+    }
+
+    /// The exposition text (OpenMetrics 1.0, which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}
+
+/// Gauges read at scrape time.
+#[derive(Debug)]
+pub struct LiveCollector {
+    /// Active jobs and queue depth.
+    pub admission: Arc<Admission>,
+    /// Workers and their busy time.
+    pub pool: Arc<WorkerPool>,
+    /// Slot and queue bounds.
+    pub limits: (usize, usize),
+    /// The board's temperature sensor, if any.
+    pub sensor: Option<Sensor>,
+}
+
+/// Build information labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    target: &'static str,
+}
+
+/// Sensor label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SensorLabel {
+    sensor: String,
+}
+
+fn gauge<V: prometheus_client::encoding::EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: V,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn counter<V: prometheus_client::encoding::EncodeCounterValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: V,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+impl Collector for LiveCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let build = ConstGauge::new(1i64);
+        let mut family = encoder.encode_descriptor(
+            "aesd_build_info",
+            "Version and target of the running aesd (always 1)",
+            None,
+            build.metric_type(),
+        )?;
+        build.encode(family.encode_family(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            target: env!("AESD_TARGET"),
+        })?)?;
+
+        let occupancy = self.admission.occupancy();
+        gauge(
+            &mut encoder,
+            "aesd_active_jobs",
+            "Jobs holding a slot now",
+            occupancy.active as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "aesd_queued_jobs",
+            "Jobs waiting for a slot now (queue depth)",
+            occupancy.waiting as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "aesd_active_jobs_limit",
+            "Slots (--max-active)",
+            self.limits.0 as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "aesd_queued_jobs_limit",
+            "Queue bound (--max-queue)",
+            self.limits.1 as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "aesd_workers",
+            "Worker threads",
+            self.pool.workers() as i64,
+        )?;
+        counter(
+            &mut encoder,
+            "aesd_worker_busy_seconds",
+            "Time the workers spent running cryptographic work, all workers together",
+            self.pool.busy_time().as_secs_f64(),
+        )?;
+
+        let stats = ProcessStats::read();
+        if let Some(cpu) = stats.cpu_seconds {
+            counter(
+                &mut encoder,
+                "process_cpu_seconds",
+                "User and system CPU time",
+                cpu,
+            )?;
+        }
+        if let Some(bytes) = stats.resident_bytes {
+            gauge(
+                &mut encoder,
+                "process_resident_memory_bytes",
+                "Resident memory",
+                bytes as f64,
+            )?;
+        }
+        if let Some(bytes) = stats.virtual_bytes {
+            gauge(
+                &mut encoder,
+                "process_virtual_memory_bytes",
+                "Virtual memory",
+                bytes as f64,
+            )?;
+        }
+        if let Some(fds) = stats.open_fds {
+            gauge(
+                &mut encoder,
+                "process_open_fds",
+                "Open file descriptors",
+                fds as f64,
+            )?;
+        }
+        if let Some(fds) = stats.max_fds {
+            gauge(
+                &mut encoder,
+                "process_max_fds",
+                "File descriptor limit",
+                fds as f64,
+            )?;
+        }
+        if let Some(start) = stats.start_time_seconds {
+            gauge(
+                &mut encoder,
+                "process_start_time_seconds",
+                "Start time, seconds since the epoch",
+                start,
+            )?;
+        }
+
+        if let Some(sensor) = &self.sensor {
+            if let Some(celsius) = sensor.read_celsius() {
+                let metric = ConstGauge::new(celsius);
+                let mut family = encoder.encode_descriptor(
+                    "aesd_board_temperature_celsius",
+                    "Board temperature",
+                    None,
+                    metric.metric_type(),
+                )?;
+                metric.encode(family.encode_family(&SensorLabel {
+                    sensor: sensor.label.clone(),
+                })?)?;
+            }
+        }
+        Ok(())
+    }
+}
