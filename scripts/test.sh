@@ -2,11 +2,21 @@
 # The project's test command (CI runs exactly this): sets up, then checks
 # formatting, lints, and runs every test suite.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh            # everything
+#   bash scripts/test.sh --rust     # only the Rust workspace (fmt, clippy, tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+
+only_rust=0
+for arg in "$@"; do
+  case "$arg" in
+    --rust) only_rust=1 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
 
 bash scripts/setup.sh
 
@@ -22,3 +32,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test"
 cargo test --workspace --locked
+
+[ "$only_rust" -eq 1 ] && exit 0
+
+step "soc/: LiteX SoC generation (pytest)"
+bash soc/setup.sh
+soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q
+
+step "buildroot-overlay/: init script in a busybox chroot, assemble, configs"
+bash buildroot-overlay/tests/setup.sh
+bash buildroot-overlay/tests/run.sh
