@@ -52,18 +52,16 @@ impl WorkerPool {
         let workers = workers.max(1);
         let (sender, receiver) = mpsc::channel::<Task>();
         let receiver = Arc::new(Mutex::new(receiver));
-        let busy_micros = Arc::new(WideAtomic::default());
         for index in 0..workers {
             let receiver = Arc::clone(&receiver);
-            let busy = Arc::clone(&busy_micros);
             thread::Builder::new()
                 .name(format!("aesd-worker-{index}"))
-                .spawn(move || worker_loop(&receiver, &busy))?;
+                .spawn(move || worker_loop(&receiver))?;
         }
         Ok(Arc::new(WorkerPool {
             sender: Mutex::new(Some(sender)),
             workers,
-            busy_micros,
+            busy_micros: Arc::new(WideAtomic::default()),
         }))
     }
 
@@ -86,8 +84,14 @@ impl WorkerPool {
     {
         let submitted = Instant::now();
         let (done_tx, done_rx) = oneshot::channel();
+        let busy = Arc::clone(&self.busy_micros);
         let job: Task = Box::new(move || {
-            let _ = done_tx.send(task());
+            let started = Instant::now();
+            let value = task();
+            // Counted before the result is delivered, so a caller that
+            // reads busy_time() after run() returns sees this task.
+            busy.inc_by(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+            let _ = done_tx.send(value);
         });
         {
             let sender = self.sender.lock().map_err(|_| PoolError)?;
@@ -112,7 +116,7 @@ impl WorkerPool {
     }
 }
 
-fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>, busy_micros: &WideAtomic) {
+fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>) {
     loop {
         let task = match receiver.lock() {
             Ok(receiver) => receiver.recv(),
@@ -121,9 +125,7 @@ fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>, busy_micros: &WideAtomic)
         let Ok(task) = task else { return };
         // A panicking task drops its result sender, so its caller gets a
         // PoolError; the worker itself lives on.
-        let started = Instant::now();
         let _ = catch_unwind(AssertUnwindSafe(task));
-        busy_micros.inc_by(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
     }
 }
 
