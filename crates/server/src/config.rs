@@ -27,6 +27,10 @@ pub const DEFAULT_MIN_ITERATIONS: u32 = 1000;
 /// Default highest PBKDF2 iteration count a job may ask for: about a
 /// minute of one core on a 100 MHz VexRiscv.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 100_000;
+/// Default cap on open connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default cap on one job's input (16 GiB: hours on a 100 MHz board).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 16 << 30;
 /// Prefix of the environment variables that configure aesd.
 pub const ENV_PREFIX: &str = "AESD_";
 
@@ -87,6 +91,29 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "SECS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_grace: Option<f64>,
+
+    /// Connections open at once; past this a new connection gets a Busy
+    /// error and is closed [default: 1024]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+
+    /// Connections open at once from one IP address [default: 64]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_client: Option<usize>,
+
+    /// Largest input one job may send, in bytes; past this the job fails
+    /// with limit_exceeded [default: 17179869184 (16 GiB)]
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_file_size: Option<u64>,
+
+    /// Jobs one connection may run; then it is closed with
+    /// limit_exceeded [default: 10000]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_jobs_per_connection: Option<u64>,
 
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9878
     /// [default: off]
@@ -167,6 +194,14 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Time in-flight jobs get after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// Connections open at once from one IP address.
+    pub max_connections_per_client: usize,
+    /// Largest input of one job, in bytes.
+    pub max_file_size: u64,
+    /// Jobs per connection.
+    pub max_jobs_per_connection: u64,
     /// Log filter.
     pub log: String,
     /// Address of the metrics endpoint, if any.
@@ -295,6 +330,10 @@ impl Config {
             handshake_timeout: seconds("handshake-timeout", layer.handshake_timeout, 10.0)?,
             idle_timeout: seconds("idle-timeout", layer.idle_timeout, 60.0)?,
             shutdown_grace: seconds("shutdown-grace", layer.shutdown_grace, 30.0)?,
+            max_connections: layer.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            max_connections_per_client: layer.max_connections_per_client.unwrap_or(64),
+            max_file_size: layer.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE),
+            max_jobs_per_connection: layer.max_jobs_per_connection.unwrap_or(10_000),
             log: layer.log.unwrap_or_else(|| "info".to_owned()),
             metrics_listen: layer.metrics_listen,
             temperature: match layer.temperature.as_deref().unwrap_or("auto").parse() {
@@ -323,6 +362,18 @@ impl Config {
             return invalid(
                 "max-active",
                 format!("must be 1 to 65536, got {}", self.max_active),
+            );
+        }
+        if self.max_connections == 0 || self.max_connections_per_client == 0 {
+            return invalid(
+                "max-connections",
+                "max-connections and max-connections-per-client must be at least 1".into(),
+            );
+        }
+        if self.max_file_size == 0 || self.max_jobs_per_connection == 0 {
+            return invalid(
+                "max-file-size",
+                "max-file-size and max-jobs-per-connection must be at least 1".into(),
             );
         }
         if self.max_queue > 1_000_000 {
@@ -368,6 +419,10 @@ impl Config {
             handshake_timeout: Some(self.handshake_timeout.as_secs_f64()),
             idle_timeout: Some(self.idle_timeout.as_secs_f64()),
             shutdown_grace: Some(self.shutdown_grace.as_secs_f64()),
+            max_connections: Some(self.max_connections),
+            max_connections_per_client: Some(self.max_connections_per_client),
+            max_file_size: Some(self.max_file_size),
+            max_jobs_per_connection: Some(self.max_jobs_per_connection),
             log: Some(self.log.clone()),
             metrics_listen: self.metrics_listen,
             temperature: Some(match &self.temperature {

@@ -47,6 +47,18 @@ pub enum JobError {
         /// Configured maximum.
         max: u32,
     },
+    /// The job's input passed the configured maximum file size.
+    #[error("input exceeds the maximum file size of {limit} bytes")]
+    FileTooLarge {
+        /// The configured limit (`max-file-size`).
+        limit: u64,
+    },
+    /// The connection ran its maximum number of jobs.
+    #[error("this connection ran its maximum of {limit} jobs; reconnect for more")]
+    TooManyJobs {
+        /// The configured limit (`max-jobs-per-connection`).
+        limit: u64,
+    },
     /// The ciphertext is invalid or the password wrong.
     #[error(transparent)]
     Cipher(#[from] CipherError),
@@ -101,7 +113,9 @@ impl JobError {
             JobError::Truncated { .. } => ErrorCode::TruncatedFrame,
             JobError::UnexpectedFrame { .. } => ErrorCode::UnexpectedFrame,
             JobError::UnsupportedVersion(_) => ErrorCode::UnsupportedVersion,
-            JobError::IterationsOutOfRange { .. } => ErrorCode::LimitExceeded,
+            JobError::IterationsOutOfRange { .. }
+            | JobError::FileTooLarge { .. }
+            | JobError::TooManyJobs { .. } => ErrorCode::LimitExceeded,
             JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
@@ -135,7 +149,10 @@ impl JobError {
     pub fn closes_connection(&self) -> bool {
         !matches!(
             self,
-            JobError::Cipher(_) | JobError::IterationsOutOfRange { .. } | JobError::Busy(_)
+            JobError::Cipher(_)
+                | JobError::IterationsOutOfRange { .. }
+                | JobError::FileTooLarge { .. }
+                | JobError::Busy(_)
         )
     }
 

@@ -212,6 +212,8 @@ async fn read_stage<R: AsyncRead + Unpin>(
     idle: Duration,
     shared: &Arc<Shared>,
 ) -> Result<ReadEnd, JobError> {
+    let max_file_size = shared.config.max_file_size;
+    let mut bytes_in = 0u64;
     loop {
         let header = tokio::select! {
             biased;
@@ -245,6 +247,12 @@ async fn read_stage<R: AsyncRead + Unpin>(
                 )
                 .await
                 .map_err(slow_payload)??;
+                bytes_in += u64::from(header.len);
+                if bytes_in > max_file_size {
+                    return Err(JobError::FileTooLarge {
+                        limit: max_file_size,
+                    });
+                }
                 if input.send(Input::Chunk(buf)).await.is_err() {
                     return Ok(ReadEnd::Stopped);
                 }

@@ -12,6 +12,7 @@
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline.
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
+//! * [`limits`]: caps on open connections, in total and per client.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
 //!   async reactor only moves bytes.
 //! * [`cipher`]: the `openssl enc` format, streamed in place.
@@ -24,6 +25,7 @@ pub mod cipher;
 pub mod config;
 pub mod error;
 pub mod job;
+pub mod limits;
 pub mod metrics;
 pub mod pool;
 pub mod server;

@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 
 use crate::admission::Admission;
 use crate::config::Config;
+use crate::limits::ConnectionLimits;
 use crate::metrics::{self, LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::session;
@@ -32,6 +33,8 @@ pub struct Shared {
     pub name: String,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Open connection counts and caps.
+    pub connections: Arc<ConnectionLimits>,
 }
 
 /// The server could not start.
@@ -91,6 +94,8 @@ impl Server {
             limits: (config.max_active, config.max_queue),
             sensor: config.temperature.resolve(),
         });
+        let connections =
+            ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
         let shared = Arc::new(Shared {
             config,
             pool,
@@ -98,6 +103,7 @@ impl Server {
             shutdown: Shutdown::new(),
             name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             metrics,
+            connections,
         });
         Ok(Server {
             listener,
@@ -147,9 +153,15 @@ impl Server {
             tokio::select! {
                 () = &mut signal => break,
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
-                        tracker.spawn(session::serve(stream, peer, Arc::clone(&shared)));
-                    }
+                    Ok((stream, peer)) => match shared.connections.admit(peer.ip()) {
+                        Ok(slot) => {
+                            tracker.spawn(session::serve(stream, peer, Arc::clone(&shared), slot));
+                        }
+                        Err(refused) => {
+                            shared.metrics.error("busy");
+                            tracker.spawn(session::refuse(stream, peer, refused));
+                        }
+                    },
                     Err(err) => {
                         // Out of descriptors or similar: keep serving the
                         // connections we have and try again shortly.

@@ -16,12 +16,35 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tracing::{debug, info, warn};
 
+use std::time::Duration;
+
+use aesd_proto::{ErrorCode, ErrorFrame};
+use tokio::io::AsyncWriteExt;
+
 use crate::error::JobError;
 use crate::job;
+use crate::limits::{ConnectionRefused, ConnectionSlot};
 use crate::server::Shared;
 
-/// Serves one accepted connection until it closes.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+/// Answers a connection over the connection caps with a `busy` error and
+/// closes it.
+pub async fn refuse(mut stream: TcpStream, peer: SocketAddr, refused: ConnectionRefused) {
+    debug!(%peer, "refused: {refused}");
+    let frame = Message::Error(ErrorFrame::new(ErrorCode::Busy, refused.to_string()));
+    if let Ok(bytes) = frame.to_bytes() {
+        let _ = timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// Serves one accepted connection until it closes; `_slot` holds its place
+/// under the connection caps.
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    _slot: ConnectionSlot,
+) {
     let _open = shared.metrics.connection_opened();
     if let Err(err) = stream.set_nodelay(true) {
         debug!(%peer, "cannot set TCP_NODELAY: {err}");
@@ -91,6 +114,7 @@ where
         }))
         .await?;
 
+    let mut jobs_run = 0u64;
     loop {
         let header = tokio::select! {
             biased;
@@ -116,6 +140,13 @@ where
         let Message::Begin(begin) = reader.read_body(header).await.map_err(JobError::from)? else {
             return Err(JobError::Internal("begin frame decoded as another kind".into()).into());
         };
+        if jobs_run >= config.max_jobs_per_connection {
+            return Err(JobError::TooManyJobs {
+                limit: config.max_jobs_per_connection,
+            }
+            .into());
+        }
+        jobs_run += 1;
         let operation = begin.operation;
         let began = std::time::Instant::now();
         let outcome = job::run(reader, writer, begin, shared).await;

@@ -1,0 +1,170 @@
+//! Configurable limits, each with a test that fails when the protection is
+//! removed: connections in total and per client address, input size per
+//! job, jobs per connection.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use aesd_client::testkit::{encrypt_verified, start_server};
+use aesd_client::{Client, JobSpec};
+use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation, Password};
+use aesd_server::ConfigLayer;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpSocket;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+fn spec() -> JobSpec {
+    JobSpec {
+        operation: Operation::Encrypt,
+        password: Password::new(b"limits".to_vec()),
+        iterations: 1000,
+    }
+}
+
+/// An open, handshaken connection (both halves held).
+struct Held {
+    _reader: FrameReader<OwnedReadHalf>,
+    _writer: OwnedWriteHalf,
+}
+
+/// Connects from `source` (a loopback address) and handshakes; the error
+/// frame when the server refuses instead of welcoming.
+async fn connect_from(source: &str, server: SocketAddr) -> Result<Held, ErrorFrame> {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{source}:0").parse().expect("source"))
+        .expect("bind");
+    let stream = socket.connect(server).await.expect("connect");
+    let (read, mut writer) = stream.into_split();
+    // The server may refuse before reading the hello and close; a failed
+    // write then is expected, the error frame still arrives.
+    let _ = writer.write_all(&Hello::current().encode()).await;
+    let mut reader = FrameReader::new(read, 1 << 20);
+    let answer = tokio::time::timeout(Duration::from_secs(5), reader.read_message())
+        .await
+        .expect("answer within 5 s");
+    match answer {
+        Ok(Some(Message::Welcome(_))) => Ok(Held {
+            _reader: reader,
+            _writer: writer,
+        }),
+        Ok(Some(Message::Error(error))) => Err(error),
+        other => panic!("expected welcome or error, got {other:?}"),
+    }
+}
+
+async fn wait_for_open(server: &aesd_server::RunningServer, open: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while server.shared().connections.open() != open {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "open connections never reached {open}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn connections_over_the_total_cap_get_busy() {
+    let server = start_server(ConfigLayer {
+        max_connections: Some(3),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let mut held = Vec::new();
+    for source in ["127.0.0.1", "127.0.0.2", "127.0.0.3"] {
+        held.push(
+            connect_from(source, server.addr())
+                .await
+                .expect("under the cap"),
+        );
+    }
+    let refused = connect_from("127.0.0.4", server.addr())
+        .await
+        .err()
+        .expect("over the cap");
+    assert_eq!(refused.code, ErrorCode::Busy);
+    assert!(refused.message.contains("maximum of 3"), "{refused}");
+    held.pop();
+    wait_for_open(&server, 2).await;
+    connect_from("127.0.0.4", server.addr())
+        .await
+        .expect("a place was freed");
+}
+
+#[tokio::test]
+async fn one_client_address_cannot_take_every_connection() {
+    let server = start_server(ConfigLayer {
+        max_connections_per_client: Some(2),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let _first = connect_from("127.0.0.1", server.addr())
+        .await
+        .expect("first");
+    let _second = connect_from("127.0.0.1", server.addr())
+        .await
+        .expect("second");
+    let refused = connect_from("127.0.0.1", server.addr())
+        .await
+        .err()
+        .expect("third refused");
+    assert_eq!(refused.code, ErrorCode::Busy);
+    assert!(refused.message.contains("127.0.0.1"), "{refused}");
+    // Another address is still served.
+    let _other = connect_from("127.0.0.2", server.addr())
+        .await
+        .expect("other client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_over_the_file_size_limit_fails_and_the_connection_goes_on() {
+    let server = start_server(ConfigLayer {
+        max_file_size: Some(100_000),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let mut client = Client::connect(&server.addr().to_string())
+        .await
+        .expect("connect");
+    let big = vec![7u8; 300_000];
+    let err = client
+        .run_job(&spec(), &mut &big[..], &mut Vec::new())
+        .await
+        .expect_err("over the limit");
+    assert_eq!(err.server_code(), Some(ErrorCode::LimitExceeded), "{err}");
+    assert!(err.to_string().contains("100000"), "{err}");
+    let mut output = Vec::new();
+    client
+        .run_job(&spec(), &mut &big[..100_000], &mut output)
+        .await
+        .expect("exactly at the limit is fine, on the same connection");
+    // Header, then 100 000 bytes padded by a whole block (a multiple of 16).
+    assert_eq!(output.len(), 16 + 100_000 + 16);
+}
+
+#[tokio::test]
+async fn a_connection_runs_at_most_its_job_limit() {
+    let server = start_server(ConfigLayer {
+        max_jobs_per_connection: Some(2),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let mut client = Client::connect(&server.addr().to_string())
+        .await
+        .expect("connect");
+    for _ in 0..2 {
+        client
+            .run_job(&spec(), &mut &b"abc"[..], &mut Vec::new())
+            .await
+            .expect("within the limit");
+    }
+    let err = client
+        .run_job(&spec(), &mut &b"abc"[..], &mut Vec::new())
+        .await
+        .expect_err("third job refused");
+    assert_eq!(err.server_code(), Some(ErrorCode::LimitExceeded), "{err}");
+    encrypt_verified(&server.addr().to_string(), &spec(), 1, 1000)
+        .await
+        .expect("a new connection is served");
+}
