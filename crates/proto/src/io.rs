@@ -47,7 +47,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// A reader that accepts data frames of up to `max_data` bytes.
     pub fn new(inner: R, max_data: u32) -> Self {
         FrameReader {
-            inner: BufReader::with_capacity(16 * 1024, inner),
+            // Small: it holds headers and control frames; data payloads
+            // are read past it straight into the caller's buffer. Every
+            // open connection pays for it.
+            inner: BufReader::with_capacity(4 * 1024, inner),
             max_data,
             scratch: Vec::new(),
         }
