@@ -29,6 +29,22 @@ pub struct JobSpec {
     pub iterations: u32,
 }
 
+/// A step of a running job, reported to the observer of
+/// [`Client::run_job_observed`] (for live progress displays: the
+/// [`JobReport`] only arrives at the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEvent {
+    /// Begin was sent: the job waits for the server to admit it.
+    BeginSent,
+    /// The server reported the job's place in its queue (1 = next).
+    Queued {
+        /// The position.
+        position: u32,
+    },
+    /// The server admitted the job: data flows from now on.
+    Started,
+}
+
 /// What a finished job measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobReport {
@@ -67,11 +83,28 @@ impl Client {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
+        self.run_job_observed(spec, input, output, |_| {}).await
+    }
+
+    /// [`Client::run_job`], telling `observe` when begin is sent, each
+    /// queue position and when the server starts the job.
+    pub async fn run_job_observed<R, W, F>(
+        &mut self,
+        spec: &JobSpec,
+        input: &mut R,
+        output: &mut W,
+        observe: F,
+    ) -> Result<JobReport, ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+        F: FnMut(JobEvent),
+    {
         if self.broken {
             return Err(ClientError::Broken);
         }
         self.broken = true;
-        let result = self.run_job_inner(spec, input, output).await;
+        let result = self.run_job_inner(spec, input, output, observe).await;
         self.broken = match &result {
             Ok(_) => false,
             Err(ClientError::Server(frame)) => !job_level(frame.code),
@@ -81,15 +114,17 @@ impl Client {
         result
     }
 
-    async fn run_job_inner<R, W>(
+    async fn run_job_inner<R, W, F>(
         &mut self,
         spec: &JobSpec,
         input: &mut R,
         output: &mut W,
+        mut observe: F,
     ) -> Result<JobReport, ClientError>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
+        F: FnMut(JobEvent),
     {
         let begin = Message::Begin(Begin {
             operation: spec.operation,
@@ -102,12 +137,21 @@ impl Client {
         begin.to_bytes().map_err(ClientError::Request)?;
         let started = Instant::now();
         self.writer.send(&begin).await?;
+        observe(JobEvent::BeginSent);
 
         let mut queue_positions = Vec::new();
         loop {
             match self.reader.read_message().await? {
-                Some(Message::Queued(queued)) => queue_positions.push(queued.position),
-                Some(Message::Started(_)) => break,
+                Some(Message::Queued(queued)) => {
+                    observe(JobEvent::Queued {
+                        position: queued.position,
+                    });
+                    queue_positions.push(queued.position);
+                }
+                Some(Message::Started(_)) => {
+                    observe(JobEvent::Started);
+                    break;
+                }
                 Some(Message::Error(error)) => return Err(ClientError::Server(error)),
                 Some(other) => {
                     return Err(ClientError::Unexpected {

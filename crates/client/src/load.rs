@@ -1,32 +1,53 @@
-//! The load generator behind `aesload`: clients in batches, every result
-//! verified.
+//! The load generator behind `aesload`: clients in batches or arriving
+//! at a fixed rate, spread over servers, every result verified.
 //!
-//! A plan of N clients runs in batches of C (the study's "chunks"): a
-//! batch starts together and the next starts when all of its transfers are
-//! done. Each client opens its own connection, encrypts a seeded pattern
-//! of its drawn size and verifies the result independently.
+//! A closed-loop plan runs N clients in batches of C (the study's
+//! "chunks"): a batch starts together and the next starts when all of its
+//! transfers are done. An open-loop plan starts a new client every
+//! 1/R seconds whatever completes (the study's "drowning" test). Each
+//! client opens its own connection to the next server in round-robin
+//! order, encrypts a seeded pattern of its drawn size and verifies the
+//! result independently.
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{Operation, Password};
 use tokio::task::JoinSet;
 
 use crate::connection::Client;
-use crate::job::{JobReport, JobSpec};
+use crate::distribution::SizeDist;
+use crate::job::{JobEvent, JobReport, JobSpec};
 use crate::pattern::{Pattern, PatternSource, splitmix64};
+use crate::progress::{Metered, Progress};
+use crate::record::{LoadRun, Outcome, Transfer};
 use crate::verify::VerifyingSink;
+
+/// When clients start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// Closed loop: batches of this many clients; a batch starts when the
+    /// previous one is done.
+    Batches(usize),
+    /// Open loop: one new client every `1 / rate` seconds, whatever
+    /// completes.
+    Rate(f64),
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LoadPlan {
     /// Number of transfers (one client each).
     pub clients: usize,
-    /// Clients started together; the next batch waits for this one.
-    pub batch: usize,
-    /// File sizes to draw from (uniformly, seeded).
-    pub sizes: Vec<u64>,
+    /// When they start.
+    pub arrival: Arrival,
+    /// File sizes to draw from (seeded).
+    pub sizes: SizeDist,
+    /// When set to P, client `i` gets the size of client `i % P`: every
+    /// batch of P repeats the same sizes (the study's basic 3 and large
+    /// suites processed exactly 2 and 10 times basic 2's bytes).
+    pub size_period: Option<usize>,
     /// Seed for sizes and data.
     pub seed: u64,
     /// PBKDF2 iterations per job.
@@ -38,8 +59,12 @@ pub struct LoadPlan {
 impl LoadPlan {
     /// The file size client `index` sends.
     pub fn size_of(&self, index: usize) -> u64 {
-        let draw = splitmix64(self.seed ^ splitmix64(index as u64));
-        self.sizes[(draw % self.sizes.len() as u64) as usize]
+        let key = match self.size_period {
+            Some(period) if period > 0 => index % period,
+            _ => index,
+        };
+        self.sizes
+            .draw(splitmix64(self.seed ^ splitmix64(key as u64)))
     }
 
     /// The seed of client `index`'s data.
@@ -47,9 +72,13 @@ impl LoadPlan {
         splitmix64(self.seed.wrapping_add(index as u64).wrapping_mul(0x9e37))
     }
 
-    /// The client indices of each batch, in order.
+    /// The client indices of each batch, in order (one batch per client
+    /// in open loop).
     pub fn batches(&self) -> impl Iterator<Item = Range<usize>> + '_ {
-        let batch = self.batch.max(1);
+        let batch = match self.arrival {
+            Arrival::Batches(batch) => batch.max(1),
+            Arrival::Rate(_) => 1,
+        };
         (0..self.clients)
             .step_by(batch)
             .map(move |start| start..(start + batch).min(self.clients))
@@ -59,140 +88,133 @@ impl LoadPlan {
     pub fn total_bytes(&self) -> u64 {
         (0..self.clients).map(|index| self.size_of(index)).sum()
     }
-}
 
-/// How one transfer ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// The result decrypted to exactly what was sent.
-    Verified,
-    /// The job failed or its result did not verify.
-    Failed {
-        /// Short stable kind (`busy`, `connection`, `verify`...).
-        kind: String,
-        /// What happened.
-        message: String,
-    },
-}
-
-/// One client's transfer.
-#[derive(Debug, Clone)]
-pub struct Transfer {
-    /// Client index.
-    pub client: usize,
-    /// Batch index.
-    pub batch: usize,
-    /// Bytes it sent (or meant to).
-    pub size: u64,
-    /// When it started, from the start of the run.
-    pub started_at: Duration,
-    /// The job's figures (absent when the job itself failed).
-    pub report: Option<JobReport>,
-    /// Verified or failed.
-    pub outcome: Outcome,
-}
-
-/// A finished run.
-#[derive(Debug, Clone)]
-pub struct LoadRun {
-    /// First start to last completion.
-    pub duration: Duration,
-    /// Every transfer, by client index.
-    pub transfers: Vec<Transfer>,
-}
-
-/// Live counters for a progress display.
-#[derive(Debug, Default)]
-pub struct Progress {
-    inner: Mutex<ProgressCounts>,
-}
-
-/// A snapshot of [`Progress`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ProgressCounts {
-    /// Transfers running now.
-    pub active: usize,
-    /// Transfers finished (verified or failed).
-    pub done: usize,
-    /// Transfers failed.
-    pub failed: usize,
-    /// Input bytes of finished transfers.
-    pub bytes: u64,
-}
-
-impl Progress {
-    /// The counts now.
-    pub fn snapshot(&self) -> ProgressCounts {
-        self.inner.lock().map(|counts| *counts).unwrap_or_default()
-    }
-
-    fn update(&self, change: impl FnOnce(&mut ProgressCounts)) {
-        if let Ok(mut counts) = self.inner.lock() {
-            change(&mut counts);
-        }
+    /// The server index client `index` goes to, among `servers`.
+    pub fn server_of(index: usize, servers: usize) -> usize {
+        index % servers.max(1)
     }
 }
 
-/// Runs the plan against `server` (`host:port`).
-pub async fn run_load(server: &str, plan: &LoadPlan, progress: Arc<Progress>) -> LoadRun {
-    let started = Instant::now();
-    let mut transfers = Vec::with_capacity(plan.clients);
-    for (batch, range) in plan.batches().enumerate() {
-        let mut running = JoinSet::new();
-        for client in range {
-            let server = server.to_owned();
-            let spec = JobSpec {
-                operation: Operation::Encrypt,
-                password: plan.password.clone(),
-                iterations: plan.iterations,
-            };
-            let size = plan.size_of(client);
-            let seed = plan.data_seed(client);
-            let progress = Arc::clone(&progress);
-            running.spawn(async move {
-                let started_at = started.elapsed();
-                progress.update(|counts| counts.active += 1);
-                let (report, outcome) = transfer(&server, &spec, seed, size).await;
-                progress.update(|counts| {
-                    counts.active -= 1;
-                    counts.done += 1;
-                    if outcome == Outcome::Verified {
-                        counts.bytes += size;
-                    } else {
-                        counts.failed += 1;
-                    }
-                });
-                Transfer {
-                    client,
-                    batch,
-                    size,
-                    started_at,
-                    report,
-                    outcome,
-                }
-            });
-        }
-        while let Some(joined) = running.join_next().await {
-            match joined {
-                Ok(transfer) => transfers.push(transfer),
-                Err(err) => tracing::error!("a client task failed: {err}"),
+/// What every client task of a run shares.
+struct RunContext {
+    servers: Vec<String>,
+    plan: LoadPlan,
+    spec: JobSpec,
+    started: Instant,
+    progress: Arc<Progress>,
+}
+
+impl RunContext {
+    /// Runs client `client`, meant to start `scheduled` into the run.
+    async fn client(
+        self: Arc<Self>,
+        client: usize,
+        batch: Option<usize>,
+        scheduled: Duration,
+    ) -> Transfer {
+        let dispatched = self.started.elapsed();
+        let server = LoadPlan::server_of(client, self.servers.len());
+        let size = self.plan.size_of(client);
+        self.progress.update(|counts| counts.running += 1);
+        let (report, outcome) = transfer(
+            &self.servers[server],
+            &self.spec,
+            self.plan.data_seed(client),
+            size,
+            &self.progress,
+        )
+        .await;
+        let finished = self.started.elapsed();
+        self.progress.update(|counts| {
+            counts.running -= 1;
+            counts.done += 1;
+            if outcome == Outcome::Verified {
+                counts.bytes_verified += size;
+            } else {
+                counts.failed += 1;
             }
+        });
+        Transfer {
+            client,
+            server,
+            batch,
+            size,
+            scheduled,
+            dispatched,
+            finished,
+            report,
+            outcome,
+        }
+    }
+}
+
+/// Runs the plan, client `i` against `servers[i % servers.len()]`
+/// (`host:port` each; at least one).
+pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progress>) -> LoadRun {
+    progress.update(|counts| counts.planned += plan.clients);
+    let context = Arc::new(RunContext {
+        servers: servers.to_vec(),
+        plan: plan.clone(),
+        spec: JobSpec {
+            operation: Operation::Encrypt,
+            password: plan.password.clone(),
+            iterations: plan.iterations,
+        },
+        started: Instant::now(),
+        progress,
+    });
+    let mut transfers = Vec::with_capacity(plan.clients);
+    if servers.is_empty() {
+        return LoadRun {
+            duration: Duration::ZERO,
+            transfers,
+        };
+    }
+    let mut running = JoinSet::new();
+    match plan.arrival {
+        Arrival::Batches(_) => {
+            for (batch, range) in plan.batches().enumerate() {
+                let scheduled = context.started.elapsed();
+                for client in range {
+                    running.spawn(Arc::clone(&context).client(client, Some(batch), scheduled));
+                }
+                collect(&mut running, &mut transfers).await;
+            }
+        }
+        Arrival::Rate(rate) => {
+            for client in 0..plan.clients {
+                let scheduled = Duration::from_secs_f64(client as f64 / rate);
+                tokio::time::sleep_until((context.started + scheduled).into()).await;
+                running.spawn(Arc::clone(&context).client(client, None, scheduled));
+            }
+            collect(&mut running, &mut transfers).await;
         }
     }
     transfers.sort_by_key(|transfer| transfer.client);
     LoadRun {
-        duration: started.elapsed(),
+        duration: context.started.elapsed(),
         transfers,
     }
 }
 
+/// Waits for every task in `running`.
+async fn collect(running: &mut JoinSet<Transfer>, transfers: &mut Vec<Transfer>) {
+    while let Some(joined) = running.join_next().await {
+        match joined {
+            Ok(transfer) => transfers.push(transfer),
+            Err(err) => tracing::error!("a client task failed: {err}"),
+        }
+    }
+}
+
 /// One client: connect, encrypt `size` bytes of the seeded pattern,
-/// verify the result.
+/// verify the result; bytes and queue state go to `progress`.
 pub async fn transfer(
     server: &str,
     spec: &JobSpec,
     seed: u64,
     size: u64,
+    progress: &Progress,
 ) -> (Option<JobReport>, Outcome) {
     let failed = |kind: &str, message: String| Outcome::Failed {
         kind: kind.to_owned(),
@@ -202,14 +224,34 @@ pub async fn transfer(
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
-    let mut source = PatternSource::new(seed, size);
+    let mut source = Metered::new(PatternSource::new(seed, size), progress);
     let mut sink = VerifyingSink::new(
         spec.password.as_bytes(),
         spec.iterations,
         Pattern::new(seed),
         size,
     );
-    let report = match client.run_job(spec, &mut source, &mut sink).await {
+    let mut queued = false;
+    let result = client
+        .run_job_observed(spec, &mut source, &mut sink, |event| {
+            let change = match event {
+                JobEvent::BeginSent => !queued,
+                JobEvent::Started => queued,
+                JobEvent::Queued { .. } => false,
+            };
+            if change {
+                queued = !queued;
+                progress.update(|counts| match queued {
+                    true => counts.queued += 1,
+                    false => counts.queued -= 1,
+                });
+            }
+        })
+        .await;
+    if queued {
+        progress.update(|counts| counts.queued -= 1);
+    }
+    let report = match result {
         Ok(report) => report,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
@@ -225,11 +267,12 @@ pub async fn transfer(
 mod tests {
     use super::*;
 
-    fn plan(clients: usize, batch: usize) -> LoadPlan {
+    fn plan(clients: usize, arrival: Arrival) -> LoadPlan {
         LoadPlan {
             clients,
-            batch,
-            sizes: vec![2, 5, 10, 20],
+            arrival,
+            sizes: SizeDist::uniform(vec![2, 5, 10, 20]).expect("valid"),
+            size_period: None,
             seed: 1,
             iterations: 1000,
             password: Password::new(b"pw".to_vec()),
@@ -238,21 +281,22 @@ mod tests {
 
     #[test]
     fn batches_cover_every_client_once_in_order() {
-        let ranges: Vec<_> = plan(25, 10).batches().collect();
+        let ranges: Vec<_> = plan(25, Arrival::Batches(10)).batches().collect();
         assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
         assert_eq!(
-            plan(3, 0).batches().count(),
+            plan(3, Arrival::Batches(0)).batches().count(),
             3,
             "batch 0 means one at a time"
         );
+        assert_eq!(plan(4, Arrival::Rate(2.0)).batches().count(), 4);
     }
 
     #[test]
     fn sizes_are_drawn_from_the_list_reproducibly_and_all_appear() {
-        let plan = plan(100, 10);
+        let plan = plan(100, Arrival::Batches(10));
         let sizes: Vec<u64> = (0..100).map(|i| plan.size_of(i)).collect();
-        assert!(sizes.iter().all(|size| plan.sizes.contains(size)));
-        for size in &plan.sizes {
+        assert!(sizes.iter().all(|size| plan.sizes.sizes().contains(size)));
+        for size in plan.sizes.sizes() {
             assert!(sizes.contains(size), "size {size} never drawn");
         }
         assert_eq!(sizes, (0..100).map(|i| plan.size_of(i)).collect::<Vec<_>>());
@@ -262,5 +306,22 @@ mod tests {
             sizes,
             (0..100).map(|i| other.size_of(i)).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_size_period_repeats_the_sizes_but_not_the_data() {
+        let mut plan = plan(30, Arrival::Batches(10));
+        plan.size_period = Some(10);
+        for index in 10..30 {
+            assert_eq!(plan.size_of(index), plan.size_of(index % 10));
+            assert_ne!(plan.data_seed(index), plan.data_seed(index % 10));
+        }
+    }
+
+    #[test]
+    fn clients_go_round_robin_over_the_servers() {
+        let spread: Vec<usize> = (0..7).map(|i| LoadPlan::server_of(i, 3)).collect();
+        assert_eq!(spread, vec![0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(LoadPlan::server_of(5, 1), 0);
     }
 }

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use aesd_server::{Config, ConfigLayer, RunningServer, Server};
 
-use crate::pattern::{Pattern, PatternSource};
-use crate::verify::VerifyingSink;
-use crate::{Client, JobReport, JobSpec};
+use crate::load;
+use crate::pattern::Pattern;
+use crate::progress::Progress;
+use crate::record::Outcome;
+use crate::{JobReport, JobSpec};
 
 /// A folder removed when dropped.
 pub struct TempDir(PathBuf);
@@ -82,32 +84,19 @@ pub fn openssl(args: &[&str]) {
 }
 
 /// Encrypts `size` bytes of the pattern for `seed` through `server` on a
-/// new connection and verifies the result: the job's report, or what
-/// went wrong.
+/// new connection and verifies the result (as one aesload transfer): the
+/// job's report, or what went wrong.
 pub async fn encrypt_verified(
     server: &str,
     spec: &JobSpec,
     seed: u64,
     size: u64,
 ) -> Result<JobReport, String> {
-    let mut client = Client::connect(server)
-        .await
-        .map_err(|err| err.to_string())?;
-    let mut source = PatternSource::new(seed, size);
-    let mut sink = VerifyingSink::new(
-        spec.password.as_bytes(),
-        spec.iterations,
-        Pattern::new(seed),
-        size,
-    );
-    let report = client
-        .run_job(spec, &mut source, &mut sink)
-        .await
-        .map_err(|err| err.to_string())?;
-    client.close().await;
-    sink.finish()
-        .map_err(|err| format!("verification: {err}"))?;
-    Ok(report)
+    match load::transfer(server, spec, seed, size, &Progress::default()).await {
+        (Some(report), Outcome::Verified) => Ok(report),
+        (_, Outcome::Failed { kind, message }) => Err(format!("{kind}: {message}")),
+        (None, Outcome::Verified) => Err("verified without a report".into()),
+    }
 }
 
 /// `openssl enc -aes-256-cbc -salt -pbkdf2`: encrypts `input` into

@@ -1,28 +1,41 @@
-//! `aesload`: the load generator. Runs many clients in batches against an
-//! aesd server (or an embedded one), verifies every result and prints the
-//! study's table.
+//! `aesload`: the load generator. Runs the study's suites (or any mix of
+//! clients, batches, sizes and arrival rate) against one or more aesd
+//! servers (or an embedded one), verifies every result and prints the
+//! study's table; JSON, CSV and an SVG plot on request.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aesd_client::DEFAULT_ITERATIONS;
-use aesd_client::load::{LoadPlan, Outcome, Progress, run_load};
+use aesd_client::distribution::SizeDist;
+use aesd_client::durations::{Warmup, parse_duration};
+use aesd_client::load::{Arrival, LoadPlan, run_load};
+use aesd_client::output::{csv, json, write_file};
 use aesd_client::password::{permission_warning, read_password_file};
-use aesd_client::report::Summary;
-use aesd_client::sizes::{SizeList, human_bytes, parse_size};
+use aesd_client::plot;
+use aesd_client::progress::{DisplayMode, Progress, display, finish_display};
+use aesd_client::record::{RunParameters, SuiteRun};
+use aesd_client::report::{Summary, server_table, study_table};
+use aesd_client::server_metrics::{self, MetricsUrl, ServerSample};
+use aesd_client::sizes::{human_bytes, parse_size};
+use aesd_client::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
 use aesd_proto::Password;
 use aesd_server::{Config, ConfigLayer, Server};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 /// Password used when no --password-file is given (load tests only).
 const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
 
-/// Load generator for aesd: N clients in batches of C, every result
-/// decrypted and compared with what was sent.
+/// Failed transfers listed on stderr per suite (the rest are counted).
+const LISTED_FAILURES: usize = 10;
+
+/// Load generator for aesd: the study's suites or N clients in batches
+/// of C, every result decrypted and compared with what was sent.
 #[derive(Debug, Parser)]
 #[command(
     name = "aesload",
@@ -31,49 +44,94 @@ const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
 Without --server, aesload starts an embedded aesd on 127.0.0.1 (ephemeral port) \
 and runs against it, so it works out of the box.
 
-Sizes: K/M/G and KiB/MiB/GiB are powers of 1024 (the study's \"100 MB\" was 100 MiB), \
-KB/MB/GB powers of 1000. The table prints MB as 10^6 bytes, like the study.
+Suites (the study's; sizes in MiB, its \"MB\"): basic1 = 1 × 100M; basic2 = 10 clients, \
+sizes 2M/5M/10M/20M with weights .5/.3/.2/.1; basic3 = 20 and large = 100 clients in \
+batches of 10, each batch repeating basic2's sizes; thousand = 1000 clients in batches \
+of 50 over 10M/50M/100M; drowning = open loop, --rate clients/s (default 20) for \
+--duration (default 10s). all = every suite, one column each. --clients, --chunk, \
+--sizes and --scale apply on top of a suite.
+
+Sizes: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000; \
+--sizes 2M:5,5M:3 gives relative weights. The table prints MB as 10^6 bytes, like the study.
 
 Exit status: 0 when every transfer verified; 1 when any failed; 2 on bad arguments.
 
 Examples:
+  aesload --suite all --scale 0.05
   aesload --clients 100 --chunk 10 --sizes 2M,5M,10M,20M
-  aesload --server 192.168.1.50:7878 --clients 1 --size 100M"
+  aesload --suite drowning --rate 50 --duration 30s --warmup 5s --json run.json --plot run.svg
+  aesload --server 192.168.1.50:7878,192.168.1.51:7878 --suite large"
 )]
 struct Args {
-    /// Server to load, HOST:PORT [default: an embedded server on 127.0.0.1]
-    #[arg(long, value_name = "HOST:PORT")]
-    server: Option<String>,
-    /// Number of clients (one transfer each)
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    clients: usize,
-    /// Clients started together; the next batch starts when this one is done [default: all at once]
+    /// Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
+    server: Vec<String>,
+    /// Study suite(s): basic1, basic2, basic3, large, thousand, drowning, a comma list, or all
+    #[arg(long, value_name = "NAME", value_parser = parse_suites)]
+    suite: Option<Suites>,
+    /// Number of clients (one transfer each) [default: 1, or the suite's]
+    #[arg(long, value_name = "N")]
+    clients: Option<usize>,
+    /// Clients started together; the next batch starts when this one is done [default: all at once, or the suite's]
     #[arg(long, value_name = "C")]
     chunk: Option<usize>,
-    /// Size of every file
+    /// Size of every file [default: 10M, or the suite's]
     #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size)]
     size: Option<u64>,
-    /// Sizes to draw from, comma-separated, uniformly per client (seeded)
+    /// Sizes to draw from per client (seeded), comma-separated, each optionally SIZE:WEIGHT
     #[arg(long, value_name = "LIST")]
-    sizes: Option<SizeList>,
+    sizes: Option<SizeDist>,
+    /// Multiply every file size by F (e.g. 0.05 to try the suites on a small machine)
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    scale: f64,
+    /// Open loop: new clients per second, whatever completes [drowning: 20]
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+    /// Open loop: how long clients keep arriving (clients = rate × duration) [drowning: 10s]
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Leave the start out of the results: a time (5s) or a number of transfers (10)
+    #[arg(long, value_name = "TIME|N", default_value = "0")]
+    warmup: Warmup,
+    /// Seed for the size draw and the data (the default makes basic2 draw the study's 84.93 MB)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
+    seed: u64,
     /// File whose first line is the password [default: a fixed test password]
     #[arg(long, value_name = "FILE")]
     password_file: Option<PathBuf>,
     /// PBKDF2 iterations per job (openssl -iter)
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
     iterations: u32,
-    /// Seed for the size draw and the data
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    seed: u64,
     /// Embedded server only: worker threads [default: one per core]
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
     /// Embedded server only: jobs processed at once [default: 2 × workers]
     #[arg(long, value_name = "N")]
     max_active: Option<usize>,
-    /// No progress lines on stderr
+    /// Write every parameter, summary and transfer as JSON
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write one row per transfer as CSV
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Draw per-transfer times and throughput over time as SVG
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Sample this server's Prometheus endpoint (aesd --metrics-listen) once a second during the
+    /// run: its CPU, memory, active and queued jobs and temperature go into --json and --plot
+    #[arg(long, value_name = "URL")]
+    metrics_url: Option<MetricsUrl>,
+    /// No progress display on stderr
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// The suites named by `--suite`.
+#[derive(Debug, Clone, PartialEq)]
+struct Suites(Vec<Suite>);
+
+fn parse_suites(text: &str) -> Result<Suites, SuiteError> {
+    Suite::parse_list(text).map(Suites)
 }
 
 fn main() -> ExitCode {
@@ -105,6 +163,49 @@ fn main() -> ExitCode {
     }
 }
 
+/// The plans to run, by name, from the arguments.
+fn plans(args: &Args, password: Password) -> Result<Vec<(String, LoadPlan)>> {
+    if !(args.scale.is_finite() && args.scale > 0.0) {
+        bail!("--scale must be a positive number, not {}", args.scale);
+    }
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            bail!("--rate must be a positive number of clients per second, not {rate}");
+        }
+    }
+    if args.clients == Some(0) {
+        bail!("--clients must be at least 1");
+    }
+    let options = SuiteOptions {
+        scale: args.scale,
+        seed: args.seed,
+        iterations: args.iterations,
+        password,
+        clients: args.clients,
+        chunk: args.chunk,
+        sizes: match (&args.size, &args.sizes) {
+            (Some(size), _) => Some(SizeDist::fixed(*size)),
+            (None, sizes) => sizes.clone(),
+        },
+        rate: args.rate,
+        duration: args.duration,
+    };
+    let plans: Vec<(String, LoadPlan)> = match &args.suite {
+        Some(Suites(suites)) => suites
+            .iter()
+            .map(|suite| (suite.name().to_owned(), suite.plan(&options)))
+            .collect(),
+        None => vec![("custom".to_owned(), custom_plan(&options))],
+    };
+    let open_loop = plans
+        .iter()
+        .any(|(_, plan)| matches!(plan.arrival, Arrival::Rate(_)));
+    if args.duration.is_some() && !open_loop {
+        bail!("--duration applies to open-loop runs: give --rate, or --suite drowning");
+    }
+    Ok(plans)
+}
+
 async fn run(args: Args) -> Result<bool> {
     let password = match &args.password_file {
         Some(path) => {
@@ -115,39 +216,22 @@ async fn run(args: Args) -> Result<bool> {
         }
         None => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
     };
-    let sizes = match (&args.size, &args.sizes) {
-        (Some(size), _) => vec![*size],
-        (None, Some(sizes)) => sizes.0.clone(),
-        (None, None) => vec![10 << 20],
-    };
-    let plan = LoadPlan {
-        clients: args.clients,
-        batch: args.chunk.unwrap_or(args.clients).max(1),
-        sizes,
-        seed: args.seed,
-        iterations: args.iterations,
-        password,
-    };
+    let plans = plans(&args, password)?;
 
-    let embedded = match &args.server {
-        Some(_) => None,
-        None => Some(start_embedded(&args, &plan).await?),
+    let embedded = match args.server.is_empty() {
+        true => Some(start_embedded(&args, &plans).await?),
+        false => None,
     };
-    let target = match (&args.server, &embedded) {
-        (Some(server), _) => server.clone(),
-        (None, Some(server)) => server.addr().to_string(),
-        (None, None) => unreachable!("an embedded server is started when no --server is given"),
+    let servers = match &embedded {
+        Some(server) => vec![server.addr().to_string()],
+        None => args.server.clone(),
     };
-
-    let sizes_text: Vec<String> = plan.sizes.iter().map(|size| human_bytes(*size)).collect();
+    for (name, plan) in &plans {
+        println!("aesload: {name}: {}", describe(plan));
+    }
     println!(
-        "aesload: {} clients in batches of {}, sizes {} (seed {}), {} in total, PBKDF2 {} iterations",
-        plan.clients,
-        plan.batch,
-        sizes_text.join(","),
-        plan.seed,
-        human_bytes(plan.total_bytes()),
-        plan.iterations
+        "settings: seed {}, scale {}, PBKDF2 {} iterations, warm-up {}",
+        args.seed, args.scale, args.iterations, args.warmup
     );
     match &embedded {
         Some(server) => {
@@ -160,46 +244,235 @@ async fn run(args: Args) -> Result<bool> {
                 config.max_queue
             );
         }
-        None => println!("server: {target}"),
+        None if servers.len() == 1 => println!("server: {}", servers[0]),
+        None => println!("servers (round-robin): {}", servers.join(", ")),
     }
 
-    let progress = Arc::new(Progress::default());
-    let reporter =
-        (!args.quiet).then(|| tokio::spawn(report_progress(Arc::clone(&progress), plan.clients)));
-    let run = run_load(&target, &plan, Arc::clone(&progress)).await;
-    if let Some(reporter) = reporter {
-        reporter.abort();
+    let started = Instant::now();
+    let mode = match std::io::stderr().is_terminal() {
+        true => DisplayMode::Terminal,
+        false => DisplayMode::Lines,
+    };
+    let (stop_sampling, sampling_stopped) = tokio::sync::oneshot::channel::<()>();
+    let sampler = args.metrics_url.clone().map(|url| {
+        tokio::spawn(server_metrics::sample_until(url, started, async {
+            let _ = sampling_stopped.await;
+        }))
+    });
+    let mut runs = Vec::with_capacity(plans.len());
+    for (name, plan) in plans {
+        let progress = Arc::new(Progress::default());
+        let display =
+            (!args.quiet).then(|| tokio::spawn(display(Arc::clone(&progress), name.clone(), mode)));
+        let run = run_load(&servers, &plan, progress).await;
+        if let Some(display) = display {
+            display.abort();
+            let _ = display.await;
+            finish_display(mode);
+            let summary = Summary::of(&run, args.warmup);
+            eprintln!(
+                "aesload: {name} done: {} of {} verified in {:.2} s",
+                summary.verified,
+                summary.transfers,
+                run.duration.as_secs_f64()
+            );
+        }
+        runs.push(SuiteRun { name, plan, run });
     }
+    let _ = stop_sampling.send(());
+    let server_samples = match sampler {
+        Some(sampler) => {
+            let (samples, failures) = sampler.await.unwrap_or_default();
+            describe_server_samples(&samples, failures);
+            samples
+        }
+        None => Vec::new(),
+    };
     if let Some(server) = embedded {
         server.shutdown().await;
     }
+    let parameters = RunParameters {
+        servers,
+        embedded: args.server.is_empty(),
+        seed: args.seed,
+        scale: args.scale,
+        iterations: args.iterations,
+        warmup: args.warmup,
+    };
+    report(&runs, &parameters);
+    write_outputs(&args, &runs, &parameters, server_samples)?;
+    if !args.quiet {
+        eprintln!(
+            "aesload: finished in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(runs.iter().all(|suite| {
+        suite
+            .run
+            .transfers
+            .iter()
+            .all(|transfer| transfer.verified())
+    }))
+}
 
-    let summary = Summary::of(&run);
+/// The study's table on stdout (one column per suite), per-server rows
+/// when there are several servers, failed transfers on stderr.
+fn report(runs: &[SuiteRun], parameters: &RunParameters) {
+    let summaries: Vec<Summary> = runs
+        .iter()
+        .map(|suite| Summary::of(&suite.run, parameters.warmup))
+        .collect();
+    let columns: Vec<(&str, &Summary)> = runs
+        .iter()
+        .zip(&summaries)
+        .map(|(suite, summary)| (suite.name.as_str(), summary))
+        .collect();
     println!();
-    print!("{}", summary.table());
-    for transfer in &run.transfers {
-        if let Outcome::Failed { kind, message } = &transfer.outcome {
+    print!("{}", study_table(&columns));
+    if parameters.servers.len() > 1 {
+        for suite in runs {
+            let per_server =
+                Summary::per_server(&suite.run, parameters.warmup, parameters.servers.len());
+            println!("\n{} per server:", suite.name);
+            print!("{}", server_table(&parameters.servers, &per_server));
+        }
+    }
+    for suite in runs {
+        let failed: Vec<_> = suite
+            .run
+            .transfers
+            .iter()
+            .filter_map(|transfer| Some((transfer, transfer.failure()?)))
+            .collect();
+        for (transfer, (kind, message)) in failed.iter().take(LISTED_FAILURES) {
             eprintln!(
-                "aesload: client {} ({}) failed [{kind}]: {message}",
+                "aesload: {} client {} ({}, {}) failed [{kind}]: {message}",
+                suite.name,
                 transfer.client,
-                human_bytes(transfer.size)
+                human_bytes(transfer.size),
+                parameters.servers[transfer.server],
+            );
+        }
+        if failed.len() > LISTED_FAILURES {
+            eprintln!(
+                "aesload: {}: {} more failed transfers (see --json or --csv)",
+                suite.name,
+                failed.len() - LISTED_FAILURES
             );
         }
     }
-    Ok(summary.verified == summary.transfers)
 }
 
-async fn start_embedded(args: &Args, plan: &LoadPlan) -> Result<aesd_server::RunningServer> {
+/// One line on what `--metrics-url` saw.
+fn describe_server_samples(samples: &[ServerSample], failures: usize) {
+    let peak = |value: fn(&ServerSample) -> Option<f64>| {
+        samples.iter().filter_map(value).fold(f64::NAN, f64::max)
+    };
+    println!(
+        "server metrics: {} samples ({failures} failed scrapes), peak CPU {:.0} %, peak RSS {:.1} MiB, peak active {} / queued {} jobs{}",
+        samples.len(),
+        peak(|s| s.cpu_percent),
+        peak(|s| s.resident_bytes) / 1_048_576.0,
+        peak(|s| s.active_jobs),
+        peak(|s| s.queued_jobs),
+        match peak(|s| s.temperature_c) {
+            t if t.is_nan() => String::new(),
+            t => format!(", peak temperature {t:.1} °C"),
+        }
+    );
+}
+
+fn write_outputs(
+    args: &Args,
+    runs: &[SuiteRun],
+    parameters: &RunParameters,
+    server_samples: Vec<ServerSample>,
+) -> Result<()> {
+    let document = json::Document::new(parameters, runs).with_server_metrics(server_samples);
+    if let Some(path) = &args.json {
+        write_file(path, document.to_json()?.as_bytes())?;
+        println!("json: {}", path.display());
+    }
+    if let Some(path) = &args.csv {
+        write_file(path, csv::to_csv(&document).as_bytes())?;
+        println!("csv: {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        write_file(
+            path,
+            plot::render(runs, parameters.warmup, &document.server_metrics).as_bytes(),
+        )?;
+        println!("plot: {}", path.display());
+    }
+    Ok(())
+}
+
+/// One line saying what a plan runs.
+fn describe(plan: &LoadPlan) -> String {
+    let arrival = match plan.arrival {
+        Arrival::Batches(_) if plan.clients <= 1 => String::new(),
+        Arrival::Batches(batch) if batch >= plan.clients => " together".to_owned(),
+        Arrival::Batches(batch) => format!(" in batches of {batch}"),
+        Arrival::Rate(rate) => format!(
+            " arriving at {rate}/s for {:.1} s (open loop, offering {:.2} MB/s)",
+            plan.clients as f64 / rate,
+            rate * plan.sizes.mean() / 1e6
+        ),
+    };
+    let sizes: Vec<String> = match plan.sizes.sizes() {
+        [size] => vec![human_bytes(*size)],
+        sizes => sizes
+            .iter()
+            .enumerate()
+            .map(|(index, size)| {
+                format!(
+                    "{} ({:.0}%)",
+                    human_bytes(*size),
+                    plan.sizes.probability(index) * 100.0
+                )
+            })
+            .collect(),
+    };
+    let period = match plan.size_period {
+        Some(period) => format!(", the same sizes every {period} clients"),
+        None => String::new(),
+    };
+    let clients = match plan.clients {
+        1 => "1 client".to_owned(),
+        count => format!("{count} clients"),
+    };
+    format!(
+        "{clients}{arrival}, sizes {}{period}; {} in total",
+        sizes.join(", "),
+        human_bytes(plan.total_bytes())
+    )
+}
+
+/// An aesd on 127.0.0.1 (ephemeral port) with room in its queue for
+/// every client that may wait at once, so an embedded run never sees
+/// `busy`: a whole batch, or every client of an open-loop run.
+async fn start_embedded(
+    args: &Args,
+    plans: &[(String, LoadPlan)],
+) -> Result<aesd_server::RunningServer> {
+    let waiting = plans
+        .iter()
+        .map(|(_, plan)| match plan.arrival {
+            Arrival::Batches(batch) => batch,
+            Arrival::Rate(_) => plan.clients,
+        })
+        .max()
+        .unwrap_or(0);
     let listen: SocketAddr = "127.0.0.1:0".parse().context("loopback address")?;
     let config = Config::with(ConfigLayer {
         listen: Some(listen),
         workers: args.workers,
         max_active: args.max_active,
-        // Room for a whole batch to wait: an embedded run never sees Busy.
-        max_queue: Some(plan.batch.max(64)),
+        max_queue: Some(waiting.max(64)),
         min_iter: Some(1),
         max_iter: Some(
-            plan.iterations
+            args.iterations
                 .max(aesd_server::config::DEFAULT_MAX_ITERATIONS),
         ),
         ..ConfigLayer::default()
@@ -209,25 +482,6 @@ async fn start_embedded(args: &Args, plan: &LoadPlan) -> Result<aesd_server::Run
         .await
         .context("starting the embedded server")?;
     Ok(server.spawn())
-}
-
-async fn report_progress(progress: Arc<Progress>, clients: usize) {
-    let started = tokio::time::Instant::now();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1));
-    ticker.tick().await;
-    loop {
-        ticker.tick().await;
-        let counts = progress.snapshot();
-        let secs = started.elapsed().as_secs_f64();
-        eprintln!(
-            "[{secs:6.1}s] {}/{clients} done ({} failed), {} active, {} verified, {}/s",
-            counts.done,
-            counts.failed,
-            counts.active,
-            human_bytes(counts.bytes),
-            human_bytes((counts.bytes as f64 / secs) as u64),
-        );
-    }
 }
 
 #[cfg(test)]
@@ -240,7 +494,34 @@ mod tests {
         Args::command().debug_assert();
         let args = Args::try_parse_from(["aesload", "--sizes", "2M,5M", "--clients", "3"])
             .expect("parses");
-        assert_eq!(args.sizes, Some(SizeList(vec![2 << 20, 5 << 20])));
+        assert_eq!(
+            args.sizes.map(|sizes| sizes.sizes().to_vec()),
+            Some(vec![2 << 20, 5 << 20])
+        );
         assert!(Args::try_parse_from(["aesload", "--size", "1M", "--sizes", "2M"]).is_err());
+        let args = Args::try_parse_from([
+            "aesload", "--suite", "all", "--server", "a:1,b:2", "--warmup", "5s",
+        ])
+        .expect("parses");
+        assert_eq!(args.suite, Some(Suites(Suite::ALL.to_vec())));
+        assert_eq!(args.server, vec!["a:1", "b:2"]);
+        assert_eq!(args.warmup, Warmup::Time(Duration::from_secs(5)));
+        assert!(Args::try_parse_from(["aesload", "--suite", "basic9"]).is_err());
+    }
+
+    #[test]
+    fn nonsense_settings_are_refused() {
+        let plans_of = |argv: &[&str]| {
+            let args = Args::try_parse_from(argv).expect("parses");
+            plans(&args, Password::new(b"pw".to_vec()))
+        };
+        assert!(plans_of(&["aesload", "--scale", "0"]).is_err());
+        assert!(plans_of(&["aesload", "--rate=-1"]).is_err());
+        assert!(plans_of(&["aesload", "--duration", "5s"]).is_err());
+        assert!(plans_of(&["aesload", "--clients", "0"]).is_err());
+        let all = plans_of(&["aesload", "--suite", "all", "--scale", "0.01"]).expect("valid");
+        assert_eq!(all.len(), 6);
+        let custom = plans_of(&["aesload", "--rate", "4", "--duration", "2s"]).expect("valid");
+        assert_eq!(custom[0].1.clients, 8);
     }
 }
