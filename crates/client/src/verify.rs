@@ -199,20 +199,12 @@ impl AsyncWrite for VerifyingSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aesd_server::cipher::{ChunkBuf, EncryptStream};
+    use aesd_server::cipher::encrypt_buffer;
 
     fn encrypted(seed: u64, len: usize) -> Vec<u8> {
         let mut plain = vec![0u8; len];
         Pattern::new(seed).fill(&mut plain);
-        let (mut stream, header) = EncryptStream::with_salt(b"pw", &[5; 8], 1000);
-        let mut out = header.to_vec();
-        let mut buf = ChunkBuf::with_capacity(len.max(1));
-        buf.payload_mut(len).copy_from_slice(&plain);
-        stream.update(&mut buf);
-        out.extend_from_slice(buf.as_slice());
-        stream.finish(&mut buf);
-        out.extend_from_slice(buf.as_slice());
-        out
+        encrypt_buffer(b"pw", &[5; 8], 1000, &plain, 4096)
     }
 
     fn verify(bytes: &[u8], seed: u64, len: u64, piece: usize) -> Result<u64, VerifyError> {

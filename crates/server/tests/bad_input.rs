@@ -8,7 +8,7 @@ use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
-use aesd_server::cipher::{ChunkBuf, EncryptStream};
+use aesd_server::cipher::encrypt_buffer;
 use aesd_server::{ConfigLayer, RunningServer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -116,15 +116,7 @@ fn begin_bytes(operation: u8, format: u8, source: u8) -> Vec<u8> {
 
 /// Ciphertext of `plain` under `password` with a fixed salt.
 fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
-    let (mut stream, header) = EncryptStream::with_salt(password.as_bytes(), &[3; 8], 1000);
-    let mut buf = ChunkBuf::with_capacity(plain.len().max(1));
-    buf.payload_mut(plain.len()).copy_from_slice(plain);
-    stream.update(&mut buf);
-    let mut out = header.to_vec();
-    out.extend_from_slice(buf.as_slice());
-    stream.finish(&mut buf);
-    out.extend_from_slice(buf.as_slice());
-    out
+    encrypt_buffer(password.as_bytes(), &[3; 8], 1000, plain, 64 * 1024)
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use aesd_client::verify::VerifyingSink;
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, FrameReader, Hello, Message, Operation, Password};
 use aesd_server::ConfigLayer;
-use aesd_server::cipher::{ChunkBuf, EncryptStream};
+use aesd_server::cipher::encrypt_buffer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -26,15 +26,7 @@ fn spec(operation: Operation, password: &str) -> JobSpec {
 }
 
 fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
-    let (mut stream, header) = EncryptStream::with_salt(password.as_bytes(), &[9; 8], 1000);
-    let mut buf = ChunkBuf::with_capacity(plain.len());
-    buf.payload_mut(plain.len()).copy_from_slice(plain);
-    stream.update(&mut buf);
-    let mut out = header.to_vec();
-    out.extend_from_slice(buf.as_slice());
-    stream.finish(&mut buf);
-    out.extend_from_slice(buf.as_slice());
-    out
+    encrypt_buffer(password.as_bytes(), &[9; 8], 1000, plain, 64 * 1024)
 }
 
 #[tokio::test]

@@ -13,7 +13,9 @@ pub mod stream;
 
 pub use chunk::ChunkBuf;
 pub use key::{DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
-pub use stream::{CipherError, DecryptStream, EncryptStream, JobCipher};
+pub use stream::{
+    CipherError, DecryptStream, EncryptStream, JobCipher, decrypt_buffer, encrypt_buffer,
+};
 
 /// AES block size in bytes.
 pub const BLOCK: usize = 16;

@@ -238,6 +238,53 @@ impl JobCipher {
     }
 }
 
+/// Encrypts a whole buffer with a given salt, `chunk` bytes at a time
+/// (at least 1), through the same streaming path a job uses; returns the
+/// complete `openssl enc` file. For test vectors, tests and benchmarks: a
+/// real encryption draws its salt with [`EncryptStream::new`].
+pub fn encrypt_buffer(
+    password: &[u8],
+    salt: &[u8; SALT_LEN],
+    iterations: u32,
+    plain: &[u8],
+    chunk: usize,
+) -> Vec<u8> {
+    let chunk = chunk.max(1);
+    let (mut stream, header) = EncryptStream::with_salt(password, salt, iterations);
+    let mut out = header.to_vec();
+    let mut buf = ChunkBuf::with_capacity(chunk);
+    for piece in plain.chunks(chunk) {
+        buf.payload_mut(piece.len()).copy_from_slice(piece);
+        stream.update(&mut buf);
+        out.extend_from_slice(buf.as_slice());
+    }
+    stream.finish(&mut buf);
+    out.extend_from_slice(buf.as_slice());
+    out
+}
+
+/// Decrypts a whole `openssl enc` file, `chunk` bytes at a time (at least
+/// 1), through the same streaming path a job uses.
+pub fn decrypt_buffer(
+    password: &[u8],
+    iterations: u32,
+    file: &[u8],
+    chunk: usize,
+) -> Result<Vec<u8>, CipherError> {
+    let chunk = chunk.max(1);
+    let mut stream = DecryptStream::new(password, iterations);
+    let mut out = Vec::with_capacity(file.len());
+    let mut buf = ChunkBuf::with_capacity(chunk);
+    for piece in file.chunks(chunk) {
+        buf.payload_mut(piece.len()).copy_from_slice(piece);
+        stream.update(&mut buf)?;
+        out.extend_from_slice(buf.as_slice());
+    }
+    stream.finish(&mut buf)?;
+    out.extend_from_slice(buf.as_slice());
+    Ok(out)
+}
+
 fn encrypt_blocks(cipher: &mut CbcEncryptor, bytes: &mut [u8]) {
     let (blocks, rest) = Array::slice_as_chunks_mut(bytes);
     debug_assert!(rest.is_empty());
@@ -270,17 +317,7 @@ mod tests {
     const SALT: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
     fn encrypt_in_chunks(plain: &[u8], chunk: usize) -> Vec<u8> {
-        let (mut stream, header) = EncryptStream::with_salt(b"pw", &SALT, 1000);
-        let mut out = header.to_vec();
-        let mut buf = ChunkBuf::with_capacity(chunk.max(1));
-        for piece in plain.chunks(chunk.max(1)) {
-            buf.payload_mut(piece.len()).copy_from_slice(piece);
-            stream.update(&mut buf);
-            out.extend_from_slice(buf.as_slice());
-        }
-        stream.finish(&mut buf);
-        out.extend_from_slice(buf.as_slice());
-        out
+        encrypt_buffer(b"pw", &SALT, 1000, plain, chunk)
     }
 
     fn decrypt_in_chunks(
@@ -288,17 +325,7 @@ mod tests {
         chunk: usize,
         password: &[u8],
     ) -> Result<Vec<u8>, CipherError> {
-        let mut stream = DecryptStream::new(password, 1000);
-        let mut out = Vec::new();
-        let mut buf = ChunkBuf::with_capacity(chunk);
-        for piece in cipher.chunks(chunk) {
-            buf.payload_mut(piece.len()).copy_from_slice(piece);
-            stream.update(&mut buf)?;
-            out.extend_from_slice(buf.as_slice());
-        }
-        stream.finish(&mut buf)?;
-        out.extend_from_slice(buf.as_slice());
-        Ok(out)
+        decrypt_buffer(password, 1000, cipher, chunk)
     }
 
     fn pattern(len: usize) -> Vec<u8> {
