@@ -24,6 +24,8 @@ command -v cargo >/dev/null || { echo "setup.sh: Rust (rustup, cargo) is require
 # The shellcheck package lints the project's shell scripts in the tests.
 # prometheus (with promtool): the metrics tests scrape aesd with the real one.
 apt_install openssl ca-certificates shellcheck prometheus
+# The pinned nightly of rust-toolchain.toml (host builds use it too).
+bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy
 
 if [ "$all" -eq 1 ]; then

@@ -42,3 +42,6 @@ soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q
 step "buildroot-overlay/: init script in a busybox chroot, assemble, configs"
 bash buildroot-overlay/tests/setup.sh
 bash buildroot-overlay/tests/run.sh
+
+step "board targets: cross builds, no-FPU check, smoke tests under qemu"
+bash scripts/cross/ci.sh
