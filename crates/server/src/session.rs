@@ -102,7 +102,12 @@ where
             what: "waiting for the hello",
             limit: config.handshake_timeout,
         })?
-        .map_err(JobError::from)?;
+        .map_err(|err| match JobError::from(err) {
+            // Connected and closed without a byte: a port probe or health
+            // check, not a broken client.
+            JobError::Truncated { got: 0, .. } => JobError::ClientGone,
+            other => other,
+        })?;
     if hello.version != PROTOCOL_VERSION {
         return Err(JobError::UnsupportedVersion(hello.version).into());
     }
