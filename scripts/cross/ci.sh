@@ -5,7 +5,9 @@
 #   3. scripts/cross/build-all.sh  (all boards, size table, riscv32 no-FPU check)
 #   4. smoke test per board under qemu with the board's CPU model: aesd
 #      --print-config, and aesload with its embedded aesd on 127.0.0.1 moving
-#      and verifying real encrypted transfers (exit 0 only if all verified)
+#      and verifying real encrypted transfers (exit 0 only if all verified);
+#      then scripts/cross/interop.sh: the board's aesd serving the native
+#      aesload, the board's aescrypt through a native aesd, openssl as oracle
 #   5. with AESD_CROSS_CONTROL=1: the riscv32gc control build must fail the
 #      no-FPU check (slow the first time)
 #
@@ -32,12 +34,18 @@ for a in "$@"; do
   prev="$a"
 done
 dir="${CARGO_TARGET_DIR:-$root/target}"
+# Native binaries for the interoperation tests (already built when
+# scripts/test.sh ran the workspace tests first).
+step "cross: native aesd, aesload, aescrypt"
+(cd "$root" && cargo build --quiet --locked -p aesd-server -p aesd-client)
 for t in "${AESD_TARGETS[@]}"; do
   step "cross: smoke test $t ($profile) under qemu"
   bin="$dir/$t/$profile"
   timeout 120 "$here/qemu-run.sh" "$t" "$bin/aesd" --print-config >/dev/null
   timeout 600 "$here/qemu-run.sh" "$t" "$bin/aesload" \
     --clients 4 --chunk 2 --sizes 64K,1M --iter 1000 --quiet
+  step "cross: $t board binaries with native ones (openssl as the oracle)"
+  timeout 900 "$here/interop.sh" "$t" "$bin" "$dir/debug"
 done
 
 if [[ "${AESD_CROSS_CONTROL:-0}" == 1 ]]; then
