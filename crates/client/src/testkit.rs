@@ -135,7 +135,7 @@ fn openssl_enc(mode: &[&str], password_file: &Path, iterations: u32, input: &Pat
 /// Starts an in-process server on 127.0.0.1 with an ephemeral port and
 /// the given settings over the defaults.
 pub async fn start_server(layer: ConfigLayer) -> RunningServer {
-    let config = Config::with(ConfigLayer {
+    let config = Config::resolve(ConfigLayer {
         listen: Some("127.0.0.1:0".parse().expect("loopback")),
         ..layer
     })

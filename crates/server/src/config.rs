@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use clap::{Args, FromArgMatches, Parser};
 use serde::{Deserialize, Serialize};
 
 use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD};
@@ -433,11 +433,6 @@ impl Config {
             }),
         }
     }
-
-    /// Defaults with the given overrides, for tests and embedding.
-    pub fn with(layer: ConfigLayer) -> Result<Config, ConfigError> {
-        Config::resolve(layer)
-    }
 }
 
 fn seconds(key: &'static str, value: Option<f64>, default: f64) -> Result<Duration, ConfigError> {
@@ -451,15 +446,10 @@ fn seconds(key: &'static str, value: Option<f64>, default: f64) -> Result<Durati
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Makes sure the derive-generated command is well formed (clap checks
-/// it in debug builds).
-pub fn command() -> clap::Command {
-    Cli::command()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |name| {
@@ -472,7 +462,7 @@ mod tests {
 
     #[test]
     fn command_line_is_well_formed() {
-        command().debug_assert();
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -497,7 +487,7 @@ mod tests {
 
     #[test]
     fn defaults_follow_the_worker_count() {
-        let config = Config::with(ConfigLayer {
+        let config = Config::resolve(ConfigLayer {
             workers: Some(3),
             ..ConfigLayer::default()
         })
@@ -510,7 +500,7 @@ mod tests {
     fn bad_values_are_named() {
         let err = ConfigLayer::from_env(env(&[("AESD_WORKERS", "many")])).unwrap_err();
         assert!(err.to_string().contains("workers"), "{err}");
-        let err = Config::with(ConfigLayer {
+        let err = Config::resolve(ConfigLayer {
             chunk_size: Some(10),
             ..ConfigLayer::default()
         })
@@ -522,7 +512,7 @@ mod tests {
                 ..
             }
         ));
-        let err = Config::with(ConfigLayer {
+        let err = Config::resolve(ConfigLayer {
             idle_timeout: Some(-1.0),
             ..ConfigLayer::default()
         })
@@ -534,7 +524,7 @@ mod tests {
                 ..
             }
         ));
-        let err = Config::with(ConfigLayer {
+        let err = Config::resolve(ConfigLayer {
             temperature: Some("thermal".into()),
             ..ConfigLayer::default()
         })
@@ -552,7 +542,7 @@ mod tests {
 
     #[test]
     fn printed_config_reads_back_the_same() {
-        let config = Config::with(ConfigLayer::default()).expect("valid");
+        let config = Config::resolve(ConfigLayer::default()).expect("valid");
         let text = config.to_layer().to_toml();
         let again: ConfigLayer = toml::from_str(&text).expect("reads back");
         assert_eq!(Config::resolve(again).expect("valid"), config);

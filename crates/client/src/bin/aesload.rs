@@ -465,7 +465,7 @@ async fn start_embedded(
         .max()
         .unwrap_or(0);
     let listen: SocketAddr = "127.0.0.1:0".parse().context("loopback address")?;
-    let config = Config::with(ConfigLayer {
+    let config = Config::resolve(ConfigLayer {
         listen: Some(listen),
         workers: args.workers,
         max_active: args.max_active,
