@@ -6,6 +6,7 @@
 //! compares the plaintext, byte for byte, with the [`Pattern`] that was
 //! sent. It holds at most one chunk, whatever the file size.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -40,19 +41,44 @@ pub enum VerifyError {
     },
 }
 
+/// Where the sink is in deriving the key from the output's salt.
+enum KeyState {
+    /// Collecting the 16-byte `Salted__` header.
+    Header(Vec<u8>),
+    /// PBKDF2 runs on tokio's blocking pool, off the async workers, so a
+    /// load run's own verification does not delay its other clients.
+    Deriving(tokio::task::JoinHandle<Decryptor>),
+    /// The key is known; ciphertext is decrypted as it arrives.
+    Ready(Box<Decryptor>),
+}
+
+type Decryptor = cbc::Decryptor<Aes256>;
+
 /// Decrypts and checks an encrypt job's output as it arrives.
 pub struct VerifyingSink {
     password: zeroize::Zeroizing<Vec<u8>>,
     iterations: u32,
     expected: Pattern,
     expected_len: u64,
-    header: Vec<u8>,
-    cipher: Option<cbc::Decryptor<Aes256>>,
+    key: KeyState,
     pending: Vec<u8>,
     scratch: Vec<u8>,
     ciphertext_len: u64,
     checked: u64,
     failure: Option<VerifyError>,
+}
+
+/// PBKDF2-HMAC-SHA256 to key and IV, as `openssl enc -pbkdf2` does.
+fn derive(password: &[u8], salt: &[u8], iterations: u32) -> Decryptor {
+    let mut material = zeroize::Zeroizing::new([0u8; 48]);
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, salt, iterations, material.as_mut());
+    let mut key = [0u8; 32];
+    let mut iv = [0u8; 16];
+    key.copy_from_slice(&material[..32]);
+    iv.copy_from_slice(&material[32..]);
+    let cipher = Decryptor::new(&key.into(), &iv.into());
+    zeroize::Zeroize::zeroize(&mut key);
+    cipher
 }
 
 impl VerifyingSink {
@@ -64,8 +90,7 @@ impl VerifyingSink {
             iterations,
             expected,
             expected_len,
-            header: Vec::with_capacity(16),
-            cipher: None,
+            key: KeyState::Header(Vec::with_capacity(16)),
             pending: Vec::new(),
             scratch: Vec::new(),
             ciphertext_len: 0,
@@ -74,32 +99,39 @@ impl VerifyingSink {
         }
     }
 
-    fn absorb(&mut self, mut bytes: &[u8]) -> Result<(), VerifyError> {
-        if self.cipher.is_none() {
-            let take = (16 - self.header.len()).min(bytes.len());
-            self.header.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.header.len() < 16 {
-                return Ok(());
-            }
-            if &self.header[..8] != b"Salted__" {
-                return Err(VerifyError::MissingHeader);
-            }
-            let mut material = zeroize::Zeroizing::new([0u8; 48]);
-            pbkdf2::pbkdf2_hmac::<sha2::Sha256>(
-                &self.password,
-                &self.header[8..16],
-                self.iterations,
-                material.as_mut(),
-            );
-            let key: [u8; 32] = material[..32]
-                .try_into()
-                .map_err(|_| VerifyError::MissingHeader)?;
-            let iv: [u8; 16] = material[32..]
-                .try_into()
-                .map_err(|_| VerifyError::MissingHeader)?;
-            self.cipher = Some(cbc::Decryptor::<Aes256>::new(&key.into(), &iv.into()));
+    /// Takes header bytes from the front of `bytes`; returns how many it
+    /// took and, once the header is whole, the salt.
+    fn take_header(&mut self, bytes: &[u8]) -> Result<(usize, Option<[u8; 8]>), VerifyError> {
+        let KeyState::Header(header) = &mut self.key else {
+            return Ok((0, None));
+        };
+        let take = (16 - header.len()).min(bytes.len());
+        header.extend_from_slice(&bytes[..take]);
+        if header.len() < 16 {
+            return Ok((take, None));
         }
+        if &header[..8] != b"Salted__" {
+            return Err(VerifyError::MissingHeader);
+        }
+        let mut salt = [0u8; 8];
+        salt.copy_from_slice(&header[8..16]);
+        Ok((take, Some(salt)))
+    }
+
+    /// Deriving on the calling thread; for the synchronous unit tests.
+    #[cfg(test)]
+    fn absorb(&mut self, bytes: &[u8]) -> Result<(), VerifyError> {
+        let (taken, salt) = self.take_header(bytes)?;
+        if let Some(salt) = salt {
+            self.key = KeyState::Ready(Box::new(derive(&self.password, &salt, self.iterations)));
+        }
+        match self.key {
+            KeyState::Ready(_) => self.absorb_ciphertext(&bytes[taken..]),
+            _ => Ok(()),
+        }
+    }
+
+    fn absorb_ciphertext(&mut self, bytes: &[u8]) -> Result<(), VerifyError> {
         self.ciphertext_len += bytes.len() as u64;
         self.pending.extend_from_slice(bytes);
         // Keep the last block back: it carries the padding.
@@ -116,8 +148,24 @@ impl VerifyingSink {
         Ok(())
     }
 
+    /// Waits for a key derivation in flight, if any.
+    fn poll_key(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if let KeyState::Deriving(handle) = &mut self.key {
+            match Pin::new(handle).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(cipher)) => self.key = KeyState::Ready(Box::new(cipher)),
+                Poll::Ready(Err(err)) => {
+                    return Poll::Ready(Err(std::io::Error::other(format!(
+                        "key derivation for verification failed: {err}"
+                    ))));
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
     fn decrypt_and_check(&mut self, blocks: &mut [u8]) -> Result<(), VerifyError> {
-        if let Some(cipher) = self.cipher.as_mut() {
+        if let KeyState::Ready(cipher) = &mut self.key {
             let (blocks_array, _) = Array::slice_as_chunks_mut(blocks);
             cipher.decrypt_blocks(blocks_array);
         }
@@ -145,14 +193,17 @@ impl VerifyingSink {
         if let Some(failure) = self.failure.take() {
             return Err(failure);
         }
-        if self.cipher.is_none() {
-            return Err(VerifyError::MissingHeader);
+        match self.key {
+            KeyState::Header(_) => return Err(VerifyError::MissingHeader),
+            // The header came, but nothing after it.
+            KeyState::Deriving(_) => return Err(VerifyError::BadLength(0)),
+            KeyState::Ready(_) => {}
         }
         if self.ciphertext_len == 0 || self.ciphertext_len % 16 != 0 || self.pending.len() != 16 {
             return Err(VerifyError::BadLength(self.ciphertext_len));
         }
         let mut last = std::mem::take(&mut self.pending);
-        if let Some(cipher) = self.cipher.as_mut() {
+        if let KeyState::Ready(cipher) = &mut self.key {
             let (block, _) = Array::slice_as_chunks_mut(&mut last);
             cipher.decrypt_blocks(block);
         }
@@ -174,21 +225,38 @@ impl VerifyingSink {
 impl AsyncWrite for VerifyingSink {
     fn poll_write(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         // Keep accepting after a failure (so the job itself completes and
         // its figures are kept); the first failure is reported by finish.
-        if self.failure.is_none() {
-            if let Err(failure) = self.absorb(buf) {
+        if self.failure.is_some() {
+            return Poll::Ready(Ok(buf.len()));
+        }
+        match self.take_header(buf) {
+            Err(failure) => {
                 self.failure = Some(failure);
+                return Poll::Ready(Ok(buf.len()));
             }
+            Ok((taken, Some(salt))) => {
+                let (password, iterations) = (self.password.clone(), self.iterations);
+                self.key = KeyState::Deriving(tokio::task::spawn_blocking(move || {
+                    derive(&password, &salt, iterations)
+                }));
+                return Poll::Ready(Ok(taken));
+            }
+            Ok((taken, None)) if taken > 0 => return Poll::Ready(Ok(taken)),
+            Ok((_, None)) => {}
+        }
+        std::task::ready!(self.poll_key(cx))?;
+        if let Err(failure) = self.absorb_ciphertext(buf) {
+            self.failure = Some(failure);
         }
         Poll::Ready(Ok(buf.len()))
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_key(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -248,5 +316,22 @@ mod tests {
             verify(&bytes[16..], 9, 1000, 64),
             Err(VerifyError::MissingHeader)
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_async_writer_derives_off_thread_and_verifies() {
+        use tokio::io::AsyncWriteExt;
+        let bytes = encrypted(4, 5000);
+        for piece in [1, 15, 16, 17, 4096] {
+            let mut sink = VerifyingSink::new(b"pw", 1000, Pattern::new(4), 5000);
+            for part in bytes.chunks(piece) {
+                sink.write_all(part).await.expect("write");
+            }
+            sink.flush().await.expect("flush");
+            assert_eq!(sink.finish(), Ok(5000), "piece {piece}");
+        }
+        let mut sink = VerifyingSink::new(b"other", 1000, Pattern::new(4), 5000);
+        sink.write_all(&bytes).await.expect("write");
+        assert!(sink.finish().is_err(), "a wrong password must not verify");
     }
 }
