@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
-use aesd_proto::{FrameReader, FrameWriter, Hello, Message, Welcome};
+use aesd_proto::{AuthToken, FrameError, FrameReader, FrameWriter, Hello, Message, Welcome};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -12,6 +12,11 @@ use crate::error::ClientError;
 
 /// How long [`Client::connect`] waits for the TCP connection and welcome.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client waits for the answer to its access token. A server
+/// delays a wrong token's answer (by default 1 s, doubling per recent
+/// failure up to 32 s), so this is longer than [`CONNECT_TIMEOUT`].
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// An open, handshaken connection to an aesd server.
 pub struct Client {
@@ -22,14 +27,58 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to `addr` (`host:port`) and performs the handshake.
+    /// Connects to `addr` (`host:port`) and performs the handshake, for a
+    /// server that requires no access token.
     pub async fn connect(addr: &str) -> Result<Client, ClientError> {
-        tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(addr))
+        Self::connect_with_token(addr, None).await
+    }
+
+    /// Connects to `addr` (`host:port`) and performs the handshake; sends
+    /// `token` when the server's welcome asks for one. A server that asks
+    /// for a token when `token` is `None` is a
+    /// [`ClientError::TokenRequired`]; a token for a server that requires
+    /// none is not sent.
+    pub async fn connect_with_token(
+        addr: &str,
+        token: Option<&AuthToken>,
+    ) -> Result<Client, ClientError> {
+        let mut client = tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(addr))
             .await
             .map_err(|_| ClientError::ConnectTimeout {
                 addr: addr.to_owned(),
                 secs: CONNECT_TIMEOUT.as_secs(),
-            })?
+            })??;
+        if client.welcome.token_required {
+            let token = token.ok_or_else(|| ClientError::TokenRequired {
+                addr: addr.to_owned(),
+            })?;
+            tokio::time::timeout(AUTH_TIMEOUT, client.authenticate(token))
+                .await
+                .map_err(|_| ClientError::AuthTimeout {
+                    addr: addr.to_owned(),
+                    secs: AUTH_TIMEOUT.as_secs(),
+                })??;
+        }
+        Ok(client)
+    }
+
+    async fn authenticate(&mut self, token: &AuthToken) -> Result<(), ClientError> {
+        self.writer
+            .send(&Message::Auth(token.clone()))
+            .await
+            .map_err(|err| match err {
+                FrameError::Protocol(err) => ClientError::Request(err),
+                other => ClientError::Frame(other),
+            })?;
+        match self.reader.read_message().await? {
+            Some(Message::Authorized) => Ok(()),
+            Some(Message::Error(error)) => Err(ClientError::Server(error)),
+            Some(other) => Err(ClientError::Unexpected {
+                got: other.kind().name(),
+                state: "instead of authorized",
+            }),
+            None => Err(ClientError::Closed),
+        }
     }
 
     async fn connect_inner(addr: &str) -> Result<Client, ClientError> {

@@ -38,6 +38,20 @@ pub enum ClientError {
     /// The server closed the connection before the job was done.
     #[error("server closed the connection before the job was done")]
     Closed,
+    /// The server requires an access token and none was configured.
+    #[error("{addr} requires an access token; pass --token-file")]
+    TokenRequired {
+        /// The server.
+        addr: String,
+    },
+    /// The server did not answer the access token in time.
+    #[error("{addr} did not answer the access token within {secs} s")]
+    AuthTimeout {
+        /// The server.
+        addr: String,
+        /// The limit.
+        secs: u64,
+    },
     /// The server speaks another protocol version.
     #[error("server speaks protocol version {0}; this client speaks 1")]
     Version(u16),
@@ -68,6 +82,7 @@ impl ClientError {
     pub fn kind(&self) -> &'static str {
         match self {
             ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
+            ClientError::TokenRequired { .. } | ClientError::AuthTimeout { .. } => "unauthorized",
             ClientError::Server(frame) => frame.code.name(),
             ClientError::Frame(_) | ClientError::Closed | ClientError::Broken => "connection",
             ClientError::Unexpected { .. } | ClientError::Version(_) => "protocol",

@@ -8,7 +8,8 @@
 //!   async writer, full duplex, with a [`JobReport`] of bytes and times
 //!   (and [`Client::run_job_observed`] for live queue/start events).
 //! * [`error`]: [`ClientError`], why an operation failed.
-//! * [`password`]: password files, read as `openssl -pass file:` does.
+//! * [`password`]: password and access-token files, read as
+//!   `openssl -pass file:` reads a password.
 //! * [`pattern`]: seeded test data, so large transfers need no files.
 //! * [`verify`]: [`VerifyingSink`](verify::VerifyingSink), which decrypts a
 //!   result on an independent code path and compares it with the input.

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aesd_proto::{Operation, Password};
+use aesd_proto::{AuthToken, Operation, Password};
 use tokio::task::JoinSet;
 
 use crate::connection::Client;
@@ -54,6 +54,8 @@ pub struct LoadPlan {
     pub iterations: u32,
     /// Password for every job.
     pub password: Password,
+    /// Access token for servers that require one.
+    pub token: Option<AuthToken>,
 }
 
 impl LoadPlan {
@@ -118,6 +120,7 @@ impl RunContext {
         self.progress.update(|counts| counts.running += 1);
         let (report, outcome) = transfer(
             &self.servers[server],
+            self.plan.token.as_ref(),
             &self.spec,
             self.plan.data_seed(client),
             size,
@@ -207,10 +210,12 @@ async fn collect(running: &mut JoinSet<Transfer>, transfers: &mut Vec<Transfer>)
     }
 }
 
-/// One client: connect, encrypt `size` bytes of the seeded pattern,
-/// verify the result; bytes and queue state go to `progress`.
+/// One client: connect (with `token` if the server asks for one), encrypt
+/// `size` bytes of the seeded pattern, verify the result; bytes and queue
+/// state go to `progress`.
 pub async fn transfer(
     server: &str,
+    token: Option<&AuthToken>,
     spec: &JobSpec,
     seed: u64,
     size: u64,
@@ -220,7 +225,7 @@ pub async fn transfer(
         kind: kind.to_owned(),
         message,
     };
-    let mut client = match Client::connect(server).await {
+    let mut client = match Client::connect_with_token(server, token).await {
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
@@ -276,6 +281,7 @@ mod tests {
             seed: 1,
             iterations: 1000,
             password: Password::new(b"pw".to_vec()),
+            token: None,
         }
     }
 

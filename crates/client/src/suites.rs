@@ -21,7 +21,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use aesd_proto::Password;
+use aesd_proto::{AuthToken, Password};
 
 use crate::distribution::SizeDist;
 use crate::load::{Arrival, LoadPlan};
@@ -72,6 +72,8 @@ pub struct SuiteOptions {
     pub iterations: u32,
     /// Password of every job.
     pub password: Password,
+    /// Access token for servers that require one.
+    pub token: Option<AuthToken>,
     /// Replaces the suite's client count.
     pub clients: Option<usize>,
     /// Replaces a closed-loop suite's batch size.
@@ -174,6 +176,7 @@ impl Suite {
             seed: options.seed,
             iterations: options.iterations,
             password: options.password.clone(),
+            token: options.token.clone(),
         }
     }
 }
@@ -210,6 +213,7 @@ pub fn custom_plan(options: &SuiteOptions) -> LoadPlan {
         seed: options.seed,
         iterations: options.iterations,
         password: options.password.clone(),
+        token: options.token.clone(),
     }
 }
 
@@ -241,6 +245,7 @@ mod tests {
             seed: DEFAULT_SEED,
             iterations: 1000,
             password: Password::new(b"pw".to_vec()),
+            token: None,
             clients: None,
             chunk: None,
             sizes: None,

@@ -29,6 +29,7 @@ fn plan(clients: usize, arrival: Arrival, size: u64) -> LoadPlan {
         seed: 3,
         iterations: 1000,
         password: Password::new(b"load test".to_vec()),
+        token: None,
     }
 }
 

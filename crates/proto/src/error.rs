@@ -105,6 +105,8 @@ pub enum ErrorCode {
     /// A parameter is outside what the server allows (for example the
     /// PBKDF2 iteration count).
     LimitExceeded,
+    /// The server requires an access token, and none or a wrong one came.
+    Unauthorized,
     /// Decryption failed: wrong password or corrupted data (deliberately
     /// not told apart).
     DecryptFailed,
@@ -137,6 +139,7 @@ impl ErrorCode {
             ErrorCode::UnknownFormat => 8,
             ErrorCode::UnknownKeySource => 9,
             ErrorCode::LimitExceeded => 10,
+            ErrorCode::Unauthorized => 11,
             ErrorCode::DecryptFailed => 20,
             ErrorCode::BadCiphertext => 21,
             ErrorCode::Busy => 30,
@@ -160,6 +163,7 @@ impl ErrorCode {
             8 => ErrorCode::UnknownFormat,
             9 => ErrorCode::UnknownKeySource,
             10 => ErrorCode::LimitExceeded,
+            11 => ErrorCode::Unauthorized,
             20 => ErrorCode::DecryptFailed,
             21 => ErrorCode::BadCiphertext,
             30 => ErrorCode::Busy,
@@ -183,6 +187,7 @@ impl ErrorCode {
             ErrorCode::UnknownFormat => "unknown_format",
             ErrorCode::UnknownKeySource => "unknown_key_source",
             ErrorCode::LimitExceeded => "limit_exceeded",
+            ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::DecryptFailed => "decrypt_failed",
             ErrorCode::BadCiphertext => "bad_ciphertext",
             ErrorCode::Busy => "busy",

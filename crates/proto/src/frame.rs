@@ -18,6 +18,11 @@ pub const HEADER_LEN: usize = 5;
 pub enum FrameKind {
     /// Server → client, once after the hello: version and limits.
     Welcome,
+    /// Client → server, once after the welcome when the server requires
+    /// it: the pre-shared access token.
+    Auth,
+    /// Server → client: the token was accepted; jobs may begin.
+    Authorized,
     /// Client → server: start a job.
     Begin,
     /// Both ways: a chunk of the file (input from the client, output from
@@ -40,6 +45,8 @@ impl FrameKind {
     pub fn to_wire(self) -> u8 {
         match self {
             FrameKind::Welcome => 0x01,
+            FrameKind::Auth => 0x02,
+            FrameKind::Authorized => 0x03,
             FrameKind::Begin => 0x10,
             FrameKind::Data => 0x11,
             FrameKind::End => 0x12,
@@ -54,6 +61,8 @@ impl FrameKind {
     pub fn from_wire(byte: u8) -> Result<Self, ProtoError> {
         Ok(match byte {
             0x01 => FrameKind::Welcome,
+            0x02 => FrameKind::Auth,
+            0x03 => FrameKind::Authorized,
             0x10 => FrameKind::Begin,
             0x11 => FrameKind::Data,
             0x12 => FrameKind::End,
@@ -69,6 +78,8 @@ impl FrameKind {
     pub fn name(self) -> &'static str {
         match self {
             FrameKind::Welcome => "welcome",
+            FrameKind::Auth => "auth",
+            FrameKind::Authorized => "authorized",
             FrameKind::Begin => "begin",
             FrameKind::Data => "data",
             FrameKind::End => "end",

@@ -162,12 +162,14 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         Ok(())
     }
 
-    /// Writes one whole message.
+    /// Writes one whole message. A frame that carries a secret (begin's
+    /// password, auth's token) is wiped from the writer's buffer after it
+    /// is written.
     pub async fn send(&mut self, message: &Message) -> Result<(), FrameError> {
         self.scratch.clear();
         message.encode(&mut self.scratch)?;
         let result = self.inner.write_all(&self.scratch).await;
-        if matches!(message, Message::Begin(_)) {
+        if matches!(message, Message::Begin(_) | Message::Auth(_)) {
             self.scratch.fill(0);
         }
         result?;

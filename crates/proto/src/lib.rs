@@ -11,6 +11,8 @@
 //!   byte layouts, with a sans-I/O encoder and decoder.
 //! * [`error`]: [`ProtoError`](error::ProtoError) for malformed input and the
 //!   [`ErrorCode`](error::ErrorCode)s a server sends back.
+//! * [`secret_file`]: passwords and access tokens read from the first line
+//!   of a file, with a warning for files others can read.
 //! * [`io`]: async [`FrameReader`](io::FrameReader) and
 //!   [`FrameWriter`](io::FrameWriter) over any tokio byte stream; they only
 //!   move frames and enforce the caps, they make no policy decisions
@@ -26,12 +28,13 @@ pub mod handshake;
 pub mod io;
 pub mod limits;
 pub mod message;
+pub mod secret_file;
 
 pub use error::{ErrorCode, ProtoError};
 pub use frame::{FrameHeader, FrameKind};
 pub use handshake::Hello;
 pub use io::{FrameError, FrameReader, FrameWriter};
 pub use message::{
-    Begin, Done, ErrorFrame, Format, KeySource, Message, Operation, Password, Queued, Started,
-    Welcome,
+    AuthToken, Begin, Done, ErrorFrame, Format, KeySource, Message, Operation, Password, Queued,
+    Secret, Started, Welcome,
 };

@@ -15,6 +15,15 @@ pub const DEFAULT_DATA_CHUNK: u32 = 64 * 1024;
 /// Longest password accepted in a [`Begin`](crate::Begin) (bytes).
 pub const MAX_PASSWORD_LEN: usize = 1024;
 
+/// Shortest access token accepted in an [`Auth`](crate::Message::Auth)
+/// frame, and by a server's `token-file` (bytes): 16 bytes is 128 bits
+/// when the token is random bytes, the least worth guarding a service with.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Longest access token accepted in an [`Auth`](crate::Message::Auth) frame
+/// (bytes).
+pub const MAX_TOKEN_LEN: usize = 256;
+
 /// Longest human-readable message in an error frame (bytes of UTF-8).
 pub const MAX_ERROR_MESSAGE_LEN: usize = 1024;
 

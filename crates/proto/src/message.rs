@@ -21,6 +21,7 @@ use crate::error::{ErrorCode, ProtoError};
 use crate::frame::{FrameHeader, FrameKind, HEADER_LEN};
 use crate::limits::{
     MAX_ERROR_MESSAGE_LEN, MAX_KEY_PARAMS_LEN, MAX_PASSWORD_LEN, MAX_SERVER_NAME_LEN,
+    MAX_TOKEN_LEN, MIN_TOKEN_LEN,
 };
 
 /// Any frame, decoded.
@@ -28,6 +29,10 @@ use crate::limits::{
 pub enum Message {
     /// See [`Welcome`].
     Welcome(Welcome),
+    /// The client's access token, when the welcome asks for one.
+    Auth(AuthToken),
+    /// The server accepted the token.
+    Authorized,
     /// See [`Begin`].
     Begin(Begin),
     /// A chunk of file data.
@@ -54,7 +59,12 @@ pub struct Welcome {
     pub max_data: u32,
     /// The server's name and version, for logs (for example `aesd 0.1.0`).
     pub server: String,
+    /// The server requires an [`Auth`](Message::Auth) frame before any job.
+    pub token_required: bool,
 }
+
+/// Welcome flag bit: an access token is required.
+const WELCOME_TOKEN_REQUIRED: u16 = 1;
 
 /// What a job does with its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,25 +94,32 @@ pub enum Format {
     OpensslSaltedPbkdf2,
 }
 
-/// A password, wiped from memory when dropped and never printed.
+/// Secret bytes (a password, an access token), wiped from memory when
+/// dropped and never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Password(Zeroizing<Vec<u8>>);
+pub struct Secret(Zeroizing<Vec<u8>>);
 
-impl Password {
-    /// Wraps password bytes.
+/// A job's password.
+pub type Password = Secret;
+
+/// A pre-shared access token.
+pub type AuthToken = Secret;
+
+impl Secret {
+    /// Wraps secret bytes.
     pub fn new(bytes: Vec<u8>) -> Self {
-        Password(Zeroizing::new(bytes))
+        Secret(Zeroizing::new(bytes))
     }
 
-    /// The password's bytes.
+    /// The secret's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 }
 
-impl fmt::Debug for Password {
+impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Password(<{} bytes redacted>)", self.0.len())
+        write!(f, "Secret(<{} bytes redacted>)", self.0.len())
     }
 }
 
@@ -194,6 +211,8 @@ impl Message {
     pub fn kind(&self) -> FrameKind {
         match self {
             Message::Welcome(_) => FrameKind::Welcome,
+            Message::Auth(_) => FrameKind::Auth,
+            Message::Authorized => FrameKind::Authorized,
             Message::Begin(_) => FrameKind::Begin,
             Message::Data(_) => FrameKind::Data,
             Message::End => FrameKind::End,
@@ -250,7 +269,18 @@ impl Message {
                 out.extend_from_slice(&welcome.max_data.to_be_bytes());
                 out.push(name.len() as u8);
                 out.extend_from_slice(name);
+                let flags = if welcome.token_required {
+                    WELCOME_TOKEN_REQUIRED
+                } else {
+                    0
+                };
+                out.extend_from_slice(&flags.to_be_bytes());
             }
+            Message::Auth(token) => {
+                check_token_len(token.as_bytes().len())?;
+                out.extend_from_slice(token.as_bytes());
+            }
+            Message::Authorized => {}
             Message::Begin(begin) => {
                 out.push(match begin.operation {
                     Operation::Encrypt => 1,
@@ -311,12 +341,25 @@ impl Message {
                 let max_data = cursor.u32()?;
                 let name_len = usize::from(cursor.u8()?);
                 let server = cursor.utf8(name_len)?;
+                let flags = cursor.u16()?;
+                if flags & !WELCOME_TOKEN_REQUIRED != 0 {
+                    return Err(ProtoError::Malformed {
+                        kind: "welcome",
+                        reason: "unknown flag bits set",
+                    });
+                }
                 Message::Welcome(Welcome {
                     version,
                     max_data,
                     server,
+                    token_required: flags & WELCOME_TOKEN_REQUIRED != 0,
                 })
             }
+            FrameKind::Auth => {
+                check_token_len(payload.len())?;
+                return Ok(Message::Auth(AuthToken::new(payload.to_vec())));
+            }
+            FrameKind::Authorized => Message::Authorized,
             FrameKind::Begin => Message::Begin(decode_begin(&mut cursor)?),
             FrameKind::Data => {
                 if payload.is_empty() {
@@ -390,6 +433,18 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
         format,
         key,
     })
+}
+
+/// An access token must be [`MIN_TOKEN_LEN`]..=[`MAX_TOKEN_LEN`] bytes.
+fn check_token_len(len: usize) -> Result<(), ProtoError> {
+    check_len("access token", len, MAX_TOKEN_LEN)?;
+    if len < MIN_TOKEN_LEN {
+        return Err(ProtoError::Malformed {
+            kind: "auth",
+            reason: "access token shorter than 16 bytes",
+        });
+    }
+    Ok(())
 }
 
 fn check_len(field: &'static str, len: usize, max: usize) -> Result<(), ProtoError> {
@@ -486,7 +541,17 @@ mod tests {
             version: 1,
             max_data: 65536,
             server: "aesd 0.1.0".into(),
+            token_required: false,
         }));
+        round_trip(Message::Welcome(Welcome {
+            version: 1,
+            max_data: 4096,
+            server: String::new(),
+            token_required: true,
+        }));
+        round_trip(Message::Auth(AuthToken::new(vec![0xa5; MIN_TOKEN_LEN])));
+        round_trip(Message::Auth(AuthToken::new(vec![0; MAX_TOKEN_LEN])));
+        round_trip(Message::Authorized);
         round_trip(Message::Begin(Begin {
             operation: Operation::Decrypt,
             format: Format::OpensslSaltedPbkdf2,
@@ -563,6 +628,39 @@ mod tests {
             begin.to_bytes(),
             Err(ProtoError::FieldTooLong {
                 field: "password",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn access_tokens_out_of_bounds_are_refused_both_ways() {
+        for len in [0, MIN_TOKEN_LEN - 1, MAX_TOKEN_LEN + 1] {
+            let auth = Message::Auth(AuthToken::new(vec![1; len]));
+            assert!(auth.to_bytes().is_err(), "encoding {len} bytes");
+            assert!(
+                Message::decode(FrameKind::Auth, &vec![1; len]).is_err(),
+                "decoding {len} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_welcome_flags_are_malformed() {
+        let mut bytes = Message::Welcome(Welcome {
+            version: 1,
+            max_data: 4096,
+            server: "s".into(),
+            token_required: false,
+        })
+        .to_bytes()
+        .expect("encodes");
+        let last = bytes.len() - 1;
+        bytes[last] = 0b10;
+        assert!(matches!(
+            Message::decode(FrameKind::Welcome, &bytes[HEADER_LEN..]),
+            Err(ProtoError::Malformed {
+                kind: "welcome",
                 ..
             })
         ));

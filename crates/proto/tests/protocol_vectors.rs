@@ -4,8 +4,8 @@
 use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{
-    Begin, Done, ErrorCode, ErrorFrame, Format, FrameHeader, Hello, KeySource, Message, Operation,
-    Password, Queued, Started, Welcome,
+    AuthToken, Begin, Done, ErrorCode, ErrorFrame, Format, FrameHeader, Hello, KeySource, Message,
+    Operation, Password, Queued, Started, Welcome,
 };
 
 /// The `hex NAME` blocks of PROTOCOL.md, decoded.
@@ -36,7 +36,19 @@ fn expected(name: &str) -> Option<Message> {
             version: 1,
             max_data: 65536,
             server: "aesd 0.1.0".into(),
+            token_required: false,
         }),
+        "frame-welcome-token" => Message::Welcome(Welcome {
+            version: 1,
+            max_data: 16384,
+            server: "aesd".into(),
+            token_required: true,
+        }),
+        "frame-auth" => Message::Auth(AuthToken::new(b"0123456789abcdef".to_vec())),
+        "frame-authorized" => Message::Authorized,
+        "frame-error-unauthorized" => {
+            Message::Error(ErrorFrame::new(ErrorCode::Unauthorized, "bad token"))
+        }
         "frame-begin" => Message::Begin(Begin {
             operation: Operation::Encrypt,
             format: Format::OpensslSaltedPbkdf2,
@@ -67,7 +79,7 @@ fn every_frame_vector_matches_the_codec() {
         .iter()
         .filter(|(name, _)| name.starts_with("frame-"))
         .collect();
-    assert_eq!(frames.len(), 9, "PROTOCOL.md lost a frame vector");
+    assert_eq!(frames.len(), 13, "PROTOCOL.md lost a frame vector");
     for (name, bytes) in frames {
         if name == "frame-hello" {
             assert_eq!(&Hello::current().encode()[..], &bytes[..], "{name}");

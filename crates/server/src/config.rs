@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD};
 
+use aesd_proto::secret_file::permission_warning;
+
+use crate::auth::AccessToken;
 use crate::metrics::temperature::TemperatureSource;
 
 /// Default address of the job port.
@@ -115,6 +118,20 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_jobs_per_connection: Option<u64>,
 
+    /// Require clients to send this access token before any job: the
+    /// file's first line, 16 to 256 bytes (clients: --token-file)
+    /// [default: no token required]
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+
+    /// Seconds a wrong or missing token waits before its unauthorized
+    /// answer; doubles with each further failure from the same address
+    /// within 10 minutes, up to 32 times [default: 1]
+    #[arg(long, value_name = "SECS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_failure_delay: Option<f64>,
+
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9878
     /// [default: off]
     #[arg(long, value_name = "ADDR")]
@@ -169,7 +186,7 @@ e.g. AESD_LISTEN=127.0.0.1:7878, AESD_WORKERS=2, AESD_MAX_ACTIVE=4; the file fro
 Precedence: flags, then the --config file, then the environment, then defaults.
 
 Limits: data chunks up to 1 MiB (--chunk-size), passwords up to 1024 bytes, \
-PBKDF2 iterations within --min-iter..--max-iter.";
+access tokens 16 to 256 bytes, PBKDF2 iterations within --min-iter..--max-iter.";
 
 /// The effective, validated settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +219,10 @@ pub struct Config {
     pub max_file_size: u64,
     /// Jobs per connection.
     pub max_jobs_per_connection: u64,
+    /// The access token clients must send, if any.
+    pub access_token: Option<AccessToken>,
+    /// First delay before answering a failed authentication.
+    pub auth_failure_delay: Duration,
     /// Log filter.
     pub log: String,
     /// Address of the metrics endpoint, if any.
@@ -334,6 +355,18 @@ impl Config {
             max_connections_per_client: layer.max_connections_per_client.unwrap_or(64),
             max_file_size: layer.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE),
             max_jobs_per_connection: layer.max_jobs_per_connection.unwrap_or(10_000),
+            access_token: match &layer.token_file {
+                Some(path) => {
+                    Some(
+                        AccessToken::from_file(path).map_err(|err| ConfigError::Invalid {
+                            key: "token-file",
+                            reason: err.to_string(),
+                        })?,
+                    )
+                }
+                None => None,
+            },
+            auth_failure_delay: seconds("auth-failure-delay", layer.auth_failure_delay, 1.0)?,
             log: layer.log.unwrap_or_else(|| "info".to_owned()),
             metrics_listen: layer.metrics_listen,
             temperature: match layer.temperature.as_deref().unwrap_or("auto").parse() {
@@ -406,6 +439,15 @@ impl Config {
         Ok(())
     }
 
+    /// Warnings about settings that work but are unsafe: a token file
+    /// that other users can read.
+    pub fn warnings(&self) -> Vec<String> {
+        self.access_token
+            .iter()
+            .filter_map(|token| permission_warning(token.path(), "access token"))
+            .collect()
+    }
+
     /// The settings as a complete TOML layer (for `--print-config`).
     pub fn to_layer(&self) -> ConfigLayer {
         ConfigLayer {
@@ -423,6 +465,11 @@ impl Config {
             max_connections_per_client: Some(self.max_connections_per_client),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
+            token_file: self
+                .access_token
+                .as_ref()
+                .map(|token| token.path().to_owned()),
+            auth_failure_delay: Some(self.auth_failure_delay.as_secs_f64()),
             log: Some(self.log.clone()),
             metrics_listen: self.metrics_listen,
             temperature: Some(match &self.temperature {

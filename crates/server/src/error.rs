@@ -65,6 +65,12 @@ pub enum JobError {
     /// The admission queue is full.
     #[error(transparent)]
     Busy(#[from] Refused),
+    /// The server requires an access token and did not get the right one.
+    #[error("access token required: {reason}")]
+    Unauthorized {
+        /// What was wrong (never the token itself).
+        reason: &'static str,
+    },
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
@@ -120,6 +126,7 @@ impl JobError {
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
             JobError::Busy(_) => ErrorCode::Busy,
+            JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
             JobError::ShuttingDown => ErrorCode::ShuttingDown,
             JobError::Timeout { .. } => ErrorCode::Timeout,
             JobError::ClientGone | JobError::Internal(_) | JobError::Io(_) | JobError::Aborted => {

@@ -10,6 +10,8 @@
 //! * [`config`]: settings from flags, a TOML file and the environment.
 //! * [`server`]: the listener, accept loop and graceful shutdown.
 //! * [`session`]: one connection: handshake, then jobs one after another.
+//! * [`auth`]: the optional pre-shared access token, compared in constant
+//!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline.
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
@@ -21,6 +23,7 @@
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
 
 pub mod admission;
+pub mod auth;
 pub mod cipher;
 pub mod config;
 pub mod error;

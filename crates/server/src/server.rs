@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use crate::admission::Admission;
+use crate::auth::FailureThrottle;
 use crate::config::Config;
 use crate::limits::ConnectionLimits;
 use crate::metrics::{self, LiveCollector, Metrics};
@@ -35,6 +36,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Open connection counts and caps.
     pub connections: Arc<ConnectionLimits>,
+    /// Delays for failed authentications, per client address.
+    pub auth_failures: FailureThrottle,
 }
 
 /// The server could not start.
@@ -97,11 +100,12 @@ impl Server {
         let connections =
             ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
         let shared = Arc::new(Shared {
-            config,
             pool,
             admission,
             shutdown: Shutdown::new(),
             name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
+            auth_failures: FailureThrottle::new(config.auth_failure_delay),
+            config,
             metrics,
             connections,
         });

@@ -116,8 +116,10 @@ where
             version: PROTOCOL_VERSION,
             max_data: config.chunk_size,
             server: shared.name.clone(),
+            token_required: config.access_token.is_some(),
         }))
         .await?;
+    authenticate(reader, writer, peer, shared).await?;
 
     let mut jobs_run = 0u64;
     loop {
@@ -196,6 +198,48 @@ where
             }
         }
     }
+}
+
+/// When the server requires an access token: reads the client's auth
+/// frame and answers authorized, or fails with `unauthorized` after the
+/// failure delay for the client's address.
+async fn authenticate<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+) -> Result<(), JobError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Some(token) = &shared.config.access_token else {
+        return Ok(());
+    };
+    let limit = shared.config.handshake_timeout;
+    let message =
+        timeout(limit, reader.read_message())
+            .await
+            .map_err(|_| JobError::Unauthorized {
+                reason: "no auth frame within the handshake timeout",
+            })??;
+    let reason = match message {
+        Some(Message::Auth(candidate)) if token.matches(candidate.as_bytes()) => {
+            shared.auth_failures.succeeded(peer.ip());
+            writer.send(&Message::Authorized).await?;
+            return Ok(());
+        }
+        Some(Message::Auth(_)) => "wrong access token",
+        Some(_) => "the first frame after the welcome must be auth",
+        None => return Err(JobError::ClientGone),
+    };
+    let delay = shared.auth_failures.failed(peer.ip());
+    debug!(%peer, "authentication failed ({reason}); answering in {delay:?}");
+    tokio::select! {
+        () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown),
+        () = tokio::time::sleep(delay) => {}
+    }
+    Err(JobError::Unauthorized { reason })
 }
 
 /// Reads and drops the rest of a failed job's input, up to its end frame.

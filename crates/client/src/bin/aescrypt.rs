@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use aesd_client::password::{permission_warning, read_password_file};
+use aesd_client::password::{read_password_file, read_token_file};
 use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec};
 use aesd_proto::Operation;
 use anyhow::{Context, Result, bail};
@@ -31,7 +31,8 @@ enum Mode {
     version,
     after_help = "\
 Exit status: 0 on success; 1 with a one-line reason on any error (server \
-unreachable, wrong password or corrupted input, bad password file...).
+unreachable, wrong password or corrupted input, bad password file, missing or \
+wrong access token...).
 
 Output to a file is written to a temporary file beside it and renamed only \
 when the job succeeded, so a failed job never leaves a partial or garbage \
@@ -52,6 +53,10 @@ struct Args {
     /// File whose first line is the password (as openssl -pass file:FILE)
     #[arg(long, value_name = "FILE")]
     password_file: PathBuf,
+    /// File whose first line is the server's access token (16 to 256 bytes), for a server
+    /// started with --token-file [default: none]
+    #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
     /// Input file, or - for stdin
     #[arg(short = 'i', long = "in", value_name = "IN")]
     input: PathBuf,
@@ -92,10 +97,7 @@ fn is_stdio(path: &Path) -> bool {
 }
 
 async fn run(args: &Args) -> Result<()> {
-    if let Some(warning) = permission_warning(&args.password_file) {
-        eprintln!("aescrypt: {warning}");
-    }
-    let password = read_password_file(&args.password_file)?;
+    let password = read_password_file(&args.password_file, "aescrypt")?;
     let spec = JobSpec {
         operation: match args.mode {
             Mode::Encrypt => Operation::Encrypt,
@@ -119,7 +121,11 @@ async fn run(args: &Args) -> Result<()> {
             args.output.display()
         );
     }
-    let mut client = Client::connect(&args.server).await?;
+    let token = match &args.token_file {
+        Some(path) => Some(read_token_file(path, "aescrypt")?),
+        None => None,
+    };
+    let mut client = Client::connect_with_token(&args.server, token.as_ref()).await?;
     let report = if is_stdio(&args.output) {
         let mut stdout = tokio::io::stdout();
         client.run_job(&spec, &mut input, &mut stdout).await?

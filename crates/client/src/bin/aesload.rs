@@ -15,7 +15,7 @@ use aesd_client::distribution::SizeDist;
 use aesd_client::durations::{Warmup, parse_duration};
 use aesd_client::load::{Arrival, LoadPlan, run_load};
 use aesd_client::output::{csv, json, write_file};
-use aesd_client::password::{permission_warning, read_password_file};
+use aesd_client::password::{read_password_file, read_token_file};
 use aesd_client::plot;
 use aesd_client::progress::{DisplayMode, Progress, display, finish_display};
 use aesd_client::record::{RunParameters, SuiteRun};
@@ -23,7 +23,7 @@ use aesd_client::report::{Summary, server_table, study_table};
 use aesd_client::server_metrics::{self, MetricsUrl, ServerSample};
 use aesd_client::sizes::{human_bytes, parse_size};
 use aesd_client::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
-use aesd_proto::Password;
+use aesd_proto::{AuthToken, Password};
 use aesd_server::{Config, ConfigLayer, Server};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -99,6 +99,10 @@ struct Args {
     /// File whose first line is the password [default: a fixed test password]
     #[arg(long, value_name = "FILE")]
     password_file: Option<PathBuf>,
+    /// File whose first line is the access token (16 to 256 bytes) of servers started with
+    /// --token-file; the embedded server then requires it too [default: no token]
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// PBKDF2 iterations per job (openssl -iter)
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
     iterations: u32,
@@ -164,7 +168,11 @@ fn main() -> ExitCode {
 }
 
 /// The plans to run, by name, from the arguments.
-fn plans(args: &Args, password: Password) -> Result<Vec<(String, LoadPlan)>> {
+fn plans(
+    args: &Args,
+    password: Password,
+    token: Option<AuthToken>,
+) -> Result<Vec<(String, LoadPlan)>> {
     if !(args.scale.is_finite() && args.scale > 0.0) {
         bail!("--scale must be a positive number, not {}", args.scale);
     }
@@ -181,6 +189,7 @@ fn plans(args: &Args, password: Password) -> Result<Vec<(String, LoadPlan)>> {
         seed: args.seed,
         iterations: args.iterations,
         password,
+        token,
         clients: args.clients,
         chunk: args.chunk,
         sizes: match (&args.size, &args.sizes) {
@@ -208,15 +217,14 @@ fn plans(args: &Args, password: Password) -> Result<Vec<(String, LoadPlan)>> {
 
 async fn run(args: Args) -> Result<bool> {
     let password = match &args.password_file {
-        Some(path) => {
-            if let Some(warning) = permission_warning(path) {
-                eprintln!("aesload: {warning}");
-            }
-            read_password_file(path)?
-        }
+        Some(path) => read_password_file(path, "aesload")?,
         None => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
     };
-    let plans = plans(&args, password)?;
+    let token = match &args.token_file {
+        Some(path) => Some(read_token_file(path, "aesload")?),
+        None => None,
+    };
+    let plans = plans(&args, password, token)?;
 
     let embedded = match args.server.is_empty() {
         true => Some(start_embedded(&args, &plans).await?),
@@ -470,6 +478,7 @@ async fn start_embedded(
         workers: args.workers,
         max_active: args.max_active,
         max_queue: Some(waiting.max(64)),
+        token_file: args.token_file.clone(),
         min_iter: Some(1),
         max_iter: Some(
             args.iterations
@@ -513,7 +522,7 @@ mod tests {
     fn nonsense_settings_are_refused() {
         let plans_of = |argv: &[&str]| {
             let args = Args::try_parse_from(argv).expect("parses");
-            plans(&args, Password::new(b"pw".to_vec()))
+            plans(&args, Password::new(b"pw".to_vec()), None)
         };
         assert!(plans_of(&["aesload", "--scale", "0"]).is_err());
         assert!(plans_of(&["aesload", "--rate=-1"]).is_err());

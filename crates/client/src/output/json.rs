@@ -481,6 +481,7 @@ pub(crate) mod tests {
                 seed: 5,
                 iterations: 1000,
                 password: Password::new(b"pw".to_vec()),
+                token: None,
             },
             run: LoadRun {
                 duration: Duration::from_millis(60),

@@ -1,0 +1,160 @@
+//! Optional client authentication with a pre-shared access token.
+//!
+//! The server keeps only the SHA-256 digest of its token. A client's token
+//! is hashed the same way and the two digests are compared in constant
+//! time ([`subtle`]), so neither the position of the first wrong byte nor
+//! the token's length shows in the answer's timing.
+//!
+//! Failed attempts are slowed down per client address by
+//! [`FailureThrottle`]: the `unauthorized` answer comes after a delay that
+//! doubles with each recent failure from the same address.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use aesd_proto::limits::{MAX_TOKEN_LEN, MIN_TOKEN_LEN};
+use aesd_proto::secret_file::{SecretFileError, read_secret_file};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The token a server requires, as the digest of the `token-file`'s first
+/// line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken {
+    path: PathBuf,
+    digest: [u8; 32],
+}
+
+impl AccessToken {
+    /// Reads the token from the first line of `path` (16 to 256 bytes).
+    pub fn from_file(path: &Path) -> Result<AccessToken, SecretFileError> {
+        let token = read_secret_file(path, "access token", MIN_TOKEN_LEN, MAX_TOKEN_LEN)?;
+        Ok(AccessToken {
+            path: path.to_owned(),
+            digest: Sha256::digest(token.as_bytes()).into(),
+        })
+    }
+
+    /// The file the token was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether `candidate` is the token, compared in constant time.
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        let digest: [u8; 32] = Sha256::digest(candidate).into();
+        bool::from(digest.ct_eq(&self.digest))
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AccessToken(from {})", self.path.display())
+    }
+}
+
+/// Failures older than this are forgotten.
+pub const FAILURE_MEMORY: Duration = Duration::from_secs(600);
+/// The delay stops doubling after this many failures (32 × the base).
+const MAX_DOUBLINGS: u32 = 5;
+/// Addresses remembered at most; past this, a failure from an address not
+/// remembered gets the longest delay.
+const MAX_TRACKED: usize = 4096;
+
+/// Recent authentication failures per client address, and the delay the
+/// next `unauthorized` answer to each must wait.
+#[derive(Debug)]
+pub struct FailureThrottle {
+    base: Duration,
+    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+impl FailureThrottle {
+    /// A throttle whose first failure waits `base`.
+    pub fn new(base: Duration) -> Self {
+        FailureThrottle {
+            base,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records a failure from `peer` and returns how long to wait before
+    /// answering it: the base delay, doubled for each earlier failure from
+    /// the address within [`FAILURE_MEMORY`], up to 32 × the base.
+    pub fn failed(&self, peer: IpAddr) -> Duration {
+        let now = Instant::now();
+        let longest = self.base * (1 << MAX_DOUBLINGS);
+        let Ok(mut failures) = self.failures.lock() else {
+            return longest;
+        };
+        if failures.len() >= MAX_TRACKED && !failures.contains_key(&peer) {
+            failures.retain(|_, (_, last)| now.duration_since(*last) < FAILURE_MEMORY);
+            if failures.len() >= MAX_TRACKED {
+                return longest;
+            }
+        }
+        let entry = failures.entry(peer).or_insert((0, now));
+        if now.duration_since(entry.1) >= FAILURE_MEMORY {
+            entry.0 = 0;
+        }
+        let delay = self.base * (1 << entry.0.min(MAX_DOUBLINGS));
+        *entry = (entry.0.saturating_add(1), now);
+        delay
+    }
+
+    /// Forgets `peer`'s failures after it authenticated.
+    pub fn succeeded(&self, peer: IpAddr) {
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.remove(&peer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token_file(name: &str, content: &[u8]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("aesd-token-{}-{name}", std::process::id()));
+        std::fs::write(&path, content).expect("write");
+        path
+    }
+
+    #[test]
+    fn only_the_exact_token_matches() {
+        let token = AccessToken::from_file(&token_file("ok", b"0123456789abcdef\n")).expect("ok");
+        assert!(token.matches(b"0123456789abcdef"));
+        assert!(!token.matches(b"0123456789abcdeF"));
+        assert!(!token.matches(b"0123456789abcdef\n"));
+        assert!(!token.matches(b"0123456789abcde"));
+        assert!(!token.matches(b""));
+        assert!(!format!("{token:?}").contains("0123"));
+    }
+
+    #[test]
+    fn short_tokens_are_refused() {
+        let err = AccessToken::from_file(&token_file("short", b"tiny\n")).unwrap_err();
+        assert!(
+            matches!(err, SecretFileError::Length { len: 4, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_delay_doubles_per_failure_up_to_a_cap_and_resets_on_success() {
+        let throttle = FailureThrottle::new(Duration::from_millis(10));
+        let peer: IpAddr = [127, 0, 0, 9].into();
+        let other: IpAddr = [127, 0, 0, 10].into();
+        let delays: Vec<u64> = (0..8)
+            .map(|_| throttle.failed(peer).as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [10, 20, 40, 80, 160, 320, 320, 320]);
+        assert_eq!(throttle.failed(other), Duration::from_millis(10));
+        throttle.succeeded(peer);
+        assert_eq!(throttle.failed(peer), Duration::from_millis(10));
+    }
+}
