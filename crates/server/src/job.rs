@@ -258,7 +258,14 @@ async fn read_stage<R: AsyncRead + Unpin>(
                 }
             }
             FrameKind::End => {
-                reader.read_body(header).await?;
+                // End's payload must be empty, but a header may announce
+                // up to a control frame's worth: bound the wait for it.
+                timeout(idle, reader.read_body(header))
+                    .await
+                    .map_err(|_| JobError::Timeout {
+                        what: "reading an end frame",
+                        limit: idle,
+                    })??;
                 let _ = input.send(Input::End).await;
                 return Ok(ReadEnd::SawEnd);
             }

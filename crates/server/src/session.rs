@@ -13,7 +13,7 @@ use aesd_proto::handshake::PROTOCOL_VERSION;
 use aesd_proto::{FrameKind, FrameReader, FrameWriter, Message, Welcome};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::time::timeout;
+use tokio::time::{timeout, timeout_at};
 use tracing::{debug, info, warn};
 
 use std::time::Duration;
@@ -45,14 +45,24 @@ pub async fn serve(
     shared: Arc<Shared>,
     _slot: ConnectionSlot,
 ) {
-    let _open = shared.metrics.connection_opened();
     if let Err(err) = stream.set_nodelay(true) {
         debug!(%peer, "cannot set TCP_NODELAY: {err}");
     }
     let (read, write) = stream.into_split();
+    serve_io(read, write, peer, &shared).await;
+}
+
+/// Serves one connection over any pair of byte streams (the halves of a
+/// TCP connection; in-memory streams in the fuzzer) until it closes.
+pub async fn serve_io<R, W>(read: R, write: W, peer: SocketAddr, shared: &Arc<Shared>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let _open = shared.metrics.connection_opened();
     let mut reader = FrameReader::new(read, shared.config.chunk_size);
     let mut writer = FrameWriter::new(write);
-    if let Err(Close { error, client_told }) = run(&mut reader, &mut writer, peer, &shared).await {
+    if let Err(Close { error, client_told }) = run(&mut reader, &mut writer, peer, shared).await {
         shared.metrics.error(error.kind());
         if !client_told && error.peer_reachable() {
             let _ = timeout(
@@ -123,10 +133,14 @@ where
 
     let mut jobs_run = 0u64;
     loop {
+        // The whole begin frame, header and payload, must arrive within
+        // the idle limit: a client dripping it a byte at a time cannot
+        // hold the connection.
+        let deadline = tokio::time::Instant::now() + config.idle_timeout;
         let header = tokio::select! {
             biased;
             () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown.into()),
-            header = timeout(config.idle_timeout, reader.next_header()) => header,
+            header = timeout_at(deadline, reader.next_header()) => header,
         };
         let header = header
             .map_err(|_| JobError::Timeout {
@@ -144,7 +158,13 @@ where
             }
             .into());
         }
-        let Message::Begin(begin) = reader.read_body(header).await.map_err(JobError::from)? else {
+        let body = timeout_at(deadline, reader.read_body(header))
+            .await
+            .map_err(|_| JobError::Timeout {
+                what: "reading a begin frame",
+                limit: config.idle_timeout,
+            })?;
+        let Message::Begin(begin) = body.map_err(JobError::from)? else {
             return Err(JobError::Internal("begin frame decoded as another kind".into()).into());
         };
         if jobs_run >= config.max_jobs_per_connection {
