@@ -45,3 +45,6 @@ bash buildroot-overlay/tests/run.sh
 
 step "board targets: cross builds, no-FPU check, smoke tests under qemu"
 bash scripts/cross/ci.sh
+
+step "fuzzing: frame decoder and session state machine, 20 s each"
+bash scripts/fuzz.sh --time 20

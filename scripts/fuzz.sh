@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Fuzzes aesd with cargo-fuzz (libFuzzer + AddressSanitizer, nightly):
+#   frame_decoder  arbitrary bytes through the protocol's FrameReader; every
+#                  accepted frame must re-encode to exactly its bytes
+#   session        arbitrary client byte streams through the server's real
+#                  session and job state machine (with and without a
+#                  required access token); the server must answer only with
+#                  valid frames and leave no admission slot taken
+#
+#   scripts/fuzz.sh                      # CI: 20 s per target
+#   scripts/fuzz.sh --time 600           # a longer run for a person
+#   scripts/fuzz.sh --time 0 session     # until stopped (Ctrl-C)
+#
+# Options:
+#   --time SECS   fuzzing time per target; 0 = until stopped [20]
+#   --jobs N      parallel fuzzing processes per target [1]
+#   TARGET...     frame_decoder and/or session [both]
+#   -h, --help    this text
+#
+# Each run starts from a seed corpus written from the hex test vectors of
+# crates/proto/PROTOCOL.md (fuzz/corpus/TARGET/seed-*), plus whatever
+# earlier runs added to fuzz/corpus/ (ignored by git). Installs cargo-fuzz
+# (cargo install --locked) when it is missing. Builds into $AESD_FUZZ_TARGET
+# [~/.cache/aesd-fuzz/target], outside the checkout so that a fresh clone
+# reuses the sanitizer build of the dependencies (the first build takes a
+# few minutes). Logs: fuzz/artifacts/logs/.
+#
+# Exit status: 0 no crash; 1 a target crashed, leaked or failed a check
+# (the input is in fuzz/artifacts/TARGET/; the message says how to replay
+# it); 2 bad usage.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
+
+time_per_target=20
+jobs=1
+targets=()
+while (($#)); do
+  case "$1" in
+    --time) time_per_target="${2:?--time needs seconds}"; shift ;;
+    --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
+    -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    frame_decoder | session) targets+=("$1") ;;
+    *) echo "fuzz.sh: unknown option or target '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ "$time_per_target" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --time must be whole seconds" >&2; exit 2; }
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs must be at least 1" >&2; exit 2; }
+((${#targets[@]})) || targets=(frame_decoder session)
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  step "cargo install cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet
+fi
+
+step "fuzz: seed corpus from PROTOCOL.md"
+python3 - "$root/crates/proto/PROTOCOL.md" "$root/fuzz/corpus" <<'PY'
+import pathlib, re, sys
+
+text = pathlib.Path(sys.argv[1]).read_text()
+corpus = pathlib.Path(sys.argv[2])
+vectors = {
+    name: bytes.fromhex("".join(body.split()))
+    for name, body in re.findall(r"```hex (\S+)\n(.*?)```", text, re.S)
+}
+
+def frame(kind, payload):
+    return bytes([kind]) + len(payload).to_bytes(4, "big") + payload
+
+hello, begin = vectors["frame-hello"], vectors["frame-begin"]
+# The fuzzed server allows 1..=4 PBKDF2 iterations: the vector asks 10000.
+cheap_begin = begin[:5 + 5] + (1).to_bytes(4, "big") + begin[5 + 9:]
+decrypt_begin = cheap_begin[:5] + b"\x02" + cheap_begin[6:]
+data, end, auth = vectors["frame-data"], vectors["frame-end"], vectors["frame-auth"]
+file_abc = frame(0x11, vectors["file-abc-iter10000"])
+frames = [v for k, v in sorted(vectors.items()) if k.startswith("frame-") and k != "frame-hello"]
+
+seeds = {
+    "frame_decoder": {
+        **{name: v for name, v in vectors.items() if name.startswith("frame-")},
+        "hello-then-every-frame": hello + b"".join(frames),
+    },
+    "session": {
+        "encrypt-abc": b"\x00" + hello + cheap_begin + data + end,
+        "decrypt-wrong-key": b"\x00" + hello + decrypt_begin + file_abc + end,
+        "two-jobs": b"\x00" + hello + cheap_begin + data + end + cheap_begin + data + data + end,
+        "too-many-iterations": b"\x00" + hello + begin + data + end,
+        "data-before-begin": b"\x00" + hello + data + end,
+        "token-then-job": b"\x01" + hello + auth + cheap_begin + data + end,
+        "job-without-token": b"\x01" + hello + cheap_begin + data + end,
+        "token-not-asked-for": b"\x00" + hello + auth + cheap_begin + end,
+    },
+}
+for target, named in seeds.items():
+    folder = corpus / target
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in named.items():
+        (folder / f"seed-{name}").write_bytes(content)
+    print(f"{target}: {len(named)} seeds", file=sys.stderr)
+PY
+
+fuzz_target="${AESD_FUZZ_TARGET:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-fuzz/target}"
+logs="$root/fuzz/artifacts/logs"
+cd "$root/fuzz"
+status=0
+for target in "${targets[@]}"; do
+  step "fuzz: $target for ${time_per_target}s"
+  log="$logs/$target.log"
+  mkdir -p "$logs" "$root/fuzz/artifacts/$target"
+  args=(-max_total_time="$time_per_target" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+  ((jobs > 1)) && args+=(-jobs="$jobs" -workers="$jobs")
+  if cargo fuzz run --target-dir "$fuzz_target" "$target" "corpus/$target" -- "${args[@]}" 2>&1 | tee "$log" | grep -E '^(#[0-9]+ +(INITED|DONE)|Done|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)'; then
+    :
+  fi
+  if grep -qE '^(==[0-9]+==ERROR|SUMMARY: libFuzzer|Test unit written)|panicked at' "$log" \
+    || ! grep -q '^Done [0-9]* runs' "$log"; then
+    echo "fuzz.sh: $target FAILED; log: $log" >&2
+    grep -E 'panicked at|Test unit written' "$log" >&2 || tail -20 "$log" >&2
+    echo "fuzz.sh: replay with: (cd fuzz && cargo fuzz run --target-dir $fuzz_target $target artifacts/$target/<file>)" >&2
+    status=1
+    continue
+  fi
+  runs="$(grep -o '^Done [0-9]* runs in [0-9]* second' "$log" | tail -1)"
+  echo "fuzz: $target: ${runs#Done }s, no crash; corpus $(find "corpus/$target" -type f | wc -l) inputs" >&2
+done
+exit "$status"
