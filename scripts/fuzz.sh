@@ -50,6 +50,7 @@ done
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs must be at least 1" >&2; exit 2; }
 ((${#targets[@]})) || targets=(frame_decoder session)
 
+apt_install python3 g++
 if ! cargo fuzz --version >/dev/null 2>&1; then
   step "cargo install cargo-fuzz"
   cargo install cargo-fuzz --locked --quiet
