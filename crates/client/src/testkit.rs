@@ -10,7 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use aesd_proto::limits::MAX_FRAME_PAYLOAD;
+use aesd_proto::{FrameReader, Hello, Message};
 use aesd_server::{Config, ConfigLayer, RunningServer, Server};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::load;
 use crate::pattern::Pattern;
@@ -242,6 +247,30 @@ pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// A raw TCP connection to `server`, for tests that send bytes by hand:
+/// a frame reader with the protocol's largest limit, and the write half.
+pub async fn raw_connection(server: SocketAddr) -> (FrameReader<OwnedReadHalf>, OwnedWriteHalf) {
+    let stream = TcpStream::connect(server).await.expect("connect");
+    let (read, write) = stream.into_split();
+    (FrameReader::new(read, MAX_FRAME_PAYLOAD), write)
+}
+
+/// [`raw_connection`] after the hello and the server's welcome.
+pub async fn handshaken_connection(
+    server: SocketAddr,
+) -> (FrameReader<OwnedReadHalf>, OwnedWriteHalf) {
+    let (mut reader, mut write) = raw_connection(server).await;
+    write
+        .write_all(&Hello::current().encode())
+        .await
+        .expect("hello");
+    assert!(matches!(
+        reader.read_message().await,
+        Ok(Some(Message::Welcome(_)))
+    ));
+    (reader, write)
 }
 
 #[cfg(test)]

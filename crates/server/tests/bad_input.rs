@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use aesd_client::testkit::{encrypt_verified, pattern_bytes, start_server};
+use aesd_client::testkit::{
+    encrypt_verified, handshaken_connection, pattern_bytes, raw_connection, start_server,
+};
 use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
@@ -11,7 +13,6 @@ use aesd_proto::{
 use aesd_server::cipher::encrypt_buffer;
 use aesd_server::{ConfigLayer, RunningServer};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 fn spec(operation: Operation, password: &str) -> JobSpec {
@@ -51,25 +52,11 @@ async fn next_error(reader: &mut FrameReader<OwnedReadHalf>) -> ErrorFrame {
 }
 
 async fn raw(server: &RunningServer) -> (FrameReader<OwnedReadHalf>, OwnedWriteHalf) {
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (read, write) = stream.into_split();
-    (
-        FrameReader::new(read, aesd_proto::limits::MAX_FRAME_PAYLOAD),
-        write,
-    )
+    raw_connection(server.addr()).await
 }
 
 async fn handshaken(server: &RunningServer) -> (FrameReader<OwnedReadHalf>, OwnedWriteHalf) {
-    let (mut reader, mut write) = raw(server).await;
-    write
-        .write_all(&Hello::current().encode())
-        .await
-        .expect("hello");
-    assert!(matches!(
-        reader.read_message().await,
-        Ok(Some(Message::Welcome(_)))
-    ));
-    (reader, write)
+    handshaken_connection(server.addr()).await
 }
 
 /// Sends `bytes` as the first bytes of a connection and expects `code`.

@@ -7,17 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{encrypt_verified, start_server};
+use aesd_client::testkit::{encrypt_verified, handshaken_connection, raw_connection, start_server};
 use aesd_client::{JobSpec, pattern::Pattern};
 use aesd_proto::{
-    Begin, ErrorCode, Format, FrameReader, FrameWriter, Hello, KeySource, Message, Operation,
-    Password,
+    Begin, ErrorCode, Format, FrameReader, FrameWriter, KeySource, Message, Operation, Password,
 };
 use aesd_server::admission::Admission;
 use aesd_server::{ConfigLayer, RunningServer};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 const LIMIT: f64 = 1.0;
 
@@ -79,41 +77,48 @@ fn assert_near_limit(started: Instant, answered: Instant, what: &str) {
     );
 }
 
-#[tokio::test]
-async fn a_hello_that_never_completes_times_out() {
-    let server = start_server(strict()).await;
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (read, mut write) = stream.into_split();
-    let mut reader = FrameReader::new(read, 1 << 20);
-    let started = Instant::now();
-    write.write_all(b"AES").await.expect("three bytes of hello");
-    let (code, answered) = error_frame(&mut reader).await;
-    assert_eq!(code, ErrorCode::Timeout);
-    assert_near_limit(started, answered, "stalled hello");
-    assert!(matches!(reader.read_message().await, Ok(None)), "closed");
-    assert_recovers(&server, &server.shared().admission).await;
+/// How far a test connection gets before the test takes over.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Stage {
+    Connected,
+    Welcomed,
+    JobStarted,
 }
 
-#[tokio::test]
-async fn a_frame_dripped_a_byte_at_a_time_is_cut_off() {
-    let server = start_server(strict()).await;
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (read, mut write) = stream.into_split();
-    let mut reader = FrameReader::new(read, 1 << 20);
-    write
-        .write_all(&Hello::current().encode())
-        .await
-        .expect("hello");
-    assert!(matches!(
-        reader.read_message().await,
-        Ok(Some(Message::Welcome(_)))
-    ));
-    // A begin frame, one byte every 100 ms: each byte comes well inside
-    // the idle limit, the whole frame would take about 20 s.
-    let bytes = begin(190).to_bytes().expect("begin");
+/// A raw connection brought to `stage`: the reader, and the socket's write
+/// half for the test to misbehave on.
+async fn connect(
+    server: &RunningServer,
+    stage: Stage,
+) -> (FrameReader<OwnedReadHalf>, OwnedWriteHalf) {
+    let (mut reader, mut write) = match stage {
+        Stage::Connected => raw_connection(server.addr()).await,
+        _ => handshaken_connection(server.addr()).await,
+    };
+    if stage >= Stage::JobStarted {
+        write
+            .write_all(&begin(2).to_bytes().expect("begin"))
+            .await
+            .expect("begin");
+        loop {
+            match reader.read_message().await {
+                Ok(Some(Message::Started(_))) => break,
+                Ok(Some(Message::Queued(_))) => continue,
+                other => panic!("expected started, got {other:?}"),
+            }
+        }
+    }
+    (reader, write)
+}
+
+/// Sends `head`, then `tail` a byte every 100 ms, each byte well inside
+/// the idle limit; expects a timeout near the limit all the same.
+async fn drip(server: &RunningServer, stage: Stage, head: Vec<u8>, tail: Vec<u8>, what: &str) {
+    let (mut reader, mut write) = connect(server, stage).await;
     let started = Instant::now();
-    let drip = tokio::spawn(async move {
-        for byte in bytes {
+    let dripping = tokio::spawn(async move {
+        let _ = write.write_all(&head).await;
+        for byte in tail {
             if write.write_all(&[byte]).await.is_err() {
                 return;
             }
@@ -123,75 +128,66 @@ async fn a_frame_dripped_a_byte_at_a_time_is_cut_off() {
         tokio::time::sleep(Duration::from_secs(30)).await;
     });
     let (code, answered) = error_frame(&mut reader).await;
-    drip.abort();
-    assert_eq!(code, ErrorCode::Timeout);
-    assert_near_limit(started, answered, "dripped begin frame");
+    dripping.abort();
+    assert_eq!(code, ErrorCode::Timeout, "{what}");
+    assert_near_limit(started, answered, what);
+    assert!(
+        matches!(reader.read_message().await, Ok(None)),
+        "{what}: closed"
+    );
+}
 
-    // The same inside a job: a data frame's payload dripped, and an end
-    // frame announcing a payload (which it may not have) dripped.
+#[tokio::test]
+async fn a_hello_that_never_completes_times_out() {
+    let server = start_server(strict()).await;
+    drip(
+        &server,
+        Stage::Connected,
+        b"AES".to_vec(),
+        Vec::new(),
+        "stalled hello",
+    )
+    .await;
+    assert_recovers(&server, &server.shared().admission).await;
+}
+
+#[tokio::test]
+async fn a_frame_dripped_a_byte_at_a_time_is_cut_off() {
+    let server = start_server(strict()).await;
+    // A begin frame with a long password: the whole drip would take 20 s.
+    let begin = begin(190).to_bytes().expect("begin");
+    drip(
+        &server,
+        Stage::Welcomed,
+        Vec::new(),
+        begin,
+        "dripped begin frame",
+    )
+    .await;
+    // Inside a job: a data frame's payload, and an end frame announcing a
+    // payload (which it may not have).
     for (header, what) in [
         ([0x11, 0, 0, 0x10, 0], "dripped data frame"),
         ([0x12, 0, 0, 0x03, 0xe8], "dripped end frame"),
     ] {
-        drip_inside_a_job(&server, header, what).await;
+        drip(
+            &server,
+            Stage::JobStarted,
+            header.to_vec(),
+            vec![b'x'; 1000],
+            what,
+        )
+        .await;
     }
     assert_recovers(&server, &server.shared().admission).await;
-}
-
-/// Starts a job, then sends a frame header and drips its payload a byte
-/// every 100 ms; expects a timeout near the idle limit.
-async fn drip_inside_a_job(server: &RunningServer, header: [u8; 5], what: &str) {
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (read, mut write) = stream.into_split();
-    let mut reader = FrameReader::new(read, 1 << 20);
-    write
-        .write_all(&Hello::current().encode())
-        .await
-        .expect("hello");
-    write
-        .write_all(&begin(2).to_bytes().expect("begin"))
-        .await
-        .expect("begin");
-    loop {
-        match reader.read_message().await {
-            Ok(Some(Message::Started(_))) => break,
-            Ok(Some(Message::Welcome(_) | Message::Queued(_))) => continue,
-            other => panic!("expected started, got {other:?}"),
-        }
-    }
-    let started = Instant::now();
-    let drip = tokio::spawn(async move {
-        let _ = write.write_all(&header).await;
-        for _ in 0..4096 {
-            if write.write_all(b"x").await.is_err() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    let (code, answered) = error_frame(&mut reader).await;
-    drip.abort();
-    assert_eq!(code, ErrorCode::Timeout, "{what}");
-    assert_near_limit(started, answered, what);
 }
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_cut_off_and_frees_its_slot() {
     let server = start_server(strict()).await;
     let admission: Arc<Admission> = Arc::clone(&server.shared().admission);
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (read, write) = stream.into_split();
-    let mut reader = FrameReader::new(read, 1 << 20);
+    let (reader, write) = connect(&server, Stage::JobStarted).await;
     let mut writer = FrameWriter::new(write);
-    writer.send_hello(Hello::current()).await.expect("hello");
-    writer.send(&begin(2)).await.expect("begin");
-    loop {
-        match reader.read_message().await {
-            Ok(Some(Message::Started(_))) => break,
-            Ok(Some(_)) => continue,
-            other => panic!("expected started, got {other:?}"),
-        }
-    }
     // Upload up to 1 GiB and never read the output: once the socket
     // buffers are full the server cannot write, and must give up.
     let upload = tokio::spawn(async move {
