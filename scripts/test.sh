@@ -33,6 +33,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --workspace --locked
 
+step "cargo bench (quick: the benches build and run; cost self-check)"
+cargo bench -p aesd-bench --locked -- --quick
+
 [ "$only_rust" -eq 1 ] && exit 0
 
 step "soc/: LiteX SoC generation (pytest)"

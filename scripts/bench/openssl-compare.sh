@@ -11,10 +11,17 @@
 # `-elapsed` (wall-clock time, as criterion measures) rather than its default
 # of CPU user time, so both figures mean the same thing on a busy machine.
 #
-# Usage: bash scripts/bench/openssl-compare.sh
+# Usage: bash scripts/bench/openssl-compare.sh [-h|--help]
 # Environment: OPENSSL_SECONDS (default 3), CARGO_BENCH_ARGS (extra
 # criterion flags, default `--quick`).
+# Exit status: 0 done; 1 the bench or openssl failed; 2 bad usage.
 set -euo pipefail
+
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) echo "openssl-compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/lib.sh

@@ -48,6 +48,11 @@ for t in "${AESD_TARGETS[@]}"; do
   timeout 900 "$here/interop.sh" "$t" "$bin" "$dir/debug"
 done
 
+step "cross: bench: instruction count (must be deterministic) and instructions/byte, riscv32imac"
+"$root/scripts/bench/icount.sh" --quick --profile "$profile"
+step "cross: bench: bench executables build and run under qemu (emulated)"
+"$root/scripts/bench/cross.sh" --profile "$profile" --filter '^aes256cbc_encrypt/65536$' riscv32imac-unknown-linux-musl
+
 if [[ "${AESD_CROSS_CONTROL:-0}" == 1 ]]; then
   step "cross: riscv32gc control build must fail the no-FPU check"
   "$here/check-riscv32-static-nofpu.sh" --control

@@ -9,13 +9,18 @@
 //! * [`data_frame`] and [`begin_frame`]: [`Message`]s for the frame codec.
 //! * [`run_clients`]: whole jobs through an in-process server on loopback
 //!   with the real client, each result checked.
+//! * [`cost`]: single-threaded workloads (encrypt, decrypt, PBKDF2, a
+//!   whole job) whose guest instructions `scripts/bench/icount.sh` counts
+//!   under qemu-user (the `cost` bench binary runs them).
 //!
 //! See `docs/performance.md` for the figures and how to reproduce them.
+
+pub mod cost;
 
 use std::net::SocketAddr;
 
 use aesd_client::JobSpec;
-use aesd_proto::{Begin, Format, KeySource, Message, Operation, Password};
+use aesd_proto::{Message, Operation, Password};
 use aesd_server::cipher::{
     ChunkBuf, DecryptStream, EncryptStream, SALT_LEN, decrypt_buffer, encrypt_buffer, key,
 };
@@ -168,14 +173,7 @@ pub fn data_frame(len: usize) -> Message {
 /// A begin frame as `aescrypt` sends it (encrypt, password, 10 000
 /// iterations).
 pub fn begin_frame() -> Message {
-    Message::Begin(Begin {
-        operation: Operation::Encrypt,
-        format: Format::OpensslSaltedPbkdf2,
-        key: KeySource::Password {
-            iterations: PBKDF2_ITERATIONS,
-            password: Password::new(PASSWORD.to_vec()),
-        },
-    })
+    cost::begin_message(PBKDF2_ITERATIONS)
 }
 
 /// The job of the loopback bench: encrypt with [`PASSWORD`] and

@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# Shared by scripts/bench/cross.sh and scripts/bench/icount.sh: building the
+# aesd-bench bench executables for a board target, and where they go.
+# Source it after scripts/lib.sh and scripts/cross/env.sh, with $root set to
+# the repository; it defines variables and functions only.
+
+# Caches outside the repository (the instruction-counting plugin).
+AESD_BENCH_CACHE="${AESD_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-bench}"
+
+# Extra `cargo --config KEY=VALUE` settings of the bench builds (callers
+# fill it, e.g. icount.sh --opt-level / --config).
+bench_extra_config=()
+
+# The build's cargo target directory for a target triple. Plain board builds
+# share the workspace's target directory (and its dependencies) with
+# scripts/cross/build-all.sh. A build that changes compiler flags gets its own
+# directory, so the two never overwrite each other's artifacts:
+#   - with bench_extra_config: bench-cfg-<the settings, as a file name>;
+#   - aarch64: bench-pi4-soft (software AES and SHA-256, see bench_cargo_config).
+bench_target_dir() {
+  local triple="$1"
+  local base="${CARGO_TARGET_DIR:-$root/target}"
+  if ((${#bench_extra_config[@]})); then
+    local slug
+    slug="$(printf '%s_' "${bench_extra_config[@]}" | tr -c 'A-Za-z0-9_\n' '-' | sed 's/_$//')"
+    if ((${#slug} > 80)); then slug="$(printf '%s\n' "${bench_extra_config[@]}" | sha256sum | cut -c1-16)"; fi
+    echo "$base/bench-cfg-$slug"
+  elif [[ "$triple" == aarch64-* ]]; then
+    echo "$base/bench-pi4-soft"
+  else
+    echo "$base"
+  fi
+}
+
+# The `cargo --config` values of a bench build for a triple, one per line:
+# bench_extra_config, and for aarch64 the software cryptography of the Pi.
+#   aarch64: the Raspberry Pi 4's Cortex-A72 has no cryptography extension
+#   (no AES or SHA-256 instructions), but qemu's cortex-a72 model has it, and
+#   the `aes` and `sha2` crates detect and use it at run time. --cfg
+#   aes_backend="soft" and --cfg sha2_backend="soft" make the emulated binary
+#   run the software AES and SHA-256 that the Pi runs (appended to
+#   .cargo/config.toml's rustflags for that target).
+bench_cargo_config() {
+  local triple="$1"
+  if [[ "$triple" == aarch64-* ]]; then
+    printf '%s\n' "target.$triple.rustflags=[\"--cfg\", \"aes_backend=\\\"soft\\\"\", \"--cfg\", \"sha2_backend=\\\"soft\\\"\"]"
+  fi
+  if ((${#bench_extra_config[@]})); then printf '%s\n' "${bench_extra_config[@]}"; fi
+}
+
+# Builds bench executables of aesd-bench for a target and prints
+# "NAME PATH" for each, one per line.
+# Usage: bench_build TRIPLE PROFILE BENCH...
+bench_build() {
+  local triple="$1" profile="$2"
+  shift 2
+  local config=() line bench
+  while IFS= read -r line; do config+=(--config "$line"); done < <(bench_cargo_config "$triple")
+  local benches=()
+  for bench in "$@"; do benches+=(--bench "$bench"); done
+  step "cargo bench --no-run -p aesd-bench ${benches[*]} --profile $profile --target $triple${bench_extra_config[*]:+ --config ${bench_extra_config[*]}}"
+  (cd "$root" && CARGO_TARGET_DIR="$(bench_target_dir "$triple")" \
+    cargo "+$AESD_NIGHTLY" bench --no-run --locked -p aesd-bench "${benches[@]}" \
+    --profile "$profile" --target "$triple" --jobs "${AESD_JOBS:-2}" "${config[@]}" \
+    --message-format=json-render-diagnostics) \
+    | jq -r 'select(.reason == "compiler-artifact" and .executable != null)
+             | "\(.target.name) \(.executable)"'
+}
