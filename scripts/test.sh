@@ -49,5 +49,11 @@ bash buildroot-overlay/tests/run.sh
 step "board targets: cross builds, no-FPU check, smoke tests under qemu"
 bash scripts/cross/ci.sh
 
+step "buildroot-overlay/qemu/: emulated board (qemu-system-riscv32): boot, aesload, /metrics, poweroff"
+bash buildroot-overlay/qemu/run.sh --smoke --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload"
+
+step "buildroot-overlay/qemu/: broken overlays make --smoke fail, saying why"
+bash buildroot-overlay/qemu/tests.sh --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload"
+
 step "fuzzing: frame decoder and session state machine, 20 s each"
 bash scripts/fuzz.sh --time 20
