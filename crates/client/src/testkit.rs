@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
-use aesd_proto::{FrameReader, Hello, Message};
+use aesd_proto::{FrameReader, Hello, Message, Operation, Password};
 use aesd_server::{Config, ConfigLayer, RunningServer, Server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -247,6 +247,16 @@ pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// A job for tests: `operation` under `password` at 1000 PBKDF2
+/// iterations (the server's default minimum: quick to derive).
+pub fn job_spec(operation: Operation, password: &str) -> JobSpec {
+    JobSpec {
+        operation,
+        password: Password::new(password.as_bytes().to_vec()),
+        iterations: 1000,
+    }
 }
 
 /// A raw TCP connection to `server`, for tests that send bytes by hand:

@@ -6,10 +6,11 @@
 use std::time::Duration;
 
 use aesd_client::pattern::Pattern;
+use aesd_client::testkit::job_spec;
 use aesd_client::testkit::start_server;
 use aesd_client::verify::VerifyingSink;
 use aesd_client::{Client, ClientError, JobReport, JobSpec};
-use aesd_proto::{ErrorCode, Operation, Password};
+use aesd_proto::{ErrorCode, Operation};
 use aesd_server::ConfigLayer;
 use tokio::io::AsyncWriteExt;
 
@@ -18,11 +19,7 @@ const QUEUE: usize = 40;
 const SIZE: usize = 256 * 1024;
 
 fn spec() -> JobSpec {
-    JobSpec {
-        operation: Operation::Encrypt,
-        password: Password::new(b"admission".to_vec()),
-        iterations: 1000,
-    }
+    job_spec(Operation::Encrypt, "admission")
 }
 
 /// Encrypts `SIZE` bytes of the pattern for `seed`, fed through a pipe

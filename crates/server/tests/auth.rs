@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{TempDir, pattern_bytes, start_server};
+use aesd_client::testkit::{TempDir, job_spec, pattern_bytes, start_server};
 use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::{
     AuthToken, ErrorCode, FrameReader, FrameWriter, Hello, Message, Operation, Password,
@@ -28,11 +28,7 @@ fn guarded(dir: &TempDir, delay: f64) -> ConfigLayer {
 }
 
 fn spec() -> JobSpec {
-    JobSpec {
-        operation: Operation::Encrypt,
-        password: Password::new(b"pw".to_vec()),
-        iterations: 1000,
-    }
+    job_spec(Operation::Encrypt, "pw")
 }
 
 fn server_code(result: Result<Client, ClientError>) -> Option<ErrorCode> {

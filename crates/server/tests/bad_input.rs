@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use aesd_client::testkit::{
-    encrypt_verified, handshaken_connection, pattern_bytes, raw_connection, start_server,
+    encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes, raw_connection,
+    start_server,
 };
-use aesd_client::{Client, ClientError, JobSpec};
+use aesd_client::{Client, ClientError};
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
@@ -14,14 +15,6 @@ use aesd_server::cipher::encrypt_buffer;
 use aesd_server::{ConfigLayer, RunningServer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-
-fn spec(operation: Operation, password: &str) -> JobSpec {
-    JobSpec {
-        operation,
-        password: Password::new(password.as_bytes().to_vec()),
-        iterations: 1000,
-    }
-}
 
 /// A good job on a fresh connection: the server is still serving.
 async fn still_serving(server: &RunningServer) {

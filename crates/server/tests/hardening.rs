@@ -5,25 +5,17 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use aesd_client::Client;
 use aesd_client::pattern::Pattern;
 use aesd_client::testkit::{
-    AesdProcess, encrypt_verified, pattern_bytes, proc_status_kib, start_server,
+    AesdProcess, encrypt_verified, job_spec as spec, pattern_bytes, proc_status_kib, start_server,
 };
 use aesd_client::verify::VerifyingSink;
-use aesd_client::{Client, JobSpec};
-use aesd_proto::{ErrorCode, FrameReader, Hello, Message, Operation, Password};
+use aesd_proto::{ErrorCode, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
 use aesd_server::cipher::encrypt_buffer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-fn spec(operation: Operation, password: &str) -> JobSpec {
-    JobSpec {
-        operation,
-        password: Password::new(password.as_bytes().to_vec()),
-        iterations: 1000,
-    }
-}
 
 fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
     encrypt_buffer(password.as_bytes(), &[9; 8], 1000, plain, 64 * 1024)

@@ -5,20 +5,16 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use aesd_client::testkit::{encrypt_verified, start_server};
+use aesd_client::testkit::{encrypt_verified, job_spec, start_server};
 use aesd_client::{Client, JobSpec};
-use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation, Password};
+use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpSocket;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 fn spec() -> JobSpec {
-    JobSpec {
-        operation: Operation::Encrypt,
-        password: Password::new(b"limits".to_vec()),
-        iterations: 1000,
-    }
+    job_spec(Operation::Encrypt, "limits")
 }
 
 /// An open, handshaken connection (both halves held).

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{TempDir, encrypt_verified, start_server};
-use aesd_client::{Client, JobSpec};
-use aesd_proto::{Operation, Password};
+use aesd_client::Client;
+use aesd_client::testkit::{TempDir, encrypt_verified, job_spec as spec, start_server};
+use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
 
 const CLIENTS: usize = 100;
@@ -161,14 +161,6 @@ fn dashboard_queries() -> Vec<(String, String)> {
         }
     }
     queries
-}
-
-fn spec(operation: Operation, password: &str) -> JobSpec {
-    JobSpec {
-        operation,
-        password: Password::new(password.as_bytes().to_vec()),
-        iterations: 1000,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

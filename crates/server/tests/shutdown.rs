@@ -7,20 +7,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use aesd_client::pattern::Pattern;
-use aesd_client::testkit::{AesdProcess, pattern_bytes};
+use aesd_client::testkit::{AesdProcess, job_spec, pattern_bytes};
 use aesd_client::verify::VerifyingSink;
 use aesd_client::{Client, JobSpec};
-use aesd_proto::{ErrorCode, Operation, Password};
+use aesd_proto::{ErrorCode, Operation};
 use tokio::io::AsyncWriteExt;
 
 const SIZE: usize = 2 << 20;
 
 fn spec() -> JobSpec {
-    JobSpec {
-        operation: Operation::Encrypt,
-        password: Password::new(b"shutdown".to_vec()),
-        iterations: 1000,
-    }
+    job_spec(Operation::Encrypt, "shutdown")
 }
 
 fn aesd(grace: &str) -> AesdProcess {

@@ -2,9 +2,8 @@
 //! process with bounded memory: the peak RSS after a 256 MiB job is under
 //! a fixed bound and barely above the peak after an 8 MiB job.
 
-use aesd_client::JobSpec;
-use aesd_client::testkit::{AesdProcess, encrypt_verified, proc_status_kib};
-use aesd_proto::{Operation, Password};
+use aesd_client::testkit::{AesdProcess, encrypt_verified, job_spec, proc_status_kib};
+use aesd_proto::Operation;
 
 /// The bound stated in the README: aesd's peak resident memory while
 /// streaming any file size with default settings (64 KiB chunks).
@@ -20,11 +19,7 @@ async fn streaming_256_mib_keeps_server_memory_flat() {
         &["--workers", "2", "--chunk-size", "65536"],
     );
     let server = aesd.addr.to_string();
-    let spec = JobSpec {
-        operation: Operation::Encrypt,
-        password: Password::new(b"streaming".to_vec()),
-        iterations: 1000,
-    };
+    let spec = job_spec(Operation::Encrypt, "streaming");
 
     encrypt_verified(&server, &spec, 1, 8 << 20)
         .await

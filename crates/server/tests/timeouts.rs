@@ -7,8 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{encrypt_verified, handshaken_connection, raw_connection, start_server};
-use aesd_client::{JobSpec, pattern::Pattern};
+use aesd_client::pattern::Pattern;
+use aesd_client::testkit::{
+    encrypt_verified, handshaken_connection, job_spec, raw_connection, start_server,
+};
 use aesd_proto::{
     Begin, ErrorCode, Format, FrameReader, FrameWriter, KeySource, Message, Operation, Password,
 };
@@ -59,11 +61,7 @@ async fn assert_recovers(server: &RunningServer, admission: &Admission) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let spec = JobSpec {
-        operation: Operation::Encrypt,
-        password: Password::new(b"next".to_vec()),
-        iterations: 1000,
-    };
+    let spec = job_spec(Operation::Encrypt, "next");
     encrypt_verified(&server.addr().to_string(), &spec, 3, 100_000)
         .await
         .expect("the server still serves");
