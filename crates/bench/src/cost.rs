@@ -433,12 +433,8 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
             });
         }
     };
-    let KeySource::Password {
-        iterations,
-        password,
-    } = begin.key;
-    let (mut cipher, header) = JobCipher::start(begin.operation, password.as_bytes(), iterations)
-        .map_err(cipher_error("start"))?;
+    let (mut cipher, header) =
+        JobCipher::start(begin.operation, &begin.key).map_err(cipher_error("start"))?;
     writer
         .send(&Message::Started(Started { queue_us: 0 }))
         .await

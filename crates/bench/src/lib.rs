@@ -183,6 +183,7 @@ pub fn loopback_spec() -> JobSpec {
         operation: Operation::Encrypt,
         password: Password::new(PASSWORD.to_vec()),
         iterations: FIXTURE_ITERATIONS,
+        key_derivation: aesd_client::KeyDerivation::Auto,
     }
 }
 

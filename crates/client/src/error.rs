@@ -67,6 +67,16 @@ pub enum ClientError {
     /// A request field is over its protocol limit (e.g. the password).
     #[error("request rejected before sending: {0}")]
     Request(aesd_proto::ProtoError),
+    /// Key derivation on the client was required, and the server does not
+    /// accept derived keys (an older aesd): the password was not sent.
+    #[error(
+        "the server does not accept keys derived by the client (key source 2); \
+         use --key-derivation auto or server to let it derive them from the password"
+    )]
+    DerivedKeysUnsupported,
+    /// The client's own key derivation failed (no randomness for a salt).
+    #[error("deriving the key on the client failed: {0}")]
+    KeyDerivation(String),
 }
 
 impl ClientError {
@@ -89,6 +99,7 @@ impl ClientError {
             ClientError::Input(_) => "input",
             ClientError::Output(_) => "output",
             ClientError::Request(_) => "request",
+            ClientError::DerivedKeysUnsupported | ClientError::KeyDerivation(_) => "key",
         }
     }
 }

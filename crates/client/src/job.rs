@@ -8,12 +8,13 @@
 
 use std::time::{Duration, Instant};
 
-use aesd_proto::{Begin, Done, ErrorCode, Format, KeySource, Message, Operation, Password};
+use aesd_proto::{Begin, Done, ErrorCode, Format, Message, Operation, Password};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use crate::connection::Client;
 use crate::error::ClientError;
+use crate::key_source::{self, KeyDerivation};
 
 /// Default PBKDF2 iteration count, as `openssl enc -pbkdf2`.
 pub const DEFAULT_ITERATIONS: u32 = 10_000;
@@ -27,6 +28,9 @@ pub struct JobSpec {
     pub password: Password,
     /// PBKDF2 iterations (openssl's `-iter`).
     pub iterations: u32,
+    /// Where the key is derived: by default on this client when the
+    /// server accepts derived keys (the password is then never sent).
+    pub key_derivation: KeyDerivation,
 }
 
 /// A step of a running job, reported to the observer of
@@ -126,16 +130,14 @@ impl Client {
         W: AsyncWrite + Unpin,
         F: FnMut(JobEvent),
     {
+        let started = Instant::now();
+        let chosen = key_source::choose(spec, self.welcome.derived_keys, input).await?;
         let begin = Message::Begin(Begin {
             operation: spec.operation,
             format: Format::OpensslSaltedPbkdf2,
-            key: KeySource::Password {
-                iterations: spec.iterations,
-                password: spec.password.clone(),
-            },
+            key: chosen.key,
         });
         begin.to_bytes().map_err(ClientError::Request)?;
-        let started = Instant::now();
         self.writer.send(&begin).await?;
         observe(JobEvent::BeginSent);
 
@@ -169,15 +171,20 @@ impl Client {
         // connection stays in step for the next job.
         let stop_sending = Notify::new();
         let Client { reader, writer, .. } = self;
+        let read_ahead = chosen.read_ahead;
         let send = async {
-            let mut buf = vec![0u8; chunk];
+            let mut buf = vec![0u8; chunk.max(read_ahead.len())];
+            // A decryption's header, read to find the salt, goes first.
+            buf[..read_ahead.len()].copy_from_slice(&read_ahead);
+            let mut ahead = read_ahead.len();
             let mut sent = 0u64;
             loop {
                 let n = tokio::select! {
                     biased;
                     () = stop_sending.notified() => break,
-                    n = fill(input, &mut buf) => n.map_err(ClientError::Input)?,
+                    n = fill(input, &mut buf[ahead..]) => n.map_err(ClientError::Input)? + ahead,
                 };
+                ahead = 0;
                 if n == 0 {
                     break;
                 }

@@ -7,6 +7,8 @@
 //! * [`job`]: [`Client::run_job`]: one job from any async reader to any
 //!   async writer, full duplex, with a [`JobReport`] of bytes and times
 //!   (and [`Client::run_job_observed`] for live queue/start events).
+//! * [`key_source`]: which key source a job uses; the client's own
+//!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`error`]: [`ClientError`], why an operation failed.
 //! * [`password`]: password and access-token files, read as
 //!   `openssl -pass file:` reads a password.
@@ -36,6 +38,7 @@ pub mod distribution;
 pub mod durations;
 pub mod error;
 pub mod job;
+pub mod key_source;
 pub mod load;
 pub mod output;
 pub mod password;
@@ -53,4 +56,5 @@ pub mod verify;
 pub use connection::Client;
 pub use error::ClientError;
 pub use job::{DEFAULT_ITERATIONS, JobEvent, JobReport, JobSpec};
+pub use key_source::KeyDerivation;
 pub mod testkit;

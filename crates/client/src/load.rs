@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use crate::connection::Client;
 use crate::distribution::SizeDist;
 use crate::job::{JobEvent, JobReport, JobSpec};
+use crate::key_source::KeyDerivation;
 use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
@@ -52,6 +53,8 @@ pub struct LoadPlan {
     pub seed: u64,
     /// PBKDF2 iterations per job.
     pub iterations: u32,
+    /// Where each job's key is derived (client or server).
+    pub key_derivation: KeyDerivation,
     /// Password for every job.
     pub password: Password,
     /// Access token for servers that require one.
@@ -162,6 +165,7 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
             operation: Operation::Encrypt,
             password: plan.password.clone(),
             iterations: plan.iterations,
+            key_derivation: plan.key_derivation,
         },
         started: Instant::now(),
         progress,
@@ -280,6 +284,7 @@ mod tests {
             size_period: None,
             seed: 1,
             iterations: 1000,
+            key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
         }

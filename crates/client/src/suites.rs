@@ -24,6 +24,7 @@ use std::time::Duration;
 use aesd_proto::{AuthToken, Password};
 
 use crate::distribution::SizeDist;
+use crate::key_source::KeyDerivation;
 use crate::load::{Arrival, LoadPlan};
 
 /// The study's "MB".
@@ -70,6 +71,8 @@ pub struct SuiteOptions {
     pub seed: u64,
     /// PBKDF2 iterations per job.
     pub iterations: u32,
+    /// Where each job's key is derived (client or server).
+    pub key_derivation: KeyDerivation,
     /// Password of every job.
     pub password: Password,
     /// Access token for servers that require one.
@@ -175,6 +178,7 @@ impl Suite {
             size_period,
             seed: options.seed,
             iterations: options.iterations,
+            key_derivation: options.key_derivation,
             password: options.password.clone(),
             token: options.token.clone(),
         }
@@ -212,6 +216,7 @@ pub fn custom_plan(options: &SuiteOptions) -> LoadPlan {
         size_period: None,
         seed: options.seed,
         iterations: options.iterations,
+        key_derivation: options.key_derivation,
         password: options.password.clone(),
         token: options.token.clone(),
     }
@@ -244,6 +249,7 @@ mod tests {
             scale: 1.0,
             seed: DEFAULT_SEED,
             iterations: 1000,
+            key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
             clients: None,

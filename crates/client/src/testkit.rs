@@ -21,7 +21,7 @@ use crate::load;
 use crate::pattern::Pattern;
 use crate::progress::Progress;
 use crate::record::Outcome;
-use crate::{JobReport, JobSpec};
+use crate::{JobReport, JobSpec, KeyDerivation};
 
 /// A folder removed when dropped.
 pub struct TempDir(PathBuf);
@@ -256,6 +256,7 @@ pub fn job_spec(operation: Operation, password: &str) -> JobSpec {
         operation,
         password: Password::new(password.as_bytes().to_vec()),
         iterations: 1000,
+        key_derivation: KeyDerivation::Auto,
     }
 }
 

@@ -504,3 +504,112 @@ async fn aesload_samples_the_server_metrics_into_json_and_plot() {
     );
     server.shutdown().await;
 }
+
+/// A TCP relay on 127.0.0.1 that forwards one connection at a time to
+/// `server` and records every byte the client sent.
+async fn recording_relay(
+    server: std::net::SocketAddr,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&sent);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = tokio::net::TcpStream::connect(server)
+                .await
+                .expect("connect");
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = upstream.into_split();
+            let record = std::sync::Arc::clone(&record);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = client_read.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    record.lock().expect("lock").extend_from_slice(&buf[..n]);
+                    if server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = server_write.shutdown().await;
+            });
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+            });
+        }
+    });
+    (addr, sent)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+/// With key source 2 (the default against this server), neither an
+/// encryption nor a decryption sends the password: only salt, key and IV.
+/// `--key-derivation server` does send it, which shows the check can see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aescrypt_never_sends_the_password_by_default() {
+    let server = start_server(ConfigLayer::default()).await;
+    let secret = "a password that must stay here 7f3a";
+    let dir = TempDir::new("no-password-on-the-wire");
+    let password = dir.password_file(secret);
+    let (pt, enc, dec) = (dir.join("pt"), dir.join("enc"), dir.join("dec"));
+    let plain = pattern_bytes(3, 100_000);
+    std::fs::write(&pt, &plain).expect("write");
+
+    for (derivation, expect_password) in [("auto", false), ("client", false), ("server", true)] {
+        let (relay, sent) = recording_relay(server.addr()).await;
+        let relay = relay.to_string();
+        let (password, pt, enc, out) = (password.clone(), pt.clone(), enc.clone(), dec.clone());
+        let outputs = tokio::task::spawn_blocking(move || {
+            let common = |mode: &str, input: &Path, output: &Path| {
+                aescrypt(&[
+                    mode,
+                    "--server",
+                    &relay,
+                    "--password-file",
+                    &path(&password),
+                    "--key-derivation",
+                    derivation,
+                    "-i",
+                    &path(input),
+                    "-o",
+                    &path(output),
+                ])
+            };
+            (common("encrypt", &pt, &enc), common("decrypt", &enc, &out))
+        })
+        .await
+        .expect("aescrypt runs");
+        for output in [&outputs.0, &outputs.1] {
+            assert!(
+                output.status.success(),
+                "{derivation}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        assert!(std::fs::read(&dec).expect("read") == plain, "{derivation}");
+        let sent = sent.lock().expect("lock").clone();
+        assert!(
+            sent.len() > 200_000,
+            "{derivation}: both jobs went through the relay"
+        );
+        assert_eq!(
+            contains(&sent, secret.as_bytes()),
+            expect_password,
+            "{derivation}: password bytes on the wire"
+        );
+    }
+    server.shutdown().await;
+}

@@ -28,6 +28,7 @@ fn plan(clients: usize, arrival: Arrival, size: u64) -> LoadPlan {
         size_period: None,
         seed: 3,
         iterations: 1000,
+        key_derivation: aesd_client::KeyDerivation::Auto,
         password: Password::new(b"load test".to_vec()),
         token: None,
     }

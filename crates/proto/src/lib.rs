@@ -32,9 +32,9 @@ pub mod secret_file;
 
 pub use error::{ErrorCode, ProtoError};
 pub use frame::{FrameHeader, FrameKind};
-pub use handshake::Hello;
+pub use handshake::{HELLO_DERIVED_KEYS, Hello};
 pub use io::{FrameError, FrameReader, FrameWriter};
 pub use message::{
-    AuthToken, Begin, Done, ErrorFrame, Format, KeySource, Message, Operation, Password, Queued,
-    Secret, Started, Welcome,
+    AuthToken, Begin, DERIVED_KEY_PARAMS_LEN, DerivedKeyParams, Done, ErrorFrame, Format,
+    KeySource, Message, Operation, Password, Queued, Secret, Started, Welcome,
 };

@@ -3,8 +3,10 @@
 //! ```text
 //! welcome  version u16 | max_data u32 | name_len u8 | name (UTF-8)
 //! begin    operation u8 | format u8 | key_source u8 | params_len u16 | params
-//!          key source 1 (password, PBKDF2-HMAC-SHA256):
+//!          key source 1 (password, PBKDF2-HMAC-SHA256 on the server):
 //!          params = iterations u32 | password (params_len - 4 bytes)
+//!          key source 2 (derived by the client):
+//!          params = salt [8] | key [32] | iv [16]  (params_len = 56)
 //! data     the chunk's bytes (1 ..= the receiver's data limit)
 //! end      (empty)
 //! queued   position u32 (1 = next to be admitted)
@@ -61,10 +63,20 @@ pub struct Welcome {
     pub server: String,
     /// The server requires an [`Auth`](Message::Auth) frame before any job.
     pub token_required: bool,
+    /// The server accepts [`KeySource::Derived`]: the client runs PBKDF2
+    /// and sends key and IV, so the password never leaves it. Only set
+    /// when the client's hello said it can send derived keys.
+    pub derived_keys: bool,
 }
 
-/// Welcome flag bit: an access token is required.
+/// Welcome flag bit 0: an access token is required.
 const WELCOME_TOKEN_REQUIRED: u16 = 1;
+
+/// Welcome flag bit 1: key source 2 (derived keys) is accepted.
+const WELCOME_DERIVED_KEYS: u16 = 2;
+
+/// Length of key source 2's parameters: salt, key, IV.
+pub const DERIVED_KEY_PARAMS_LEN: usize = 8 + 32 + 16;
 
 /// What a job does with its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -126,13 +138,59 @@ impl fmt::Debug for Secret {
 /// Where the job's key comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
-    /// A password stretched with PBKDF2-HMAC-SHA256.
+    /// Key source 1: a password, stretched with PBKDF2-HMAC-SHA256 on the
+    /// server.
     Password {
         /// PBKDF2 iteration count (openssl's `-iter`, 10000 by default).
         iterations: u32,
         /// The password.
         password: Password,
     },
+    /// Key source 2: key and IV the client derived itself from the
+    /// password and `salt` (PBKDF2-HMAC-SHA256, as `openssl enc -pbkdf2`);
+    /// the server does no key derivation and never sees the password.
+    Derived(DerivedKeyParams),
+}
+
+/// The parameters of key source 2.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DerivedKeyParams {
+    /// The file's salt: written after `Salted__` when encrypting; when
+    /// decrypting, the salt the file must start with.
+    pub salt: [u8; 8],
+    /// The AES-256 key, wiped when dropped and never printed.
+    pub key: zeroize::Zeroizing<[u8; 32]>,
+    /// The CBC initialisation vector (derived from the password like the
+    /// key, so never printed either).
+    pub iv: zeroize::Zeroizing<[u8; 16]>,
+}
+
+impl fmt::Debug for DerivedKeyParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DerivedKeyParams")
+            .field("salt", &self.salt)
+            .field("key", &"<redacted>")
+            .field("iv", &"<redacted>")
+            .finish()
+    }
+}
+
+impl KeySource {
+    /// The key source's number on the wire.
+    pub fn wire(&self) -> u8 {
+        match self {
+            KeySource::Password { .. } => 1,
+            KeySource::Derived(_) => 2,
+        }
+    }
+
+    /// The key source's name, for logs and metric labels.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KeySource::Password { .. } => "password",
+            KeySource::Derived(_) => "derived",
+        }
+    }
 }
 
 /// Starts a job.
@@ -269,11 +327,13 @@ impl Message {
                 out.extend_from_slice(&welcome.max_data.to_be_bytes());
                 out.push(name.len() as u8);
                 out.extend_from_slice(name);
-                let flags = if welcome.token_required {
-                    WELCOME_TOKEN_REQUIRED
-                } else {
-                    0
-                };
+                let mut flags = 0;
+                if welcome.token_required {
+                    flags |= WELCOME_TOKEN_REQUIRED;
+                }
+                if welcome.derived_keys {
+                    flags |= WELCOME_DERIVED_KEYS;
+                }
                 out.extend_from_slice(&flags.to_be_bytes());
             }
             Message::Auth(token) => {
@@ -300,6 +360,13 @@ impl Message {
                         out.extend_from_slice(&((4 + password.len()) as u16).to_be_bytes());
                         out.extend_from_slice(&iterations.to_be_bytes());
                         out.extend_from_slice(password);
+                    }
+                    KeySource::Derived(params) => {
+                        out.push(2);
+                        out.extend_from_slice(&(DERIVED_KEY_PARAMS_LEN as u16).to_be_bytes());
+                        out.extend_from_slice(&params.salt);
+                        out.extend_from_slice(params.key.as_ref());
+                        out.extend_from_slice(params.iv.as_ref());
                     }
                 }
             }
@@ -342,7 +409,7 @@ impl Message {
                 let name_len = usize::from(cursor.u8()?);
                 let server = cursor.utf8(name_len)?;
                 let flags = cursor.u16()?;
-                if flags & !WELCOME_TOKEN_REQUIRED != 0 {
+                if flags & !(WELCOME_TOKEN_REQUIRED | WELCOME_DERIVED_KEYS) != 0 {
                     return Err(ProtoError::Malformed {
                         kind: "welcome",
                         reason: "unknown flag bits set",
@@ -353,6 +420,7 @@ impl Message {
                     max_data,
                     server,
                     token_required: flags & WELCOME_TOKEN_REQUIRED != 0,
+                    derived_keys: flags & WELCOME_DERIVED_KEYS != 0,
                 })
             }
             FrameKind::Auth => {
@@ -425,6 +493,24 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
                 iterations,
                 password,
             }
+        }
+        2 => {
+            if params.len() != DERIVED_KEY_PARAMS_LEN {
+                return Err(ProtoError::Malformed {
+                    kind: "begin",
+                    reason: "key source 2 takes exactly 56 bytes: salt, key, iv",
+                });
+            }
+            let mut params = Cursor {
+                kind: "begin",
+                rest: params,
+            };
+            let salt = params.array::<8>()?;
+            let mut key = zeroize::Zeroizing::new([0u8; 32]);
+            key.copy_from_slice(params.take(32)?);
+            let mut iv = zeroize::Zeroizing::new([0u8; 16]);
+            iv.copy_from_slice(params.take(16)?);
+            KeySource::Derived(DerivedKeyParams { salt, key, iv })
         }
         other => return Err(ProtoError::UnknownKeySource(other)),
     };
@@ -542,12 +628,14 @@ mod tests {
             max_data: 65536,
             server: "aesd 0.1.0".into(),
             token_required: false,
+            derived_keys: false,
         }));
         round_trip(Message::Welcome(Welcome {
             version: 1,
             max_data: 4096,
             server: String::new(),
             token_required: true,
+            derived_keys: true,
         }));
         round_trip(Message::Auth(AuthToken::new(vec![0xa5; MIN_TOKEN_LEN])));
         round_trip(Message::Auth(AuthToken::new(vec![0; MAX_TOKEN_LEN])));
@@ -559,6 +647,15 @@ mod tests {
                 iterations: 10_000,
                 password: Password::new(b"hunter2".to_vec()),
             },
+        }));
+        round_trip(Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Derived(DerivedKeyParams {
+                salt: [1; 8],
+                key: [2; 32].into(),
+                iv: [3; 16].into(),
+            }),
         }));
         round_trip(Message::Data(vec![7; 300]));
         round_trip(Message::End);
@@ -646,17 +743,49 @@ mod tests {
     }
 
     #[test]
+    fn derived_key_params_must_be_exactly_56_bytes() {
+        for len in [0usize, 55, 57] {
+            let mut payload = vec![1, 1, 2];
+            payload.extend_from_slice(&(len as u16).to_be_bytes());
+            payload.extend(std::iter::repeat_n(7, len));
+            assert!(
+                matches!(
+                    Message::decode(FrameKind::Begin, &payload),
+                    Err(ProtoError::Malformed { kind: "begin", .. })
+                ),
+                "{len} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn derived_keys_are_never_printed() {
+        let params = DerivedKeyParams {
+            salt: [1; 8],
+            key: [0xab; 32].into(),
+            iv: [0xcd; 16].into(),
+        };
+        let shown = format!("{params:?}");
+        assert!(
+            !shown.contains("171") && !shown.contains("ab, ab"),
+            "{shown}"
+        );
+        assert!(!shown.contains("205"), "{shown}");
+    }
+
+    #[test]
     fn unknown_welcome_flags_are_malformed() {
         let mut bytes = Message::Welcome(Welcome {
             version: 1,
             max_data: 4096,
             server: "s".into(),
             token_required: false,
+            derived_keys: false,
         })
         .to_bytes()
         .expect("encodes");
         let last = bytes.len() - 1;
-        bytes[last] = 0b10;
+        bytes[last] = 0b100;
         assert!(matches!(
             Message::decode(FrameKind::Welcome, &bytes[HEADER_LEN..]),
             Err(ProtoError::Malformed {

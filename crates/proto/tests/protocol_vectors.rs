@@ -4,8 +4,8 @@
 use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{
-    AuthToken, Begin, Done, ErrorCode, ErrorFrame, Format, FrameHeader, Hello, KeySource, Message,
-    Operation, Password, Queued, Started, Welcome,
+    AuthToken, Begin, DerivedKeyParams, Done, ErrorCode, ErrorFrame, Format, FrameHeader, Hello,
+    KeySource, Message, Operation, Password, Queued, Started, Welcome,
 };
 
 /// The `hex NAME` blocks of PROTOCOL.md, decoded.
@@ -30,6 +30,10 @@ fn vectors() -> Vec<(String, Vec<u8>)> {
     vectors
 }
 
+fn hex_array<const N: usize>(text: &str) -> [u8; N] {
+    hex::decode(text).expect("hex").try_into().expect("length")
+}
+
 fn expected(name: &str) -> Option<Message> {
     Some(match name {
         "frame-welcome" => Message::Welcome(Welcome {
@@ -37,12 +41,21 @@ fn expected(name: &str) -> Option<Message> {
             max_data: 65536,
             server: "aesd 0.1.0".into(),
             token_required: false,
+            derived_keys: false,
+        }),
+        "frame-welcome-derived" => Message::Welcome(Welcome {
+            version: 1,
+            max_data: 65536,
+            server: "aesd 0.1.0".into(),
+            token_required: false,
+            derived_keys: true,
         }),
         "frame-welcome-token" => Message::Welcome(Welcome {
             version: 1,
             max_data: 16384,
             server: "aesd".into(),
             token_required: true,
+            derived_keys: false,
         }),
         "frame-auth" => Message::Auth(AuthToken::new(b"0123456789abcdef".to_vec())),
         "frame-authorized" => Message::Authorized,
@@ -56,6 +69,16 @@ fn expected(name: &str) -> Option<Message> {
                 iterations: 10_000,
                 password: Password::new(b"hunter2".to_vec()),
             },
+        }),
+        "frame-begin-derived" => Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Derived(DerivedKeyParams {
+                salt: [0, 1, 2, 3, 4, 5, 6, 7],
+                key: hex_array("6827bd488a4c5d38d28131175369843dc41c73284eff746252231b58fe384b1e")
+                    .into(),
+                iv: hex_array("77532013c6cb46fda992eda58456ddee").into(),
+            }),
         }),
         "frame-data" => Message::Data(b"abc".to_vec()),
         "frame-end" => Message::End,
@@ -79,10 +102,14 @@ fn every_frame_vector_matches_the_codec() {
         .iter()
         .filter(|(name, _)| name.starts_with("frame-"))
         .collect();
-    assert_eq!(frames.len(), 13, "PROTOCOL.md lost a frame vector");
+    assert_eq!(frames.len(), 16, "PROTOCOL.md lost a frame vector");
     for (name, bytes) in frames {
         if name == "frame-hello" {
             assert_eq!(&Hello::current().encode()[..], &bytes[..], "{name}");
+            continue;
+        }
+        if name == "frame-hello-password-only" {
+            assert_eq!(&Hello::password_only().encode()[..], &bytes[..], "{name}");
             continue;
         }
         let message = expected(name).unwrap_or_else(|| panic!("no expectation for {name}"));

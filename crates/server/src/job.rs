@@ -65,17 +65,15 @@ where
     W: AsyncWrite + Unpin,
 {
     let received = Instant::now();
-    let KeySource::Password {
-        iterations,
-        password,
-    } = begin.key;
-    let (min, max) = (shared.config.min_iterations, shared.config.max_iterations);
-    if !(min..=max).contains(&iterations) {
-        return JobOutcome::failed_before_start(JobError::IterationsOutOfRange {
-            got: iterations,
-            min,
-            max,
-        });
+    if let KeySource::Password { iterations, .. } = &begin.key {
+        let (min, max) = (shared.config.min_iterations, shared.config.max_iterations);
+        if !(min..=max).contains(iterations) {
+            return JobOutcome::failed_before_start(JobError::IterationsOutOfRange {
+                got: *iterations,
+                min,
+                max,
+            });
+        }
     }
     let _permit = match admit(reader, writer, shared).await {
         Ok(permit) => permit,
@@ -92,8 +90,7 @@ where
 
     let spec = CipherSpec {
         operation: begin.operation,
-        password: password.as_bytes().to_vec().into(),
-        iterations,
+        key: begin.key,
     };
     let chunk = shared.config.chunk_size as usize;
     let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
@@ -179,8 +176,7 @@ where
 /// What the cipher stage needs to start.
 struct CipherSpec {
     operation: aesd_proto::Operation,
-    password: zeroize::Zeroizing<Vec<u8>>,
-    iterations: u32,
+    key: KeySource,
 }
 
 enum Input {
@@ -293,13 +289,9 @@ async fn cipher_stage(
         let _ = output.send(Output::Failed(error.to_frame())).await;
         Err(error)
     };
-    let CipherSpec {
-        operation,
-        password,
-        iterations,
-    } = spec;
+    let CipherSpec { operation, key } = spec;
     let started = pool
-        .run(move || JobCipher::start(operation, &password, iterations))
+        .run(move || JobCipher::start(operation, &key))
         .await
         .map_err(|err| JobError::Internal(err.to_string()))?;
     processing += started.elapsed;

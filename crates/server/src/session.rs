@@ -127,6 +127,7 @@ where
             max_data: config.chunk_size,
             server: shared.name.clone(),
             token_required: config.access_token.is_some(),
+            derived_keys: hello.derived_keys,
         }))
         .await?;
     authenticate(reader, writer, peer, shared).await?;

@@ -108,7 +108,11 @@ async fn bad_magic() {
 #[tokio::test]
 async fn unknown_version() {
     let error = before_handshake_expect(
-        &Hello { version: 9 }.encode(),
+        &Hello {
+            version: 9,
+            derived_keys: false,
+        }
+        .encode(),
         ErrorCode::UnsupportedVersion,
     )
     .await;
@@ -245,6 +249,8 @@ async fn iteration_count_outside_bounds() {
     for iterations in [1, 50_001] {
         let mut job = spec(Operation::Encrypt, "pw");
         job.iterations = iterations;
+        // The bounds apply to the server's own PBKDF2 (key source 1).
+        job.key_derivation = aesd_client::KeyDerivation::Server;
         let err = client
             .run_job(&job, &mut &b"x"[..], &mut Vec::new())
             .await

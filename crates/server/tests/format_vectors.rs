@@ -71,3 +71,45 @@ fn file_vectors_match_encryption_and_decryption() {
         assert_eq!(recovered, vector.plain, "{}", vector.name);
     }
 }
+
+/// Key source 2: the key and IV of PROTOCOL.md's `frame-begin-derived`
+/// give the same file as the password does, and decrypt it; a file with
+/// another salt is refused.
+#[test]
+fn derived_key_vector_gives_the_same_file() {
+    let expected = vector_bytes("file-abc-iter10000");
+    let begin = vector_bytes("frame-begin-derived");
+    // header 5 bytes, operation, format, key source, params_len u16.
+    let params = &begin[5 + 5..];
+    let salt: [u8; 8] = params[..8].try_into().expect("salt");
+    let key: [u8; 32] = params[8..40].try_into().expect("key");
+    let iv: [u8; 16] = params[40..56].try_into().expect("iv");
+
+    let (mut stream, header) = EncryptStream::with_key(&key, &iv, &salt);
+    let mut buf = ChunkBuf::with_capacity(64);
+    buf.payload_mut(3).copy_from_slice(b"abc");
+    stream.update(&mut buf);
+    let mut produced = header.to_vec();
+    produced.extend_from_slice(buf.as_slice());
+    stream.finish(&mut buf);
+    produced.extend_from_slice(buf.as_slice());
+    assert_eq!(hex::encode(&produced), hex::encode(&expected));
+
+    let mut decrypt = DecryptStream::with_key(&key, &iv, &salt);
+    let mut buf = ChunkBuf::with_capacity(expected.len());
+    buf.payload_mut(expected.len()).copy_from_slice(&expected);
+    decrypt.update(&mut buf).expect("decrypts");
+    let mut recovered = buf.as_slice().to_vec();
+    decrypt.finish(&mut buf).expect("valid padding");
+    recovered.extend_from_slice(buf.as_slice());
+    assert_eq!(recovered, b"abc");
+
+    let mut other_salt = salt;
+    other_salt[7] ^= 1;
+    let mut decrypt = DecryptStream::with_key(&key, &iv, &other_salt);
+    buf.payload_mut(expected.len()).copy_from_slice(&expected);
+    assert_eq!(
+        decrypt.update(&mut buf),
+        Err(aesd_server::cipher::CipherError::SaltMismatch)
+    );
+}

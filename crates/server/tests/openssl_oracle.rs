@@ -1,22 +1,25 @@
 //! The real `openssl` binary is the oracle for the file format: what aesd
 //! encrypts (through the real server over TCP), `openssl enc -d` decrypts,
-//! and what `openssl enc` encrypts, aesd decrypts.
+//! and what `openssl enc` encrypts, aesd decrypts; with the key derived on
+//! the server from the password (key source 1) and on the client (key
+//! source 2).
 
 use aesd_client::testkit::{
     TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes, start_server,
 };
-use aesd_client::{Client, JobSpec};
+use aesd_client::{Client, JobSpec, KeyDerivation};
 use aesd_proto::{Operation, Password};
 use aesd_server::ConfigLayer;
 
 const SIZES: [usize; 8] = [0, 1, 15, 16, 17, 4095, 65536, (1 << 20) + 3];
 const PASSWORD: &str = "correct horse battery staple";
 
-fn spec(operation: Operation, iterations: u32) -> JobSpec {
+fn spec(operation: Operation, iterations: u32, key_derivation: KeyDerivation) -> JobSpec {
     JobSpec {
         operation,
         password: Password::new(PASSWORD.as_bytes().to_vec()),
         iterations,
+        key_derivation,
     }
 }
 
@@ -29,7 +32,7 @@ async fn run(client: &mut Client, spec: &JobSpec, input: &[u8]) -> Vec<u8> {
     output
 }
 
-async fn aesd_to_openssl(iterations: u32) {
+async fn aesd_to_openssl(iterations: u32, key_derivation: KeyDerivation) {
     let server = start_server(ConfigLayer::default()).await;
     let dir = TempDir::new("oracle-enc");
     let password = dir.password_file(PASSWORD);
@@ -38,7 +41,8 @@ async fn aesd_to_openssl(iterations: u32) {
         .expect("connect");
     for size in SIZES {
         let plain = pattern_bytes(size as u64, size);
-        let cipher = run(&mut client, &spec(Operation::Encrypt, iterations), &plain).await;
+        let spec = spec(Operation::Encrypt, iterations, key_derivation);
+        let cipher = run(&mut client, &spec, &plain).await;
         assert_eq!(cipher.len(), 16 + (size / 16 + 1) * 16, "size {size}");
         assert_eq!(&cipher[..8], b"Salted__");
         let (enc, dec) = (dir.join("enc"), dir.join("dec"));
@@ -53,7 +57,7 @@ async fn aesd_to_openssl(iterations: u32) {
     server.shutdown().await;
 }
 
-async fn openssl_to_aesd(iterations: u32) {
+async fn openssl_to_aesd(iterations: u32, key_derivation: KeyDerivation) {
     let server = start_server(ConfigLayer::default()).await;
     let dir = TempDir::new("oracle-dec");
     let password = dir.password_file(PASSWORD);
@@ -66,7 +70,8 @@ async fn openssl_to_aesd(iterations: u32) {
         std::fs::write(&pt, &plain).expect("write");
         openssl_encrypt_file(&password, iterations, &pt, &enc);
         let cipher = std::fs::read(&enc).expect("read");
-        let recovered = run(&mut client, &spec(Operation::Decrypt, iterations), &cipher).await;
+        let spec = spec(Operation::Decrypt, iterations, key_derivation);
+        let recovered = run(&mut client, &spec, &cipher).await;
         assert!(
             recovered == plain,
             "size {size}: aesd recovered other bytes"
@@ -78,18 +83,26 @@ async fn openssl_to_aesd(iterations: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openssl_decrypts_what_aesd_encrypts() {
-    aesd_to_openssl(10_000).await;
+    aesd_to_openssl(10_000, KeyDerivation::Server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aesd_decrypts_what_openssl_encrypts() {
-    openssl_to_aesd(10_000).await;
+    openssl_to_aesd(10_000, KeyDerivation::Server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_default_iteration_count_both_ways() {
-    aesd_to_openssl(2_500).await;
-    openssl_to_aesd(2_500).await;
+    aesd_to_openssl(2_500, KeyDerivation::Server).await;
+    openssl_to_aesd(2_500, KeyDerivation::Server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_derived_by_the_client_both_ways() {
+    aesd_to_openssl(10_000, KeyDerivation::Client).await;
+    openssl_to_aesd(10_000, KeyDerivation::Client).await;
+    aesd_to_openssl(2_500, KeyDerivation::Client).await;
+    openssl_to_aesd(2_500, KeyDerivation::Client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +111,7 @@ async fn every_encryption_draws_a_fresh_salt() {
     let mut client = Client::connect(&server.addr().to_string())
         .await
         .expect("connect");
-    let spec = spec(Operation::Encrypt, 1000);
+    let spec = spec(Operation::Encrypt, 1000, KeyDerivation::Auto);
     let first = run(&mut client, &spec, b"same input").await;
     let second = run(&mut client, &spec, b"same input").await;
     assert_ne!(first[8..16], second[8..16], "salt reused");

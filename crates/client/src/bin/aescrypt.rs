@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use aesd_client::password::{read_password_file, read_token_file};
-use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec};
+use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
@@ -66,6 +66,11 @@ struct Args {
     /// PBKDF2 iterations (openssl -iter); must match on decrypt
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
     iterations: u32,
+    /// Where the key is derived from the password: `client` (the password never leaves this
+    /// machine; needs a server that accepts derived keys), `server` (the password is sent), or
+    /// `auto` (client when the server accepts it)
+    #[arg(long, value_name = "WHERE", default_value = "auto")]
+    key_derivation: KeyDerivation,
     /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
     #[arg(short, long)]
     verbose: bool,
@@ -105,6 +110,7 @@ async fn run(args: &Args) -> Result<()> {
         },
         password,
         iterations: args.iterations,
+        key_derivation: args.key_derivation,
     };
     let mut input: Box<dyn AsyncRead + Unpin> = if is_stdio(&args.input) {
         Box::new(tokio::io::stdin())

@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aesd_client::DEFAULT_ITERATIONS;
 use aesd_client::distribution::SizeDist;
 use aesd_client::durations::{Warmup, parse_duration};
 use aesd_client::load::{Arrival, LoadPlan, run_load};
@@ -23,6 +22,7 @@ use aesd_client::report::{Summary, server_table, study_table};
 use aesd_client::server_metrics::{self, MetricsUrl, ServerSample};
 use aesd_client::sizes::{human_bytes, parse_size};
 use aesd_client::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
+use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
 use aesd_proto::{AuthToken, Password};
 use aesd_server::{Config, ConfigLayer, Server};
 use anyhow::{Context, Result, bail};
@@ -106,6 +106,11 @@ struct Args {
     /// PBKDF2 iterations per job (openssl -iter)
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
     iterations: u32,
+    /// Where each job's key is derived from the password: `client` (the password never leaves
+    /// aesload; the server does no PBKDF2), `server` (key source 1: the password is sent), or
+    /// `auto` (client when the server accepts it)
+    #[arg(long, value_name = "WHERE", default_value = "auto")]
+    key_derivation: KeyDerivation,
     /// Embedded server only: worker threads [default: one per core]
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
@@ -188,6 +193,7 @@ fn plans(
         scale: args.scale,
         seed: args.seed,
         iterations: args.iterations,
+        key_derivation: args.key_derivation,
         password,
         token,
         clients: args.clients,

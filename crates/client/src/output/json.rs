@@ -480,6 +480,7 @@ pub(crate) mod tests {
                 size_period: period,
                 seed: 5,
                 iterations: 1000,
+                key_derivation: crate::KeyDerivation::Auto,
                 password: Password::new(b"pw".to_vec()),
                 token: None,
             },

@@ -10,7 +10,7 @@ use aes::Aes256;
 use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
 
 use super::chunk::ChunkBuf;
-use super::key::{self, SALT_LEN, SALTED_MAGIC, derive_key};
+use super::key::{self, DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
 use super::{BLOCK, HEADER_LEN};
 
 type CbcEncryptor = cbc::Encryptor<Aes256>;
@@ -31,6 +31,10 @@ pub enum CipherError {
     /// Wrong password or corrupted ciphertext (deliberately not told apart).
     #[error("decryption failed: wrong password or corrupted data")]
     DecryptFailed,
+    /// The file's salt is not the one the client derived its key with
+    /// (key source 2).
+    #[error("the file's salt is not the salt the key was derived with")]
+    SaltMismatch,
     /// The operating system's random number generator failed.
     #[error("cannot read a random salt from the operating system: {0}")]
     Rng(String),
@@ -61,7 +65,17 @@ impl EncryptStream {
         iterations: u32,
     ) -> (Self, [u8; HEADER_LEN]) {
         let derived = derive_key(password, salt, iterations);
-        let cipher = CbcEncryptor::new(&derived.key.into(), &derived.iv.into());
+        Self::with_key(&derived.key, &derived.iv, salt)
+    }
+
+    /// A stream for a key and IV already derived (by the client: key source
+    /// 2) from the password and `salt`. Returns the stream and its header.
+    pub fn with_key(
+        key: &[u8; 32],
+        iv: &[u8; 16],
+        salt: &[u8; SALT_LEN],
+    ) -> (Self, [u8; HEADER_LEN]) {
+        let cipher = CbcEncryptor::new(key.into(), iv.into());
         let stream = EncryptStream {
             cipher,
             carry: [0; BLOCK],
@@ -94,10 +108,21 @@ impl EncryptStream {
     }
 }
 
+/// Where a decryption's key comes from once the header has arrived.
+enum DecryptKey {
+    /// Derived from the password and the file's salt (key source 1).
+    Password {
+        password: zeroize::Zeroizing<Vec<u8>>,
+        iterations: u32,
+    },
+    /// Derived by the client from the salt it read in the file (key
+    /// source 2); the file's salt must be that one.
+    Derived(Box<DerivedKey>, [u8; SALT_LEN]),
+}
+
 /// Decrypts a stream of chunks in the `openssl enc` format.
 pub struct DecryptStream {
-    password: zeroize::Zeroizing<Vec<u8>>,
-    iterations: u32,
+    key: DecryptKey,
     header: [u8; HEADER_LEN],
     header_len: usize,
     cipher: Option<CbcDecryptor>,
@@ -109,9 +134,22 @@ pub struct DecryptStream {
 impl DecryptStream {
     /// A decryptor; the key is derived once the salt has arrived.
     pub fn new(password: &[u8], iterations: u32) -> Self {
-        DecryptStream {
+        Self::with_source(DecryptKey::Password {
             password: zeroize::Zeroizing::new(password.to_vec()),
             iterations,
+        })
+    }
+
+    /// A decryptor for a key and IV the client derived (key source 2)
+    /// from the password and `salt`; the file's header must carry `salt`.
+    pub fn with_key(key: &[u8; 32], iv: &[u8; 16], salt: &[u8; SALT_LEN]) -> Self {
+        let derived = DerivedKey { key: *key, iv: *iv };
+        Self::with_source(DecryptKey::Derived(Box::new(derived), *salt))
+    }
+
+    fn with_source(key: DecryptKey) -> Self {
+        DecryptStream {
+            key,
             header: [0; HEADER_LEN],
             header_len: 0,
             cipher: None,
@@ -142,8 +180,22 @@ impl DecryptStream {
             }
             let mut salt = [0u8; SALT_LEN];
             salt.copy_from_slice(&self.header[SALTED_MAGIC.len()..]);
-            let derived = derive_key(&self.password, &salt, self.iterations);
-            self.cipher = Some(CbcDecryptor::new(&derived.key.into(), &derived.iv.into()));
+            let cipher = match &self.key {
+                DecryptKey::Password {
+                    password,
+                    iterations,
+                } => {
+                    let derived = derive_key(password, &salt, *iterations);
+                    CbcDecryptor::new(&derived.key.into(), &derived.iv.into())
+                }
+                DecryptKey::Derived(derived, expected) => {
+                    if salt != *expected {
+                        return Err(CipherError::SaltMismatch);
+                    }
+                    CbcDecryptor::new(&derived.key.into(), &derived.iv.into())
+                }
+            };
+            self.cipher = Some(cipher);
         }
         let Some(cipher) = self.cipher.as_mut() else {
             return Ok(());
@@ -200,9 +252,17 @@ impl JobCipher {
     /// decryption the key is derived once the salt arrives.
     pub fn start(
         operation: aesd_proto::Operation,
-        password: &[u8],
-        iterations: u32,
+        key: &aesd_proto::KeySource,
     ) -> Result<(Self, Option<[u8; HEADER_LEN]>), CipherError> {
+        let (password, iterations) = match key {
+            aesd_proto::KeySource::Password {
+                password,
+                iterations,
+            } => (password.as_bytes(), *iterations),
+            aesd_proto::KeySource::Derived(params) => {
+                return Ok(Self::start_derived(operation, params));
+            }
+        };
         Ok(match operation {
             aesd_proto::Operation::Encrypt => {
                 let (stream, header) = EncryptStream::new(password, iterations)?;
@@ -213,6 +273,29 @@ impl JobCipher {
                 None,
             ),
         })
+    }
+
+    /// Prepares a job whose key the client derived (key source 2): no
+    /// PBKDF2 here.
+    pub fn start_derived(
+        operation: aesd_proto::Operation,
+        params: &aesd_proto::DerivedKeyParams,
+    ) -> (Self, Option<[u8; HEADER_LEN]>) {
+        match operation {
+            aesd_proto::Operation::Encrypt => {
+                let (stream, header) =
+                    EncryptStream::with_key(&params.key, &params.iv, &params.salt);
+                (JobCipher::Encrypt(stream), Some(header))
+            }
+            aesd_proto::Operation::Decrypt => (
+                JobCipher::Decrypt(DecryptStream::with_key(
+                    &params.key,
+                    &params.iv,
+                    &params.salt,
+                )),
+                None,
+            ),
+        }
     }
 
     /// Transforms one chunk in place (see the streams' `update`).

@@ -1,0 +1,292 @@
+//! Which key source a job uses, and the client's own key derivation.
+//!
+//! With key source 2 the client runs PBKDF2-HMAC-SHA256 itself, as
+//! `openssl enc -pbkdf2` does, and sends the server the salt, key and IV:
+//! the password never leaves the client and the server (a 100 MHz board)
+//! does no key derivation. For encryption the client draws the salt; for
+//! decryption it reads it from the file's `Salted__` header, which it then
+//! sends on as the first bytes of the input.
+
+use aesd_proto::{DerivedKeyParams, KeySource, Operation};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::error::ClientError;
+use crate::job::JobSpec;
+
+/// Where a job's key is derived from its password.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyDerivation {
+    /// On the client when the server accepts derived keys (its welcome says
+    /// so), otherwise on the server.
+    #[default]
+    Auto,
+    /// Always on the client; a server that does not accept derived keys is
+    /// an error ([`ClientError::DerivedKeysUnsupported`]), so the password
+    /// is never sent.
+    Client,
+    /// Always on the server (key source 1: the password is sent).
+    Server,
+}
+
+impl KeyDerivation {
+    /// The name used by the command-line tools (`auto`, `client`, `server`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyDerivation::Auto => "auto",
+            KeyDerivation::Client => "client",
+            KeyDerivation::Server => "server",
+        }
+    }
+}
+
+impl std::str::FromStr for KeyDerivation {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(KeyDerivation::Auto),
+            "client" => Ok(KeyDerivation::Client),
+            "server" => Ok(KeyDerivation::Server),
+            other => Err(format!(
+                "unknown key derivation `{other}`: expected auto, client or server"
+            )),
+        }
+    }
+}
+
+/// The `Salted__` magic of `openssl enc -salt` files.
+const SALTED_MAGIC: &[u8; 8] = b"Salted__";
+
+/// Length of the `Salted__` + salt header.
+pub const HEADER_LEN: usize = 16;
+
+/// A job's key source, and the input bytes read ahead to find it (sent
+/// before the rest of the input).
+pub(crate) struct ChosenKey {
+    /// The key source for the begin frame.
+    pub key: KeySource,
+    /// Input already read (a decryption's header); the job sends it first.
+    pub read_ahead: Vec<u8>,
+}
+
+/// Chooses the key source for `spec` against a server that does (or does
+/// not) accept derived keys; derives the key when the client does it,
+/// reading a decryption's header from `input`.
+pub(crate) async fn choose<R: AsyncRead + Unpin>(
+    spec: &JobSpec,
+    server_accepts_derived: bool,
+    input: &mut R,
+) -> Result<ChosenKey, ClientError> {
+    let on_client = match (spec.key_derivation, server_accepts_derived) {
+        (KeyDerivation::Server, _) | (KeyDerivation::Auto, false) => false,
+        (KeyDerivation::Client, false) => return Err(ClientError::DerivedKeysUnsupported),
+        (KeyDerivation::Auto | KeyDerivation::Client, true) => true,
+    };
+    if !on_client {
+        return Ok(ChosenKey {
+            key: KeySource::Password {
+                iterations: spec.iterations,
+                password: spec.password.clone(),
+            },
+            read_ahead: Vec::new(),
+        });
+    }
+    let (salt, read_ahead) = match spec.operation {
+        Operation::Encrypt => (random_salt()?, Vec::new()),
+        Operation::Decrypt => salt_from_input(input).await?,
+    };
+    let params = match salt {
+        Some(salt) => derive_off_thread(spec, salt).await?,
+        // Not an `openssl enc -salt` file: there is no salt to derive
+        // with. The server rejects the input (`bad_ciphertext`) before it
+        // uses any key, so send a random one rather than spend PBKDF2 on
+        // nothing (and never the password).
+        None => DerivedKeyParams {
+            salt: [0; 8],
+            key: random_bytes::<32>()?.into(),
+            iv: random_bytes::<16>()?.into(),
+        },
+    };
+    Ok(ChosenKey {
+        key: KeySource::Derived(params),
+        read_ahead,
+    })
+}
+
+/// Key and IV from `password` and `salt`, as
+/// `openssl enc -aes-256-cbc -pbkdf2 -iter <iterations>` derives them.
+pub fn derive(password: &[u8], salt: [u8; 8], iterations: u32) -> DerivedKeyParams {
+    let mut material = zeroize::Zeroizing::new([0u8; 48]);
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, &salt, iterations, material.as_mut());
+    let mut params = DerivedKeyParams {
+        salt,
+        key: [0u8; 32].into(),
+        iv: [0u8; 16].into(),
+    };
+    params.key.copy_from_slice(&material[..32]);
+    params.iv.copy_from_slice(&material[32..]);
+    params
+}
+
+/// Runs [`derive`] on tokio's blocking pool, so a load run's many clients
+/// do not stall each other on PBKDF2.
+async fn derive_off_thread(spec: &JobSpec, salt: [u8; 8]) -> Result<DerivedKeyParams, ClientError> {
+    let password = spec.password.clone();
+    let iterations = spec.iterations;
+    tokio::task::spawn_blocking(move || derive(password.as_bytes(), salt, iterations))
+        .await
+        .map_err(|err| ClientError::KeyDerivation(err.to_string()))
+}
+
+/// Reads the 16-byte header of a file to decrypt; returns its salt (`None`
+/// when the input is too short or not a salted file) and the bytes read.
+async fn salt_from_input<R: AsyncRead + Unpin>(
+    input: &mut R,
+) -> Result<(Option<[u8; 8]>, Vec<u8>), ClientError> {
+    let mut header = vec![0u8; HEADER_LEN];
+    let mut filled = 0;
+    while filled < HEADER_LEN {
+        let n = input
+            .read(&mut header[filled..])
+            .await
+            .map_err(ClientError::Input)?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    header.truncate(filled);
+    let salt = (filled == HEADER_LEN && header[..8] == SALTED_MAGIC[..]).then(|| {
+        let mut salt = [0u8; 8];
+        salt.copy_from_slice(&header[8..]);
+        salt
+    });
+    Ok((salt, header))
+}
+
+fn random_salt() -> Result<Option<[u8; 8]>, ClientError> {
+    random_bytes::<8>().map(Some)
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], ClientError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|err| ClientError::KeyDerivation(err.to_string()))?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aesd_proto::Password;
+
+    fn spec(operation: Operation, derivation: KeyDerivation) -> JobSpec {
+        JobSpec {
+            operation,
+            password: Password::new(b"password".to_vec()),
+            iterations: 10_000,
+            key_derivation: derivation,
+        }
+    }
+
+    /// `openssl enc -aes-256-cbc -pbkdf2 -iter 10000 -k password
+    /// -S 0001020304050607 -P` prints this key and IV.
+    #[test]
+    fn derivation_matches_openssl() {
+        let params = derive(b"password", [0, 1, 2, 3, 4, 5, 6, 7], 10_000);
+        assert_eq!(
+            hex::encode(params.key.as_ref()),
+            "6827bd488a4c5d38d28131175369843dc41c73284eff746252231b58fe384b1e"
+        );
+        assert_eq!(
+            hex::encode(params.iv.as_ref()),
+            "77532013c6cb46fda992eda58456ddee"
+        );
+    }
+
+    #[tokio::test]
+    async fn auto_derives_only_when_the_server_accepts_it() {
+        let mut input: &[u8] = b"plain";
+        let chosen = choose(
+            &spec(Operation::Encrypt, KeyDerivation::Auto),
+            false,
+            &mut input,
+        )
+        .await
+        .expect("chosen");
+        assert!(matches!(chosen.key, KeySource::Password { .. }));
+        let chosen = choose(
+            &spec(Operation::Encrypt, KeyDerivation::Auto),
+            true,
+            &mut input,
+        )
+        .await
+        .expect("chosen");
+        let KeySource::Derived(params) = chosen.key else {
+            panic!("expected a derived key");
+        };
+        assert_eq!(*params.key, *derive(b"password", params.salt, 10_000).key);
+        assert!(chosen.read_ahead.is_empty());
+    }
+
+    #[tokio::test]
+    async fn client_only_refuses_a_server_without_derived_keys() {
+        let mut input: &[u8] = b"";
+        let result = choose(
+            &spec(Operation::Encrypt, KeyDerivation::Client),
+            false,
+            &mut input,
+        )
+        .await;
+        assert!(matches!(result, Err(ClientError::DerivedKeysUnsupported)));
+        let chosen = choose(
+            &spec(Operation::Encrypt, KeyDerivation::Server),
+            true,
+            &mut input,
+        )
+        .await
+        .expect("chosen");
+        assert!(matches!(chosen.key, KeySource::Password { .. }));
+    }
+
+    #[tokio::test]
+    async fn decryption_takes_the_salt_from_the_header_and_keeps_it() {
+        let file = b"Salted__\x00\x01\x02\x03\x04\x05\x06\x07ciphertext......";
+        let mut input: &[u8] = file;
+        let chosen = choose(
+            &spec(Operation::Decrypt, KeyDerivation::Auto),
+            true,
+            &mut input,
+        )
+        .await
+        .expect("chosen");
+        let KeySource::Derived(params) = chosen.key else {
+            panic!("expected a derived key");
+        };
+        assert_eq!(params.salt, [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(
+            hex::encode(params.key.as_ref()),
+            "6827bd488a4c5d38d28131175369843dc41c73284eff746252231b58fe384b1e"
+        );
+        assert_eq!(chosen.read_ahead, file[..16].to_vec());
+        assert_eq!(input, &file[16..]);
+    }
+
+    #[tokio::test]
+    async fn a_file_without_a_header_gets_a_random_key_not_a_derived_one() {
+        for file in [&b"short"[..], &b"NotSalted_______________"[..]] {
+            let mut input: &[u8] = file;
+            let chosen = choose(
+                &spec(Operation::Decrypt, KeyDerivation::Auto),
+                true,
+                &mut input,
+            )
+            .await
+            .expect("chosen");
+            let KeySource::Derived(params) = chosen.key else {
+                panic!("expected a derived key");
+            };
+            assert_ne!(*params.key, *derive(b"password", params.salt, 10_000).key);
+            assert_eq!(chosen.read_ahead, file[..file.len().min(16)].to_vec());
+        }
+    }
+}
