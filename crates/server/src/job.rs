@@ -27,6 +27,7 @@ use tokio::time::timeout;
 use crate::admission::{Entry, Permit, TicketEvent};
 use crate::cipher::{BLOCK, ChunkBuf, HEADER_LEN, JobCipher};
 use crate::error::JobError;
+use crate::pool::Timed;
 use crate::server::Shared;
 
 /// Chunk buffers one job circulates between its stages.
@@ -317,13 +318,29 @@ async fn cipher_stage(
                 shared
                     .metrics
                     .add_input_bytes(operation.name(), buf.len() as u64);
-                let timed = pool
-                    .run(move || {
-                        let result = cipher.update(&mut buf);
-                        (cipher, buf, result)
-                    })
-                    .await
-                    .map_err(|err| JobError::Internal(err.to_string()))?;
+                let timed = match cipher {
+                    // Encryption goes to the lane engine, beside other jobs'.
+                    JobCipher::Encrypt(stream) => {
+                        let timed = pool
+                            .encrypt_chunk(stream, buf)
+                            .await
+                            .map_err(|err| JobError::Internal(err.to_string()))?;
+                        let (stream, buf) = timed.value;
+                        Timed {
+                            value: (JobCipher::Encrypt(stream), buf, Ok(())),
+                            elapsed: timed.elapsed,
+                        }
+                    }
+                    decrypt @ JobCipher::Decrypt(_) => {
+                        let mut decrypt = decrypt;
+                        pool.run(move || {
+                            let result = decrypt.update(&mut buf);
+                            (decrypt, buf, result)
+                        })
+                        .await
+                        .map_err(|err| JobError::Internal(err.to_string()))?
+                    }
+                };
                 processing += timed.elapsed;
                 let (returned, buf, result) = timed.value;
                 cipher = returned;

@@ -17,6 +17,8 @@
 //! * [`limits`]: caps on open connections, in total and per client.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
 //!   async reactor only moves bytes.
+//! * [`lanes`]: the lane engine: a worker encrypts several jobs' CBC
+//!   chains together, one lane each.
 //! * [`cipher`]: the `openssl enc` format, streamed in place.
 //! * [`error`]: why a job failed and what the client is told.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
@@ -28,6 +30,7 @@ pub mod cipher;
 pub mod config;
 pub mod error;
 pub mod job;
+pub mod lanes;
 pub mod limits;
 pub mod metrics;
 pub mod pool;

@@ -1,17 +1,25 @@
 //! A bounded pool of worker threads for CPU work (PBKDF2, AES).
 //!
 //! The tokio reactor threads only move bytes; every cryptographic step is
-//! sent here and awaited. A job never has more than one task in flight,
-//! so the pool's backlog is bounded by the number of admitted jobs.
+//! sent here and awaited. A job never has more than one piece of work in
+//! flight, so the pool's backlog is bounded by the number of admitted jobs.
+//!
+//! The queue holds two kinds of work, in one FIFO: closures ([`WorkerPool::run`])
+//! and CBC-encryption chunks ([`WorkerPool::encrypt_chunk`]). A worker that
+//! takes a chunk runs the [lane engine](crate::lanes), which encrypts it
+//! together with the chunks of other jobs queued before the oldest
+//! waiting closure.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::cipher::{ChunkBuf, EncryptStream};
+use crate::lanes::{self, LaneDone, LaneJob, LaneStats};
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
 
@@ -22,17 +30,39 @@ type Task = Box<dyn FnOnce() + Send + 'static>;
 #[error("worker pool task failed: the task panicked or the pool has shut down")]
 pub struct PoolError;
 
+/// One piece of queued work.
+enum Work {
+    Task(Task),
+    Lane(Box<LaneJob>),
+}
+
+/// The FIFO the workers take work from.
+#[derive(Default)]
+struct Queue {
+    work: VecDeque<Work>,
+    closed: bool,
+}
+
+/// What the workers share.
+struct Inner {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    busy_micros: WideAtomic,
+    lane_stats: LaneStats,
+    lanes: usize,
+}
+
 /// A fixed set of named worker threads fed from one FIFO.
 pub struct WorkerPool {
-    sender: Mutex<Option<mpsc::Sender<Task>>>,
+    inner: Arc<Inner>,
     workers: usize,
-    busy_micros: Arc<WideAtomic>,
 }
 
 impl std::fmt::Debug for WorkerPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerPool")
             .field("workers", &self.workers)
+            .field("lanes", &self.inner.lanes)
             .finish()
     }
 }
@@ -47,22 +77,24 @@ pub struct Timed<T> {
 }
 
 impl WorkerPool {
-    /// Starts `workers` threads (at least one).
-    pub fn new(workers: usize) -> std::io::Result<Arc<Self>> {
+    /// Starts `workers` threads (at least one), each encrypting up to
+    /// `lanes` jobs' chunks together (at least one).
+    pub fn new(workers: usize, lanes: usize) -> std::io::Result<Arc<Self>> {
         let workers = workers.max(1);
-        let (sender, receiver) = mpsc::channel::<Task>();
-        let receiver = Arc::new(Mutex::new(receiver));
+        let inner = Arc::new(Inner {
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+            busy_micros: WideAtomic::default(),
+            lane_stats: LaneStats::default(),
+            lanes: lanes.max(1),
+        });
         for index in 0..workers {
-            let receiver = Arc::clone(&receiver);
+            let inner = Arc::clone(&inner);
             thread::Builder::new()
                 .name(format!("aesd-worker-{index}"))
-                .spawn(move || worker_loop(&receiver))?;
+                .spawn(move || worker_loop(&inner))?;
         }
-        Ok(Arc::new(WorkerPool {
-            sender: Mutex::new(Some(sender)),
-            workers,
-            busy_micros: Arc::new(WideAtomic::default()),
-        }))
+        Ok(Arc::new(WorkerPool { inner, workers }))
     }
 
     /// How many worker threads run.
@@ -70,9 +102,21 @@ impl WorkerPool {
         self.workers
     }
 
+    /// How many jobs' chunks one worker encrypts together.
+    pub fn lanes(&self) -> usize {
+        self.inner.lanes
+    }
+
     /// Time all workers together spent running tasks.
     pub fn busy_time(&self) -> Duration {
-        Duration::from_micros(self.busy_micros.get())
+        Duration::from_micros(self.inner.busy_micros.get())
+    }
+
+    /// Blocks encrypted by the lane engine, and blocks it could have
+    /// encrypted in the same calls with every lane busy.
+    pub fn lane_blocks(&self) -> (u64, u64) {
+        let stats = &self.inner.lane_stats;
+        (stats.used_blocks.get(), stats.offered_blocks.get())
     }
 
     /// Runs `task` on a worker and waits for its result without blocking
@@ -84,23 +128,16 @@ impl WorkerPool {
     {
         let submitted = Instant::now();
         let (done_tx, done_rx) = oneshot::channel();
-        let busy = Arc::clone(&self.busy_micros);
+        let inner = Arc::clone(&self.inner);
         let job: Task = Box::new(move || {
             let started = Instant::now();
             let value = task();
             // Counted before the result is delivered, so a caller that
             // reads busy_time() after run() returns sees this task.
-            busy.inc_by(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+            inner.count_busy(started);
             let _ = done_tx.send(value);
         });
-        {
-            let sender = self.sender.lock().map_err(|_| PoolError)?;
-            sender
-                .as_ref()
-                .ok_or(PoolError)?
-                .send(job)
-                .map_err(|_| PoolError)?;
-        }
+        self.submit(Work::Task(job))?;
         let value = done_rx.await.map_err(|_| PoolError)?;
         Ok(Timed {
             value,
@@ -108,24 +145,102 @@ impl WorkerPool {
         })
     }
 
-    /// Stops the workers once the tasks already queued are done.
-    pub fn close(&self) {
-        if let Ok(mut sender) = self.sender.lock() {
-            sender.take();
+    /// Encrypts one chunk of a job's CBC chain (as
+    /// [`EncryptStream::update`]) on a worker, in a lane beside other
+    /// jobs' chunks; returns the stream and the encrypted chunk.
+    pub async fn encrypt_chunk(
+        &self,
+        stream: EncryptStream,
+        buf: ChunkBuf,
+    ) -> Result<Timed<(EncryptStream, ChunkBuf)>, PoolError> {
+        let (reply, done) = oneshot::channel();
+        self.submit(Work::Lane(Box::new(LaneJob {
+            stream,
+            buf,
+            submitted: Instant::now(),
+            reply,
+        })))?;
+        let LaneDone {
+            stream,
+            buf,
+            elapsed,
+        } = done.await.map_err(|_| PoolError)?;
+        Ok(Timed {
+            value: (stream, buf),
+            elapsed,
+        })
+    }
+
+    fn submit(&self, work: Work) -> Result<(), PoolError> {
+        let mut queue = self.inner.queue.lock().map_err(|_| PoolError)?;
+        if queue.closed {
+            return Err(PoolError);
         }
+        queue.work.push_back(work);
+        drop(queue);
+        self.inner.ready.notify_one();
+        Ok(())
+    }
+
+    /// Stops the workers once the work already queued is done.
+    pub fn close(&self) {
+        if let Ok(mut queue) = self.inner.queue.lock() {
+            queue.closed = true;
+        }
+        self.inner.ready.notify_all();
     }
 }
 
-fn worker_loop(receiver: &Mutex<mpsc::Receiver<Task>>) {
-    loop {
-        let task = match receiver.lock() {
-            Ok(receiver) => receiver.recv(),
-            Err(_) => return,
+impl Inner {
+    fn count_busy(&self, started: Instant) {
+        self.busy_micros
+            .inc_by(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+    }
+    /// The next piece of work; `None` once the pool is closed and drained.
+    fn next(&self) -> Option<Work> {
+        let mut queue = self.queue.lock().ok()?;
+        loop {
+            if let Some(work) = queue.work.pop_front() {
+                return Some(work);
+            }
+            if queue.closed {
+                return None;
+            }
+            queue = self.ready.wait(queue).ok()?;
+        }
+    }
+
+    /// Up to `max` chunks from the front of the queue, stopping at the
+    /// first closure (it has waited longer than anything behind it).
+    fn take_lanes(&self, max: usize) -> Vec<LaneJob> {
+        let Ok(mut queue) = self.queue.lock() else {
+            return Vec::new();
         };
-        let Ok(task) = task else { return };
-        // A panicking task drops its result sender, so its caller gets a
-        // PoolError; the worker itself lives on.
-        let _ = catch_unwind(AssertUnwindSafe(task));
+        let mut taken = Vec::new();
+        while taken.len() < max && matches!(queue.work.front(), Some(Work::Lane(_))) {
+            if let Some(Work::Lane(job)) = queue.work.pop_front() {
+                taken.push(*job);
+            }
+        }
+        taken
+    }
+}
+
+fn worker_loop(inner: &Inner) {
+    while let Some(work) = inner.next() {
+        // A panicking task drops its result sender (a lane run, those of
+        // its lanes), so its caller gets a PoolError; the worker lives on.
+        let _ = catch_unwind(AssertUnwindSafe(|| match work {
+            // The closure counts its own busy time (see `run`).
+            Work::Task(task) => task(),
+            Work::Lane(first) => {
+                let started = Instant::now();
+                lanes::run(*first, inner.lanes, &inner.lane_stats, |max| {
+                    inner.take_lanes(max)
+                });
+                inner.count_busy(started);
+            }
+        }));
     }
 }
 
@@ -135,7 +250,7 @@ mod tests {
 
     #[tokio::test]
     async fn tasks_run_on_worker_threads() {
-        let pool = WorkerPool::new(2).expect("pool");
+        let pool = WorkerPool::new(2, 2).expect("pool");
         let name = pool
             .run(|| thread::current().name().map(str::to_owned))
             .await
@@ -145,14 +260,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_task_is_an_error_and_the_pool_survives() {
-        let pool = WorkerPool::new(1).expect("pool");
+        let pool = WorkerPool::new(1, 2).expect("pool");
         assert!(pool.run(|| panic!("boom")).await.is_err());
         assert_eq!(pool.run(|| 41 + 1).await.expect("runs").value, 42);
     }
 
     #[tokio::test]
     async fn busy_time_counts_task_execution() {
-        let pool = WorkerPool::new(1).expect("pool");
+        let pool = WorkerPool::new(1, 2).expect("pool");
         pool.run(|| thread::sleep(Duration::from_millis(30)))
             .await
             .expect("runs");
@@ -161,7 +276,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_pool_refuses_work() {
-        let pool = WorkerPool::new(1).expect("pool");
+        let pool = WorkerPool::new(1, 2).expect("pool");
         pool.close();
         assert!(pool.run(|| ()).await.is_err());
     }

@@ -89,7 +89,8 @@ impl Server {
             ),
             None => None,
         };
-        let pool = WorkerPool::new(config.workers).map_err(ServerError::Workers)?;
+        let pool =
+            WorkerPool::new(config.workers, crate::cipher::LANES).map_err(ServerError::Workers)?;
         let admission = Admission::new(config.max_active, config.max_queue);
         let metrics = Metrics::new(LiveCollector {
             admission: Arc::clone(&admission),

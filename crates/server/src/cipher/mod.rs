@@ -15,6 +15,16 @@ pub use chunk::ChunkBuf;
 pub use key::{DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
 pub use stream::{
     CipherError, DecryptStream, EncryptStream, JobCipher, decrypt_buffer, encrypt_buffer,
+    encrypt_lanes,
+};
+
+/// CBC chains the cipher encrypts together per call (the lane engine's
+/// width). The `aes` crate's fixsliced AES works on 2 blocks per call on
+/// 32-bit targets and 4 on 64-bit ones.
+pub const LANES: usize = if cfg!(target_pointer_width = "64") {
+    4
+} else {
+    2
 };
 
 /// AES block size in bytes.

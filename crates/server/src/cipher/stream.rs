@@ -88,12 +88,20 @@ impl EncryptStream {
     /// rest is carried. Afterwards `buf` holds the ciphertext to send
     /// (possibly nothing).
     pub fn update(&mut self, buf: &mut ChunkBuf) {
+        self.begin_chunk(buf);
+        encrypt_blocks(&mut self.cipher, buf.as_mut_slice());
+    }
+
+    /// The first half of [`EncryptStream::update`], for the lane engine:
+    /// puts the carried bytes in front of `buf` and carries its partial
+    /// last block, so that `buf` holds whole blocks, still plaintext. They
+    /// must then be encrypted, in order, with [`encrypt_lanes`].
+    pub fn begin_chunk(&mut self, buf: &mut ChunkBuf) {
         buf.prepend(&self.carry[..self.carry_len]);
         let whole = buf.len() - buf.len() % BLOCK;
         self.carry_len = buf.len() - whole;
         self.carry[..self.carry_len].copy_from_slice(&buf.as_slice()[whole..]);
         buf.truncate(whole);
-        encrypt_blocks(&mut self.cipher, buf.as_mut_slice());
     }
 
     /// Pads and encrypts the last block into `buf` (which is cleared
@@ -366,6 +374,14 @@ pub fn decrypt_buffer(
     stream.finish(&mut buf)?;
     out.extend_from_slice(buf.as_slice());
     Ok(out)
+}
+
+/// Continues each stream's CBC chain over its whole blocks, all streams
+/// together (one lane each).
+pub fn encrypt_lanes(lanes: &mut [(&mut EncryptStream, &mut [u8])]) {
+    for (stream, blocks) in lanes.iter_mut() {
+        encrypt_blocks(&mut stream.cipher, blocks);
+    }
 }
 
 fn encrypt_blocks(cipher: &mut CbcEncryptor, bytes: &mut [u8]) {

@@ -346,6 +346,25 @@ impl Collector for LiveCollector {
             "Time the workers spent running cryptographic work, all workers together",
             self.pool.busy_time().as_secs_f64(),
         )?;
+        gauge(
+            &mut encoder,
+            "aesd_cipher_lanes",
+            "CBC encryption chains one worker encrypts together (lanes)",
+            self.pool.lanes() as i64,
+        )?;
+        let (used, offered) = self.pool.lane_blocks();
+        counter(
+            &mut encoder,
+            "aesd_cipher_lane_blocks",
+            "Blocks the lane engine encrypted; lane occupancy = this / aesd_cipher_lane_capacity_blocks_total",
+            used,
+        )?;
+        counter(
+            &mut encoder,
+            "aesd_cipher_lane_capacity_blocks",
+            "Blocks the lane engine could have encrypted in the same calls with every lane busy",
+            offered,
+        )?;
 
         let stats = ProcessStats::read();
         if let Some(cpu) = stats.cpu_seconds {
