@@ -29,3 +29,20 @@ rustup_components() {
       || { step "rustup component add $component"; rustup component add "$component"; }
   done
 }
+
+# Prints a TCP port on 127.0.0.1 that is free right now.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Waits up to SECONDS (default 60: qemu start-up) for 127.0.0.1:PORT to accept
+# connections; fails saying so otherwise.
+wait_port() {
+  local port="$1" seconds="${2:-60}" _
+  for _ in $(seq $((seconds * 5))); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  echo "nothing listens on 127.0.0.1:$port after $seconds s" >&2
+  return 1
+}

@@ -128,18 +128,7 @@ apt_install gcc jq qemu-user
 if ((build)); then bash "$root/scripts/cross/setup.sh" >&2; fi
 
 # --- the plugin: built once per version of icount.c, outside the repository -----
-plugin_hash="$(sha256sum "$here/icount.c" | cut -c1-16)"
-plugin="$AESD_BENCH_CACHE/libicount-$plugin_hash.so"
-if [[ ! -f "$plugin" ]]; then
-  step "gcc: $plugin"
-  mkdir -p "$AESD_BENCH_CACHE"
-  gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -Werror \
-    -o "$plugin.tmp" "$here/icount.c"
-  mv "$plugin.tmp" "$plugin"
-fi
-case "$plugin" in
-  *[[:space:],]*) echo "icount.sh: the plugin path may not contain spaces or commas: $plugin" >&2; exit 1 ;;
-esac
+plugin="$(icount_plugin)"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -66,3 +66,22 @@ bench_build() {
     | jq -r 'select(.reason == "compiler-artifact" and .executable != null)
              | "\(.target.name) \(.executable)"'
 }
+
+# Builds the instruction-counting TCG plugin (scripts/bench/icount.c) once per
+# version of its source, into the cache, and prints its path.
+icount_plugin() {
+  local hash plugin
+  hash="$(sha256sum "$root/scripts/bench/icount.c" | cut -c1-16)"
+  plugin="$AESD_BENCH_CACHE/libicount-$hash.so"
+  if [[ ! -f "$plugin" ]]; then
+    step "gcc: $plugin"
+    mkdir -p "$AESD_BENCH_CACHE"
+    gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -Werror \
+      -o "$plugin.tmp" "$root/scripts/bench/icount.c"
+    mv "$plugin.tmp" "$plugin"
+  fi
+  case "$plugin" in
+    *[[:space:],]*) echo "the plugin path may not contain spaces or commas: $plugin" >&2; return 1 ;;
+  esac
+  echo "$plugin"
+}

@@ -11,6 +11,8 @@
 # Usage: scripts/cross/interop.sh TARGET BOARD_BIN_DIR NATIVE_BIN_DIR
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$here/../lib.sh"
 [[ $# -eq 3 ]] || { echo "usage: $0 TARGET BOARD_BIN_DIR NATIVE_BIN_DIR" >&2; exit 2; }
 target=$1 board=$2 native=$3
 for bin in "$board/aesd" "$board/aescrypt" "$native/aesd" "$native/aesload"; do
@@ -26,21 +28,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Waits up to 60 s (qemu start-up) for a TCP port on 127.0.0.1 to accept.
-wait_port() {
-  local port=$1 _
-  for _ in $(seq 300); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-    sleep 0.2
-  done
-  echo "interop.sh: nothing listens on 127.0.0.1:$port after 60 s" >&2
-  return 1
-}
 
 fail() { echo "interop.sh [$target]: $*" >&2; exit 1; }
 

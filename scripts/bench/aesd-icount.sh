@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Counts the guest instructions the WHOLE board aesd process executes per byte
+# of concurrent jobs, under qemu-user with the counting plugin
+# (scripts/bench/icount.c, threads=1: atomic per-block additions, exact for a
+# multi-threaded guest). Everything the real server does is counted: tokio,
+# framing, the worker pool and its lane engine, the cipher; system calls are
+# the kernel's and cost no guest instructions.
+#
+# For each run it starts the board's aesd (board profile) under qemu with
+# --workers W, runs the native aesload against it with J clients started
+# together (--clients J --chunk J), each sending SIZE bytes (every result
+# decrypted and verified in aesload), stops aesd with SIGTERM and reads the
+# count. The fixed part (start-up, connections, key set-up, shutdown) is
+# removed with a second run of the same jobs at BASE bytes, and the process's
+# own start-up and shutdown with a run that serves no job (count(idle)):
+#   instructions/byte   = (count(SIZE) - count(BASE)) / (J * (SIZE - BASE))
+#   fixed cost per job  = (count(BASE) - count(idle)) / J - instructions/byte * BASE
+# (the fixed cost is what a job costs besides its bytes: connection, handshake,
+# begin, key set-up, done; with --key-derivation server also PBKDF2). Each
+# count is taken twice; the thread interleaving varies, so counts differ
+# slightly: both are printed, the smaller is used.
+#
+# Usage: scripts/bench/aesd-icount.sh [OPTIONS] [TARGET]
+#   TARGET              riscv32imac-unknown-linux-musl (default), riscv64gc-unknown-linux-musl
+#                       or aarch64-unknown-linux-musl (software AES and SHA-256, as the Pi 4)
+#   --jobs LIST         concurrent jobs per run, comma-separated (default 1,2)
+#   --workers W         aesd worker threads (default 1: the jobs share one worker)
+#   --size BYTES        bytes per job (default 4194304)
+#   --base BYTES        bytes per job of the baseline run (default 4096)
+#   --iter N            PBKDF2 iterations (default 10000)
+#   --key-derivation K  auto (key source 2: the client derives; default) or server
+#                       (key source 1: aesd runs PBKDF2)
+#   --quick             CI: --jobs 2 --size 1048576, one count per run
+#   --no-build          use the binaries of the last build
+#   --json FILE         write the results as JSON
+#   -h, --help          this help
+# Env: AESD_BENCH_CACHE (plugin cache, default ~/.cache/aesd-bench), AESD_JOBS (cargo -j).
+# Exit status: 0 done; 1 a build, run or job failed; 2 bad usage.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
+# shellcheck source=scripts/cross/env.sh
+. "$root/scripts/cross/env.sh"
+# shellcheck source=scripts/bench/lib.sh
+. "$here/lib.sh"
+
+usage() { sed -n '2,35s/^# \{0,1\}//p' "$0"; }
+die_usage() { echo "aesd-icount.sh: $* (try --help)" >&2; exit 2; }
+
+jobs_list="1,2"
+workers=1
+size=4194304
+base=4096
+iter=10000
+derivation=auto
+repeats=2
+build=1
+json=""
+target=riscv32imac-unknown-linux-musl
+while (($#)); do
+  case "$1" in
+    --jobs | --workers | --size | --base | --iter | --key-derivation | --json)
+      (($# >= 2)) || die_usage "$1 needs a value"
+      case "$1" in
+        --jobs) jobs_list="$2" ;;
+        --workers) workers="$2" ;;
+        --size) size="$2" ;;
+        --base) base="$2" ;;
+        --iter) iter="$2" ;;
+        --key-derivation) derivation="$2" ;;
+        --json) json="$2" ;;
+      esac
+      shift ;;
+    --quick) jobs_list=2; size=1048576; repeats=1 ;;
+    --no-build) build=0 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) die_usage "unknown option $1" ;;
+    *) target="$1" ;;
+  esac
+  shift
+done
+[[ "$jobs_list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die_usage "--jobs takes positive numbers separated by commas"
+[[ "$workers" =~ ^[1-9][0-9]*$ ]] || die_usage "--workers must be a positive number"
+[[ "$size" =~ ^[1-9][0-9]*$ && "$base" =~ ^[1-9][0-9]*$ ]] || die_usage "--size and --base are positive numbers of bytes"
+((size > base)) || die_usage "--size must be larger than --base"
+[[ "$iter" =~ ^[1-9][0-9]*$ ]] || die_usage "--iter must be a positive number"
+[[ "$derivation" == auto || "$derivation" == server ]] || die_usage "--key-derivation is auto or server"
+case "$target" in
+  riscv32imac-unknown-linux-musl | riscv64gc-unknown-linux-musl | aarch64-unknown-linux-musl) ;;
+  *) die_usage "unknown target $target (one of ${AESD_TARGETS[*]})" ;;
+esac
+
+apt_install gcc jq qemu-user python3
+plugin="$(icount_plugin)"
+profile="$(aesd_default_profile "$root")"
+dir="$(bench_target_dir "$target")/$target/$profile"
+native="${CARGO_TARGET_DIR:-$root/target}/debug"
+if ((build)); then
+  bash "$root/scripts/cross/setup.sh" >&2
+  config=()
+  while IFS= read -r line; do config+=(--config "$line"); done < <(bench_cargo_config "$target")
+  step "cargo build --profile $profile --target $target --bin aesd"
+  (cd "$root" && CARGO_TARGET_DIR="$(bench_target_dir "$target")" \
+    cargo "+$AESD_NIGHTLY" build --quiet --locked -p aesd-server --bin aesd \
+    --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}")
+  step "cargo build -p aesd-client --bin aesload (native, to drive the board's aesd)"
+  (cd "$root" && cargo build --quiet --locked -p aesd-client --bin aesload)
+fi
+for bin in "$dir/aesd" "$native/aesload"; do
+  [[ -x "$bin" ]] || { echo "aesd-icount.sh: missing $bin (run without --no-build)" >&2; exit 1; }
+done
+
+work="$(mktemp -d)"
+aesd_pid=""
+cleanup() {
+  if [[ -n "$aesd_pid" ]]; then kill "$aesd_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Prints the whole-process instruction count of the board aesd serving JOBS
+# concurrent jobs of BYTES each.
+count_run() {
+  local jobs="$1" bytes="$2" port out="$work/count"
+  rm -f "$out"
+  port="$(free_port)"
+  env -i PATH="$PATH" \
+    AESD_QEMU_EXTRA="-plugin $plugin,out=$out,threads=1 -U AESD_QEMU_EXTRA -U PATH" \
+    "$root/scripts/cross/qemu-run.sh" "$target" "$dir/aesd" --listen "127.0.0.1:$port" \
+    --workers "$workers" --max-active "$((jobs > 2 * workers ? jobs : 2 * workers))" \
+    --log warn 2>"$work/aesd.log" &
+  aesd_pid=$!
+  wait_port "$port" 120
+  if ((jobs > 0)) && ! "$native/aesload" --server "127.0.0.1:$port" --clients "$jobs" --chunk "$jobs" \
+    --size "$bytes" --iter "$iter" --key-derivation "$derivation" --quiet \
+    >"$work/load.txt" 2>&1; then
+    echo "aesd-icount.sh: aesload failed against the board's aesd:" >&2
+    cat "$work/load.txt" "$work/aesd.log" >&2
+    exit 1
+  fi
+  kill -TERM "$aesd_pid"
+  local status=0
+  wait "$aesd_pid" || status=$?
+  aesd_pid=""
+  if ((status != 0)) || [[ ! -s "$out" ]]; then
+    echo "aesd-icount.sh: the board's aesd exited $status without a count:" >&2
+    cat "$work/aesd.log" >&2
+    exit 1
+  fi
+  head -n1 "$out"
+}
+
+idle=()
+for _ in $(seq "$repeats"); do idle+=("$(count_run 0 0)"); done
+results=()
+printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations\n' \
+  "$target" "$workers" "$derivation" "$iter"
+printf 'process start-up and shutdown, no job: %s instructions\n' "${idle[*]}"
+printf '%-5s %-12s %-28s %-28s %-14s %-16s\n' jobs "bytes/job" "count(SIZE)" "count(BASE)" "instr/byte" "fixed per job"
+IFS=',' read -r -a jobs_values <<<"$jobs_list"
+for jobs in "${jobs_values[@]}"; do
+  big=() small=()
+  for _ in $(seq "$repeats"); do
+    big+=("$(count_run "$jobs" "$size")")
+    small+=("$(count_run "$jobs" "$base")")
+  done
+  line="$(python3 - "$jobs" "$size" "$base" "${big[*]}" "${small[*]}" "${idle[*]}" <<'PY'
+import json, sys
+jobs, size, base = map(int, sys.argv[1:4])
+big = [int(x) for x in sys.argv[4].split()]
+small = [int(x) for x in sys.argv[5].split()]
+idle = min(int(x) for x in sys.argv[6].split())
+per_byte = (min(big) - min(small)) / (jobs * (size - base))
+fixed = (min(small) - idle) / jobs - per_byte * base
+print(json.dumps({"jobs": jobs, "bytes_per_job": size, "base_bytes_per_job": base,
+                  "counts": big, "base_counts": small,
+                  "instructions_per_byte": round(per_byte, 1),
+                  "fixed_instructions_per_job": round(fixed)}))
+PY
+)"
+  results+=("$line")
+  jq -r '"\(.jobs)\t\(.bytes_per_job)\t\(.counts | map(tostring) | join(" "))\t\(.base_counts | map(tostring) | join(" "))\t\(.instructions_per_byte)\t\(.fixed_instructions_per_job)"' <<<"$line" |
+    awk -F'\t' '{ printf "%-5s %-12s %-28s %-28s %-14s %-16s\n", $1, $2, $3, $4, $5, $6 }'
+done
+if [[ -n "$json" ]]; then
+  printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" \
+    --argjson workers "$workers" --argjson iter "$iter" \
+    --argjson idle "$(printf '%s\n' "${idle[@]}" | jq -s 'min')" \
+    '{target: $target, workers: $workers, key_derivation: $derivation, iterations: $iter,
+      idle_process_instructions: $idle, runs: .}' >"$json"
+  echo "wrote $json"
+fi
