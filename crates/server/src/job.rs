@@ -17,15 +17,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, Done, ErrorFrame, FrameKind, FrameReader, FrameWriter, KeySource, Message, Queued,
-    Started,
+    Begin, Done, ErrorFrame, FrameKind, FrameReader, FrameWriter, KeySource, Message, Operation,
+    Queued, Started,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
 
 use crate::admission::{Entry, Permit, TicketEvent};
-use crate::cipher::{BLOCK, ChunkBuf, HEADER_LEN, JobCipher};
+use crate::cipher::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
+use crate::cipher::{
+    BLOCK, ChunkBuf, DerivedKey, EncryptStream, HEADER_LEN, JobCipher, SALT_LEN, random_salt,
+};
 use crate::error::JobError;
 use crate::pool::Timed;
 use crate::server::Shared;
@@ -102,17 +107,34 @@ where
     let (output_tx, output_rx) = mpsc::channel(BUFFERS_PER_JOB);
     let idle = shared.config.idle_timeout;
 
+    // Set when the read or write stage fails (the client left, broke the
+    // protocol or stopped reading): a key derivation stops at its next slice.
+    let cancel = CancellationToken::new();
+    let cancel_on_error = |failed: bool| {
+        if failed {
+            cancel.cancel();
+        }
+    };
     let (read, cipher, write) = tokio::join!(
-        read_stage(reader, free_rx, input_tx, idle, shared),
-        cipher_stage(input_rx, output_tx, spec, queue_us, shared),
-        write_stage(
-            writer,
-            output_rx,
-            free_tx,
-            idle,
-            begin.operation.name(),
-            shared
-        ),
+        async {
+            let result = read_stage(reader, free_rx, input_tx, idle, shared).await;
+            cancel_on_error(result.is_err());
+            result
+        },
+        cipher_stage(input_rx, output_tx, spec, queue_us, &cancel, shared),
+        async {
+            let result = write_stage(
+                writer,
+                output_rx,
+                free_tx,
+                idle,
+                begin.operation.name(),
+                shared,
+            )
+            .await;
+            cancel_on_error(result.is_err());
+            result
+        },
     );
 
     let input_finished = matches!(read, Ok(ReadEnd::SawEnd));
@@ -281,6 +303,7 @@ async fn cipher_stage(
     output: mpsc::Sender<Output>,
     spec: CipherSpec,
     queue_us: u64,
+    cancel: &CancellationToken,
     shared: &Arc<Shared>,
 ) -> Result<(), JobError> {
     let pool = &shared.pool;
@@ -290,15 +313,48 @@ async fn cipher_stage(
         let _ = output.send(Output::Failed(error.to_frame())).await;
         Err(error)
     };
+    let derive = |password: Zeroizing<Vec<u8>>, salt: [u8; SALT_LEN], iterations: u32| {
+        derive_in_slices(password, salt, iterations, cancel, shared)
+    };
     let CipherSpec { operation, key } = spec;
-    let started = pool
-        .run(move || JobCipher::start(operation, &key))
-        .await
-        .map_err(|err| JobError::Internal(err.to_string()))?;
-    processing += started.elapsed;
-    let (mut cipher, header) = match started.value {
-        Ok(started) => started,
-        Err(error) => return fail(error.into()).await,
+    let (mut cipher, header) = match (operation, key) {
+        // Key source 1, encryption: PBKDF2 in slices, then the stream.
+        (
+            Operation::Encrypt,
+            KeySource::Password {
+                iterations,
+                password,
+            },
+        ) => {
+            let salt = match random_salt() {
+                Ok(salt) => salt,
+                Err(error) => return fail(error.into()).await,
+            };
+            let password = Zeroizing::new(password.as_bytes().to_vec());
+            let derived = match derive(password, salt, iterations).await {
+                Ok((derived, elapsed)) => {
+                    processing += elapsed;
+                    derived
+                }
+                Err(JobError::ShuttingDown) => return fail(JobError::ShuttingDown).await,
+                Err(error) => return Err(error),
+            };
+            let (stream, header) = EncryptStream::with_key(&derived.key, &derived.iv, &salt);
+            (JobCipher::Encrypt(stream), Some(header))
+        }
+        // Key source 2 (no derivation), or a decryption whose key is
+        // derived once the salt has arrived (below).
+        (operation, key) => {
+            let started = pool
+                .run(move || JobCipher::start(operation, &key))
+                .await
+                .map_err(|err| JobError::Internal(err.to_string()))?;
+            processing += started.elapsed;
+            match started.value {
+                Ok(started) => started,
+                Err(error) => return fail(error.into()).await,
+            }
+        }
     };
     if let Some(header) = header {
         output
@@ -318,6 +374,23 @@ async fn cipher_stage(
                 shared
                     .metrics
                     .add_input_bytes(operation.name(), buf.len() as u64);
+                // Key source 1, decryption: this chunk completes the header.
+                if let JobCipher::Decrypt(stream) = &mut cipher
+                    && let Some(salt) = stream.salt_needed(&buf)
+                    && let Some((password, iterations)) = stream.password()
+                {
+                    let password = Zeroizing::new(password.to_vec());
+                    match derive(password, salt, iterations).await {
+                        Ok((derived, elapsed)) => {
+                            processing += elapsed;
+                            stream.provide_key(derived, salt);
+                        }
+                        Err(JobError::ShuttingDown) => {
+                            return fail(JobError::ShuttingDown).await;
+                        }
+                        Err(error) => return Err(error),
+                    }
+                }
                 let timed = match cipher {
                     // Encryption goes to the lane engine, beside other jobs'.
                     JobCipher::Encrypt(stream) => {
@@ -438,6 +511,45 @@ async fn write_stage<W: AsyncWrite + Unpin>(
         }
     }
     Ok(end)
+}
+
+/// Derives key and IV from a password (key source 1) on the worker pool, a
+/// slice of [`SLICE_ITERATIONS`] at a time, so that the derivation stops
+/// between slices when the job is cancelled (the client left: `Aborted`,
+/// the failing stage reports why) or the server cuts running jobs off
+/// (`ShuttingDown`). Returns the key and the time spent on the pool.
+async fn derive_in_slices(
+    password: Zeroizing<Vec<u8>>,
+    salt: [u8; SALT_LEN],
+    iterations: u32,
+    cancel: &CancellationToken,
+    shared: &Arc<Shared>,
+) -> Result<(DerivedKey, Duration), JobError> {
+    let mut derivation = SlicedPbkdf2::new(&password, &salt, iterations);
+    drop(password);
+    let mut elapsed = Duration::ZERO;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(JobError::Aborted);
+        }
+        if shared.shutdown.is_aborting() {
+            return Err(JobError::ShuttingDown);
+        }
+        let timed = shared
+            .pool
+            .run(move || {
+                let derived = derivation.run(SLICE_ITERATIONS);
+                (derivation, derived)
+            })
+            .await
+            .map_err(|err| JobError::Internal(err.to_string()))?;
+        elapsed += timed.elapsed;
+        let (returned, derived) = timed.value;
+        if let Some(derived) = derived {
+            return Ok((derived, elapsed));
+        }
+        derivation = returned;
+    }
 }
 
 fn micros(duration: Duration) -> u64 {

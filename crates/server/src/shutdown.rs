@@ -36,6 +36,11 @@ impl Shutdown {
         self.stop.is_cancelled()
     }
 
+    /// Whether running jobs must be cut off now.
+    pub fn is_aborting(&self) -> bool {
+        self.abort.is_cancelled()
+    }
+
     /// Resolves when the shutdown starts.
     pub async fn stopping(&self) {
         self.stop.cancelled().await;

@@ -258,3 +258,60 @@ async fn sigterm_with_ten_jobs_in_flight_truncates_nothing_silently() {
         .expect("wait");
     assert_eq!(code, Some(0));
 }
+
+/// Key source 1 runs PBKDF2 in slices: a client that asks for a huge
+/// iteration count and hangs up frees its worker and slot at the next
+/// slice, not when the derivation would have ended (about 20 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pbkdf2_stops_when_the_client_leaves() {
+    let server = start_server(ConfigLayer {
+        workers: Some(1),
+        max_active: Some(1),
+        max_iter: Some(50_000_000),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let (mut reader, mut write) = aesd_client::testkit::handshaken_connection(server.addr()).await;
+    let begin = Message::Begin(aesd_proto::Begin {
+        operation: Operation::Encrypt,
+        format: aesd_proto::Format::OpensslSaltedPbkdf2,
+        key: aesd_proto::KeySource::Password {
+            iterations: 50_000_000,
+            password: aesd_proto::Password::new(b"slow".to_vec()),
+        },
+    });
+    write
+        .write_all(&begin.to_bytes().expect("encodes"))
+        .await
+        .expect("begin");
+    assert!(matches!(
+        reader.read_message().await,
+        Ok(Some(Message::Started(_)))
+    ));
+    // Let the derivation get going, then leave.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let busy_before = server.shared().pool.busy_time();
+    drop(write);
+    drop(reader);
+
+    let started = Instant::now();
+    let mut key_source_1 = spec(Operation::Encrypt, "next");
+    key_source_1.key_derivation = aesd_client::KeyDerivation::Server;
+    encrypt_verified(&server.addr().to_string(), &key_source_1, 1, 4096)
+        .await
+        .expect("the next job runs");
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "the next job waited {waited:?}: the abandoned derivation kept the worker"
+    );
+    // The worker did not keep deriving for the client that left.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy_after = server.shared().pool.busy_time();
+    let spent = busy_after.saturating_sub(busy_before);
+    assert!(
+        spent < Duration::from_secs(3),
+        "{spent:?} of worker time after the client left"
+    );
+    server.shutdown().await;
+}

@@ -33,6 +33,13 @@ pub fn derive_key(password: &[u8], salt: &[u8; SALT_LEN], iterations: u32) -> De
     derived
 }
 
+/// A fresh salt from the operating system's random number generator.
+pub fn random_salt() -> Result<[u8; SALT_LEN], super::CipherError> {
+    let mut salt = [0u8; SALT_LEN];
+    getrandom::fill(&mut salt).map_err(|err| super::CipherError::Rng(err.to_string()))?;
+    Ok(salt)
+}
+
 /// The 16-byte file header for `salt`.
 pub fn header(salt: &[u8; SALT_LEN]) -> [u8; 16] {
     let mut header = [0u8; 16];

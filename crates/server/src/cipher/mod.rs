@@ -6,13 +6,15 @@
 //!   bytes are prepended and blocks are encrypted in place.
 //! * [`stream`]: [`EncryptStream`] and [`DecryptStream`], which keep one CBC
 //!   chain across any chunking of the input.
+//! * [`sliced`]: PBKDF2 in slices, so a derivation can stop between them.
 
 pub mod chunk;
 pub mod key;
+pub mod sliced;
 pub mod stream;
 
 pub use chunk::ChunkBuf;
-pub use key::{DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
+pub use key::{DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key, random_salt};
 pub use stream::{
     CipherError, DecryptStream, EncryptStream, JobCipher, decrypt_buffer, encrypt_buffer,
     encrypt_lanes,

@@ -167,6 +167,48 @@ impl DecryptStream {
         }
     }
 
+    /// For a decryption with a password (key source 1) whose key is not
+    /// derived yet: the salt, when the header is complete with the bytes
+    /// of `buf`. The caller then derives the key (in slices, see
+    /// [`SlicedPbkdf2`](super::sliced::SlicedPbkdf2)) and hands it over
+    /// with [`DecryptStream::provide_key`] before calling `update`, which
+    /// would otherwise derive it in one piece.
+    pub fn salt_needed(&self, buf: &ChunkBuf) -> Option<[u8; SALT_LEN]> {
+        if self.cipher.is_some() || !matches!(self.key, DecryptKey::Password { .. }) {
+            return None;
+        }
+        if self.header_len + buf.len() < HEADER_LEN {
+            return None;
+        }
+        let mut header = self.header;
+        let take = HEADER_LEN - self.header_len;
+        header[self.header_len..].copy_from_slice(&buf.as_slice()[..take]);
+        if header[..SALTED_MAGIC.len()] != SALTED_MAGIC {
+            return None;
+        }
+        let mut salt = [0u8; SALT_LEN];
+        salt.copy_from_slice(&header[SALTED_MAGIC.len()..]);
+        Some(salt)
+    }
+
+    /// The key and IV derived from the password and `salt` (see
+    /// [`DecryptStream::salt_needed`]).
+    pub fn provide_key(&mut self, derived: DerivedKey, salt: [u8; SALT_LEN]) {
+        self.key = DecryptKey::Derived(Box::new(derived), salt);
+    }
+
+    /// The iteration count and password of a key source 1 decryption whose
+    /// key is not derived yet.
+    pub fn password(&self) -> Option<(&[u8], u32)> {
+        match &self.key {
+            DecryptKey::Password {
+                password,
+                iterations,
+            } if self.cipher.is_none() => Some((password, *iterations)),
+            _ => None,
+        }
+    }
+
     /// Consumes the header from the first bytes (deriving the key when the
     /// salt is complete: slow, run on a worker), then decrypts whole
     /// blocks in place, holding back the last one. Afterwards `buf` holds
