@@ -44,6 +44,9 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
+        // Installed before the port opens: a SIGTERM that arrives as soon
+        // as aesd listens is a graceful shutdown, not a kill.
+        let stop = shutdown_signal();
         let server = match Server::bind(config.clone()).await {
             Ok(server) => server,
             Err(err) => {
@@ -63,7 +66,7 @@ fn main() -> ExitCode {
             "aesd {} listening",
             env!("CARGO_PKG_VERSION")
         );
-        server.serve(shutdown_signal()).await;
+        server.serve(stop).await;
         ExitCode::SUCCESS
     })
 }
@@ -83,26 +86,32 @@ fn check_config(path: &std::path::Path) -> ExitCode {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// Installs the SIGINT and SIGTERM handlers now; the future resolves when
+/// either signal arrives.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = interrupt => info!("SIGINT received"),
-                    _ = terminate.recv() => info!("SIGTERM received"),
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => info!("SIGINT received"),
+                        _ = terminate.recv() => info!("SIGTERM received"),
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = interrupt.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
