@@ -1,0 +1,670 @@
+//! Constant-time fixsliced AES-256 encryption whose lanes carry different
+//! keys.
+//!
+//! # Representation
+//!
+//! The state of [`LANES`] blocks is held in 8 words, one per bit of a byte
+//! ("bit planes"): plane `j` holds bit `j` of every byte of every lane. In a
+//! plane, the bit of the byte at row `i`, column `c` of lane `l` sits at
+//! position `l + L·c + 4L·i` (`L` = [`LANES`]): each row is a group of
+//! `4L` bits, and inside a group the columns follow one another with the
+//! lanes interleaved. SubBytes is then a Boolean circuit on the 8 planes
+//! (the 113-gate circuit of Boyar and Peralta), with no table and no branch;
+//! the byte at row `i + 1` is a rotation of the word by `4L` bits.
+//!
+//! # Fixslicing
+//!
+//! ShiftRows is never applied. After round `k` the bytes are stored in
+//! "frame" `k mod 4`: the byte of the true state at row `i`, column `c`
+//! sits at column `c + k·i (mod 4)`. MixColumns in frame `r` then takes the
+//! byte `k` rows below from `k·r` columns further right, which is again a
+//! fixed rotation (of the rows, and of the columns inside each row group),
+//! so each frame has its own MixColumns ([`mix_columns`]`::<R>`), and each
+//! round key is stored in its round's frame (the key schedule moves its
+//! bytes, a fixed public permutation). After the last round (frame 14 mod 4
+//! = 2) the output bytes are moved back (ShiftRows twice).
+//!
+//! # Lanes with different keys
+//!
+//! A key's round keys are packed into lane 0 only ([`KeySchedule`]); the
+//! schedule of a call is the OR of each lane's keys shifted to its lane
+//! ([`LaneKeys`]): 120 words, cheap next to even one block.
+//!
+//! The 4 NOT gates of the S-box circuit are folded into the round keys
+//! (MixColumns maps a state of equal bytes to itself, so a complement
+//! pattern passes through it unchanged).
+
+use zeroize::Zeroize;
+
+/// The machine word the planes live in: 2 lanes in a `u32` on 32-bit
+/// targets, 4 lanes in a `u64` on 64-bit ones.
+#[cfg(target_pointer_width = "64")]
+pub type Word = u64;
+/// The machine word the planes live in: 2 lanes in a `u32` on 32-bit
+/// targets, 4 lanes in a `u64` on 64-bit ones.
+#[cfg(not(target_pointer_width = "64"))]
+pub type Word = u32;
+
+/// Blocks (and keys) processed together per call.
+pub const LANES: usize = Word::BITS as usize / 16;
+
+/// Bits per row group in a plane.
+const GROUP: u32 = 4 * LANES as u32;
+
+/// AES-256 rounds.
+const ROUNDS: usize = 14;
+
+/// Words of a packed key schedule: 15 round keys of 8 planes.
+const SCHEDULE_WORDS: usize = (ROUNDS + 1) * 8;
+
+/// A block of 16 bytes.
+pub type Block = [u8; 16];
+
+/// A block as 4 little-endian words: word `c` is column `c`, its byte `i`
+/// (bits `8i..8i + 8`) row `i`.
+pub type BlockWords = [u32; 4];
+
+/// The words of a block.
+#[inline(always)]
+pub fn block_words(block: &[u8]) -> BlockWords {
+    core::array::from_fn(|c| {
+        u32::from_le_bytes([
+            block[4 * c],
+            block[4 * c + 1],
+            block[4 * c + 2],
+            block[4 * c + 3],
+        ])
+    })
+}
+
+/// Writes the words of a block as its 16 bytes.
+#[inline(always)]
+pub fn store_block(words: &BlockWords, out: &mut [u8]) {
+    for (c, word) in words.iter().enumerate() {
+        out[4 * c..4 * c + 4].copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+/// Planes with a bit set for every byte position of lane 0.
+const LANE0: Word = {
+    let mut mask: Word = 0;
+    let mut bit = 0;
+    while bit < Word::BITS {
+        mask |= 1 << bit;
+        bit += LANES as u32;
+    }
+    mask
+};
+
+/// Per row group, the bits that stay inside the group when it is rotated
+/// right by `shift` bits (the low `GROUP - shift` bits of each group).
+const fn group_low_mask(shift: u32) -> Word {
+    let mut mask: Word = 0;
+    let mut group = 0;
+    while group < Word::BITS / GROUP {
+        let mut bit = 0;
+        while bit < GROUP - shift {
+            mask |= 1 << (group * GROUP + bit);
+            bit += 1;
+        }
+        group += 1;
+    }
+    mask
+}
+
+/// The plane of the byte `ROWS` rows below and `ROWS·R` columns to the
+/// right, in frame `R` (see the module documentation): every row group
+/// rotated right by `L·(ROWS·R mod 4)` bits, then the word by `4L·ROWS`.
+#[inline(always)]
+fn neighbour<const R: u32, const ROWS: u32>(x: Word) -> Word {
+    let shift = const { LANES as u32 * ((ROWS * R) % 4) };
+    let x = if shift == 0 {
+        x
+    } else {
+        let low = const { group_low_mask(LANES as u32 * ((ROWS * R) % 4)) };
+        ((x >> shift) & low) | ((x << (GROUP - shift)) & !low)
+    };
+    x.rotate_right(GROUP * ROWS)
+}
+
+/// MixColumns in frame `R`: out = 2·(a ⊕ a₁) ⊕ a₁ ⊕ a₂ ⊕ a₃, where aₖ is the
+/// byte k rows below (in this frame); with t = a ⊕ a₁ that is
+/// xtime(t) ⊕ a₁ ⊕ t₂.
+#[inline(always)]
+fn mix_columns<const R: u32>(state: &mut [Word; 8]) {
+    // Plane by plane, keeping few values live (rv32 has 31 registers):
+    // xtime(t) feeds t₇ into planes 0, 1, 3 and 4 and t_{j-1} into plane j.
+    let a7 = state[7];
+    let t7 = a7 ^ neighbour::<R, 1>(a7);
+    let mut previous = t7;
+    for (j, plane) in state.iter_mut().enumerate() {
+        let a = *plane;
+        let below = neighbour::<R, 1>(a);
+        let t = a ^ below;
+        let mut out = below ^ neighbour::<R, 2>(t) ^ previous;
+        if j == 1 || j == 3 || j == 4 {
+            out ^= t7;
+        }
+        *plane = out;
+        previous = t;
+    }
+}
+
+/// SubBytes on the 8 planes: the Boyar–Peralta circuit (top linear layer,
+/// shared non-linear middle, bottom linear layer), without its 4 NOT gates
+/// (folded into the round keys: see [`NOT_PLANES`]).
+#[inline(always)]
+fn sub_bytes(state: &mut [Word; 8]) {
+    // The circuit numbers bits from the most significant: U0 = bit 7.
+    let u0 = state[7];
+    let u1 = state[6];
+    let u2 = state[5];
+    let u3 = state[4];
+    let u4 = state[3];
+    let u5 = state[2];
+    let u6 = state[1];
+    let u7 = state[0];
+
+    let t1 = u0 ^ u3;
+    let t2 = u0 ^ u5;
+    let t3 = u0 ^ u6;
+    let t4 = u3 ^ u5;
+    let t5 = u4 ^ u6;
+    let t6 = t1 ^ t5;
+    let t7 = u1 ^ u2;
+    let t8 = u7 ^ t6;
+    let t9 = u7 ^ t7;
+    let t10 = t6 ^ t7;
+    let t11 = u1 ^ u5;
+    let t12 = u2 ^ u5;
+    let t13 = t3 ^ t4;
+    let t14 = t6 ^ t11;
+    let t15 = t5 ^ t11;
+    let t16 = t5 ^ t12;
+    let t17 = t9 ^ t16;
+    let t18 = u3 ^ u7;
+    let t19 = t7 ^ t18;
+    let t20 = t1 ^ t19;
+    let t21 = u6 ^ u7;
+    let t22 = t7 ^ t21;
+    let t23 = t2 ^ t22;
+    let t24 = t2 ^ t10;
+    let t25 = t20 ^ t17;
+    let t26 = t3 ^ t16;
+    let t27 = t1 ^ t12;
+
+    let m1 = t13 & t6;
+    let m2 = t23 & t8;
+    let m3 = t14 ^ m1;
+    let m4 = t19 & u7;
+    let m5 = m4 ^ m1;
+    let m6 = t3 & t16;
+    let m7 = t22 & t9;
+    let m8 = t26 ^ m6;
+    let m9 = t20 & t17;
+    let m10 = m9 ^ m6;
+    let m11 = t1 & t15;
+    let m12 = t4 & t27;
+    let m13 = m12 ^ m11;
+    let m14 = t2 & t10;
+    let m15 = m14 ^ m11;
+    let m16 = m3 ^ m2;
+    let m17 = m5 ^ t24;
+    let m18 = m8 ^ m7;
+    let m19 = m10 ^ m15;
+    let m20 = m16 ^ m13;
+    let m21 = m17 ^ m15;
+    let m22 = m18 ^ m13;
+    let m23 = m19 ^ t25;
+    let m24 = m22 ^ m23;
+    let m25 = m22 & m20;
+    let m26 = m21 ^ m25;
+    let m27 = m20 ^ m21;
+    let m28 = m23 ^ m25;
+    let m29 = m28 & m27;
+    let m30 = m26 & m24;
+    let m31 = m20 & m23;
+    let m32 = m27 & m31;
+    let m33 = m27 ^ m25;
+    let m34 = m21 & m22;
+    let m35 = m24 & m34;
+    let m36 = m24 ^ m25;
+    let m37 = m21 ^ m29;
+    let m38 = m32 ^ m33;
+    let m39 = m23 ^ m30;
+    let m40 = m35 ^ m36;
+    let m41 = m38 ^ m40;
+    let m42 = m37 ^ m39;
+    let m43 = m37 ^ m38;
+    let m44 = m39 ^ m40;
+    let m45 = m42 ^ m41;
+    let m46 = m44 & t6;
+    let m47 = m40 & t8;
+    let m48 = m39 & u7;
+    let m49 = m43 & t16;
+    let m50 = m38 & t9;
+    let m51 = m37 & t17;
+    let m52 = m42 & t15;
+    let m53 = m45 & t27;
+    let m54 = m41 & t10;
+    let m55 = m44 & t13;
+    let m56 = m40 & t23;
+    let m57 = m39 & t19;
+    let m58 = m43 & t3;
+    let m59 = m38 & t22;
+    let m60 = m37 & t20;
+    let m61 = m42 & t1;
+    let m62 = m45 & t4;
+    let m63 = m41 & t2;
+
+    let l0 = m61 ^ m62;
+    let l1 = m50 ^ m56;
+    let l2 = m46 ^ m48;
+    let l3 = m47 ^ m55;
+    let l4 = m54 ^ m58;
+    let l5 = m49 ^ m61;
+    let l6 = m62 ^ l5;
+    let l7 = m46 ^ l3;
+    let l8 = m51 ^ m59;
+    let l9 = m52 ^ m53;
+    let l10 = m53 ^ l4;
+    let l11 = m60 ^ l2;
+    let l12 = m48 ^ m51;
+    let l13 = m50 ^ l0;
+    let l14 = m52 ^ m61;
+    let l15 = m55 ^ l1;
+    let l16 = m56 ^ l0;
+    let l17 = m57 ^ l1;
+    let l18 = m58 ^ l8;
+    let l19 = m63 ^ l4;
+    let l20 = l0 ^ l1;
+    let l21 = l1 ^ l7;
+    let l22 = l3 ^ l12;
+    let l23 = l18 ^ l2;
+    let l24 = l15 ^ l9;
+    let l25 = l6 ^ l10;
+    let l26 = l7 ^ l9;
+    let l27 = l8 ^ l10;
+    let l28 = l11 ^ l14;
+    let l29 = l11 ^ l17;
+
+    // S1, S2, S6 and S7 are complemented in the circuit (NOT_PLANES).
+    state[7] = l6 ^ l24;
+    state[6] = l16 ^ l26;
+    state[5] = l19 ^ l28;
+    state[4] = l6 ^ l21;
+    state[3] = l20 ^ l22;
+    state[2] = l25 ^ l29;
+    state[1] = l13 ^ l27;
+    state[0] = l6 ^ l23;
+}
+
+/// The planes whose S-box output is complemented (S1, S2, S6, S7: bits 6,
+/// 5, 1, 0), applied through the round keys of rounds 1 to 14.
+const NOT_PLANES: [usize; 4] = [0, 1, 5, 6];
+
+/// Exchanges the bits of `a` selected by `mask << shift` with the bits of
+/// `b` selected by `mask`.
+#[inline(always)]
+fn swap_move(a: &mut u32, b: &mut u32, mask: u32, shift: u32) {
+    let t = ((*b >> shift) ^ *a) & mask;
+    *a ^= t;
+    *b ^= t << shift;
+}
+
+/// Transposes, in each byte slot of the 8 words, the 8 × 8 bit matrix
+/// (word index × bit index): afterwards bit `m` of word `j` is what bit `j`
+/// of word `m` was. Its own inverse.
+#[inline(always)]
+fn transpose_bytes(x: &mut [u32; 8]) {
+    for (shift, mask) in [(1, 0x5555_5555), (2, 0x3333_3333), (4, 0x0f0f_0f0f)] {
+        let step = shift as usize;
+        for base in (0..8).step_by(2 * step) {
+            for i in base..base + step {
+                let (low, high) = x.split_at_mut(i + step);
+                swap_move(&mut high[0], &mut low[i], mask, shift);
+            }
+        }
+    }
+}
+
+/// Packs [`LANES`] blocks into planes (each block's bytes are column-major:
+/// byte `4c + i` is row `i`, column `c`).
+#[inline(always)]
+fn pack(blocks: &[BlockWords; LANES]) -> [Word; 8] {
+    // Word m = lane + L·c of one 8-lane-column group holds column c of a
+    // lane, row i in byte i; the transpose turns that into bit planes with
+    // bit m of byte i, i.e. position m + 8i.
+    let mut planes = [0 as Word; 8];
+    for half in 0..LANES / 2 {
+        let mut x = [0u32; 8];
+        for (m, word) in x.iter_mut().enumerate() {
+            let lane = half * 2 + m % 2;
+            *word = blocks[lane][m / 2];
+        }
+        transpose_bytes(&mut x);
+        for (plane, word) in planes.iter_mut().zip(x) {
+            *plane |= spread(word, half);
+        }
+    }
+    planes
+}
+
+/// Unpacks planes into [`LANES`] blocks (the inverse of [`pack`]).
+#[inline(always)]
+fn unpack(planes: &[Word; 8]) -> [BlockWords; LANES] {
+    let mut blocks = [[0u32; 4]; LANES];
+    for half in 0..LANES / 2 {
+        let mut x = [0u32; 8];
+        for (word, plane) in x.iter_mut().zip(planes) {
+            *word = gather(*plane, half);
+        }
+        transpose_bytes(&mut x);
+        for (m, word) in x.iter().enumerate() {
+            blocks[half * 2 + m % 2][m / 2] = *word;
+        }
+    }
+    blocks
+}
+
+/// Places a 32-bit plane of lanes `2h, 2h + 1` (2 lanes: position
+/// `lane + 2c + 8i`) at its positions in a [`Word`] of [`LANES`] lanes.
+#[inline(always)]
+fn spread(word: u32, half: usize) -> Word {
+    if LANES == 2 {
+        return word as Word;
+    }
+    // 4 lanes: position lane + 4c + 16i. Byte i moves to row group i, and
+    // inside it the bit pair of column c from bit 2c to bit 4c + 2h.
+    let mut x = u64::from(word);
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x << 2)) & 0x3333_3333_3333_3333;
+    (x << (2 * half)) as Word
+}
+
+/// The inverse of [`spread`]: the 32-bit plane of lanes `2h, 2h + 1`.
+#[allow(clippy::unnecessary_cast)]
+#[inline(always)]
+fn gather(plane: Word, half: usize) -> u32 {
+    if LANES == 2 {
+        return plane as u32;
+    }
+    let mut x = ((plane as u64) >> (2 * half)) & 0x3333_3333_3333_3333;
+    x = (x | (x >> 2)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x >> 4)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x >> 8)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x >> 16)) & 0x0000_0000_ffff_ffff;
+    x as u32
+}
+
+/// The bytes of `block` (in frame 0) moved to frame `r`: the byte at row
+/// `i`, column `c` goes to column `c + r·i (mod 4)`.
+fn to_frame(block: &Block, r: usize) -> Block {
+    let mut out = [0u8; 16];
+    for column in 0..4 {
+        for row in 0..4 {
+            out[4 * ((column + r * row) % 4) + row] = block[4 * column + row];
+        }
+    }
+    out
+}
+
+/// A block in frame 2 (after the last round) moved back to the AES byte
+/// order (ShiftRows applied twice): rows 0 and 2 stay, rows 1 and 3 come
+/// from two columns further.
+#[inline(always)]
+fn from_frame_2(block: &BlockWords) -> BlockWords {
+    core::array::from_fn(|c| (block[c] & 0x00ff_00ff) | (block[(c + 2) % 4] & 0xff00_ff00))
+}
+
+/// One key's round keys, in their rounds' frames, in lane 0 of the planes;
+/// wiped when dropped.
+#[derive(Clone)]
+pub struct KeySchedule {
+    words: [Word; SCHEDULE_WORDS],
+}
+
+impl Drop for KeySchedule {
+    fn drop(&mut self) {
+        self.words.zeroize();
+    }
+}
+
+impl KeySchedule {
+    /// Expands an AES-256 key (FIPS-197 key expansion, SubWord through the
+    /// bitsliced S-box: no table, no branch on the key).
+    pub fn new(key: &[u8; 32]) -> Self {
+        let mut round_keys = expand(key);
+        let mut words = [0 as Word; SCHEDULE_WORDS];
+        for (round, round_key) in round_keys.iter().enumerate() {
+            let mut lanes = [[0u32; 4]; LANES];
+            lanes[0] = block_words(&to_frame(round_key, round % 4));
+            let mut planes = pack(&lanes);
+            if round > 0 {
+                for plane in NOT_PLANES {
+                    planes[plane] ^= LANE0;
+                }
+            }
+            lanes[0].zeroize();
+            words[round * 8..round * 8 + 8].copy_from_slice(&planes);
+            planes.zeroize();
+        }
+        round_keys.zeroize();
+        KeySchedule { words }
+    }
+}
+
+/// The round keys of one call: each lane's key in its lane.
+pub struct LaneKeys {
+    words: [Word; SCHEDULE_WORDS],
+}
+
+impl Drop for LaneKeys {
+    fn drop(&mut self) {
+        self.words.zeroize();
+    }
+}
+
+impl LaneKeys {
+    /// Merges up to [`LANES`] keys; lane `l` gets `keys[l]` (lanes without
+    /// a key get all-zero round keys, and their output is meaningless).
+    pub fn new(keys: &[&KeySchedule]) -> Self {
+        let mut words = [0 as Word; SCHEDULE_WORDS];
+        for (lane, key) in keys.iter().enumerate().take(LANES) {
+            for (word, own) in words.iter_mut().zip(key.words.iter()) {
+                *word |= *own << lane;
+            }
+        }
+        LaneKeys { words }
+    }
+
+    /// Encrypts one block per lane.
+    #[inline(always)]
+    pub fn encrypt(&self, blocks: &[BlockWords; LANES]) -> [BlockWords; LANES] {
+        let mut state = pack(blocks);
+        let rk = &self.words;
+        add_round_key(&mut state, &rk[0..8]);
+        // Rounds 1..=12: four per turn of the frames (1, 2, 3, 0).
+        for first in [1, 5, 9] {
+            sub_bytes(&mut state);
+            mix_columns::<1>(&mut state);
+            add_round_key(&mut state, &rk[first * 8..(first + 1) * 8]);
+            sub_bytes(&mut state);
+            mix_columns::<2>(&mut state);
+            add_round_key(&mut state, &rk[(first + 1) * 8..(first + 2) * 8]);
+            sub_bytes(&mut state);
+            mix_columns::<3>(&mut state);
+            add_round_key(&mut state, &rk[(first + 2) * 8..(first + 3) * 8]);
+            sub_bytes(&mut state);
+            mix_columns::<0>(&mut state);
+            add_round_key(&mut state, &rk[(first + 3) * 8..(first + 4) * 8]);
+        }
+        // Round 13 (frame 1) and the last round (no MixColumns, frame 2).
+        sub_bytes(&mut state);
+        mix_columns::<1>(&mut state);
+        add_round_key(&mut state, &rk[13 * 8..14 * 8]);
+        sub_bytes(&mut state);
+        add_round_key(&mut state, &rk[14 * 8..15 * 8]);
+        let blocks = unpack(&state);
+        state.zeroize();
+        core::array::from_fn(|lane| from_frame_2(&blocks[lane]))
+    }
+}
+
+#[inline(always)]
+fn add_round_key(state: &mut [Word; 8], round_key: &[Word]) {
+    for (plane, key) in state.iter_mut().zip(round_key) {
+        *plane ^= *key;
+    }
+}
+
+/// SubBytes on up to 4 bytes, through the bitsliced circuit (for the key
+/// schedule's SubWord).
+fn sub_word(word: [u8; 4]) -> [u8; 4] {
+    let mut planes = [0 as Word; 8];
+    for (index, byte) in word.iter().enumerate() {
+        for (bit, plane) in planes.iter_mut().enumerate() {
+            *plane |= Word::from((byte >> bit) & 1) << index;
+        }
+    }
+    sub_bytes(&mut planes);
+    for plane in NOT_PLANES {
+        planes[plane] ^= 0b1111;
+    }
+    let mut out = [0u8; 4];
+    for (index, byte) in out.iter_mut().enumerate() {
+        for (bit, plane) in planes.iter().enumerate() {
+            *byte |= (((plane >> index) & 1) as u8) << bit;
+        }
+    }
+    planes.zeroize();
+    out
+}
+
+/// The FIPS-197 AES-256 key expansion: 15 round keys.
+fn expand(key: &[u8; 32]) -> [Block; ROUNDS + 1] {
+    let mut words = [[0u8; 4]; 4 * (ROUNDS + 1)];
+    for (index, word) in words.iter_mut().take(8).enumerate() {
+        word.copy_from_slice(&key[4 * index..4 * index + 4]);
+    }
+    let mut rcon = 1u8;
+    for index in 8..words.len() {
+        let mut temp = words[index - 1];
+        if index % 8 == 0 {
+            temp = sub_word([temp[1], temp[2], temp[3], temp[0]]);
+            temp[0] ^= rcon;
+            rcon = (rcon << 1) ^ (0x1b * (rcon >> 7));
+        } else if index % 8 == 4 {
+            temp = sub_word(temp);
+        }
+        for byte in 0..4 {
+            words[index][byte] = words[index - 8][byte] ^ temp[byte];
+        }
+    }
+    let mut round_keys = [[0u8; 16]; ROUNDS + 1];
+    for (round, round_key) in round_keys.iter_mut().enumerate() {
+        for column in 0..4 {
+            round_key[4 * column..4 * column + 4].copy_from_slice(&words[4 * round + column]);
+        }
+    }
+    words.zeroize();
+    round_keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
+
+    fn reference(key: &[u8; 32], block: &Block) -> Block {
+        let cipher = aes::Aes256::new(&Array::from(*key));
+        let mut out = Array::from(*block);
+        cipher.encrypt_block(&mut out);
+        out.into()
+    }
+
+    fn encrypt(keys: &LaneKeys, blocks: &[Block; LANES]) -> [Block; LANES] {
+        let words = blocks.map(|block| block_words(&block));
+        keys.encrypt(&words).map(|words| {
+            let mut block = [0u8; 16];
+            store_block(&words, &mut block);
+            block
+        })
+    }
+
+    /// A tiny deterministic generator for test data.
+    fn bytes<const N: usize>(seed: &mut u64) -> [u8; N] {
+        let mut out = [0u8; N];
+        for byte in out.iter_mut() {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *byte = (*seed >> 24) as u8;
+        }
+        out
+    }
+
+    #[test]
+    fn packing_round_trips() {
+        let mut seed = 1;
+        let blocks: [BlockWords; LANES] =
+            core::array::from_fn(|_| block_words(&bytes::<16>(&mut seed)));
+        assert_eq!(unpack(&pack(&blocks)), blocks);
+    }
+
+    #[test]
+    fn sub_word_is_the_aes_s_box() {
+        // FIPS-197 figure 7: S(0x00) = 0x63, S(0x53) = 0xed, S(0xff) = 0x16.
+        assert_eq!(sub_word([0x00, 0x53, 0xff, 0x01]), [0x63, 0xed, 0x16, 0x7c]);
+    }
+
+    #[test]
+    fn fips_197_c3_aes_256() {
+        let key: [u8; 32] = core::array::from_fn(|i| i as u8);
+        let plain: Block = core::array::from_fn(|i| (i as u8) * 0x11);
+        let schedule = KeySchedule::new(&key);
+        let keys = LaneKeys::new(&[&schedule; LANES]);
+        let out = encrypt(&keys, &[plain; LANES]);
+        let expected = [
+            0x8e, 0xa2, 0xb7, 0xca, 0x51, 0x67, 0x45, 0xbf, 0xea, 0xfc, 0x49, 0x90, 0x4b, 0x49,
+            0x60, 0x89,
+        ];
+        for lane in out {
+            assert_eq!(lane, expected);
+        }
+    }
+
+    #[test]
+    fn every_lane_matches_the_aes_crate_with_its_own_key() {
+        let mut seed = 0x5eed;
+        for _ in 0..200 {
+            let keys: [[u8; 32]; LANES] = core::array::from_fn(|_| bytes::<32>(&mut seed));
+            let blocks: [Block; LANES] = core::array::from_fn(|_| bytes::<16>(&mut seed));
+            let schedules: [KeySchedule; LANES] =
+                core::array::from_fn(|l| KeySchedule::new(&keys[l]));
+            let refs: [&KeySchedule; LANES] = core::array::from_fn(|l| &schedules[l]);
+            let out = encrypt(&LaneKeys::new(&refs), &blocks);
+            for lane in 0..LANES {
+                assert_eq!(
+                    out[lane],
+                    reference(&keys[lane], &blocks[lane]),
+                    "lane {lane}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fewer_keys_than_lanes_leave_the_given_lanes_right() {
+        let mut seed = 77;
+        let key = bytes::<32>(&mut seed);
+        let block = bytes::<16>(&mut seed);
+        let schedule = KeySchedule::new(&key);
+        let mut blocks = [[0u8; 16]; LANES];
+        blocks[0] = block;
+        let out = encrypt(&LaneKeys::new(&[&schedule]), &blocks);
+        assert_eq!(out[0], reference(&key, &block));
+    }
+}

@@ -1,0 +1,21 @@
+//! aesd's cipher core, `no_std` and without allocation: what a board runs
+//! per byte.
+//!
+//! # Layout
+//!
+//! * [`fixslice`]: constant-time fixsliced AES-256 encryption whose lanes
+//!   (2 on 32-bit targets, 4 on 64-bit) carry different keys: the blocks
+//!   of several independent CBC chains are encrypted in one call.
+//! * [`cbc`]: CBC encryption of up to [`LANES`] chains at once
+//!   ([`cbc::encrypt_lanes`]), each with its own key, IV and data.
+//!
+//! Why it exists: CBC encryption is serial within a file, so a bitsliced
+//! AES that works on several blocks per call wastes all but one lane on a
+//! single chain. aesd's server encrypts the chains of concurrent jobs
+//! together (its lane engine) through [`cbc::encrypt_lanes`].
+#![cfg_attr(not(test), no_std)]
+
+pub mod cbc;
+pub mod fixslice;
+
+pub use fixslice::{Block, KeySchedule, LANES};
