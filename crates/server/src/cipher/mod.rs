@@ -7,8 +7,11 @@
 //! * [`stream`]: [`EncryptStream`] and [`DecryptStream`], which keep one CBC
 //!   chain across any chunking of the input.
 //! * [`sliced`]: PBKDF2 in slices, so a derivation can stop between them.
+//! * [`engine`]: which AES encrypts (the CPU's instructions, or aesd's
+//!   fixsliced AES with several jobs' chains per call).
 
 pub mod chunk;
+pub mod engine;
 pub mod key;
 pub mod sliced;
 pub mod stream;
@@ -21,13 +24,8 @@ pub use stream::{
 };
 
 /// CBC chains the cipher encrypts together per call (the lane engine's
-/// width). The `aes` crate's fixsliced AES works on 2 blocks per call on
-/// 32-bit targets and 4 on 64-bit ones.
-pub const LANES: usize = if cfg!(target_pointer_width = "64") {
-    4
-} else {
-    2
-};
+/// width): 2 on 32-bit targets, 4 on 64-bit ones.
+pub const LANES: usize = aesd_cipher::LANES;
 
 /// AES block size in bytes.
 pub const BLOCK: usize = 16;

@@ -7,13 +7,13 @@
 //! PKCS#7 padding.
 
 use aes::Aes256;
-use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
+use cbc::cipher::{Array, BlockModeDecrypt, KeyIvInit};
 
 use super::chunk::ChunkBuf;
+use super::engine::{Chain, encrypt_chains};
 use super::key::{self, DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
 use super::{BLOCK, HEADER_LEN};
 
-type CbcEncryptor = cbc::Encryptor<Aes256>;
 type CbcDecryptor = cbc::Decryptor<Aes256>;
 
 /// Why a stream could not be encrypted or decrypted.
@@ -42,7 +42,7 @@ pub enum CipherError {
 
 /// Encrypts a stream of chunks; one CBC chain for the whole stream.
 pub struct EncryptStream {
-    cipher: CbcEncryptor,
+    cipher: Chain,
     carry: [u8; BLOCK],
     carry_len: usize,
 }
@@ -75,7 +75,7 @@ impl EncryptStream {
         iv: &[u8; 16],
         salt: &[u8; SALT_LEN],
     ) -> (Self, [u8; HEADER_LEN]) {
-        let cipher = CbcEncryptor::new(key.into(), iv.into());
+        let cipher = Chain::new(key, iv);
         let stream = EncryptStream {
             cipher,
             carry: [0; BLOCK],
@@ -89,7 +89,7 @@ impl EncryptStream {
     /// (possibly nothing).
     pub fn update(&mut self, buf: &mut ChunkBuf) {
         self.begin_chunk(buf);
-        encrypt_blocks(&mut self.cipher, buf.as_mut_slice());
+        encrypt_lanes(&mut [(self, buf.as_mut_slice())]);
     }
 
     /// The first half of [`EncryptStream::update`], for the lane engine:
@@ -111,7 +111,7 @@ impl EncryptStream {
         buf.prepend(&self.carry[..self.carry_len]);
         let pad = BLOCK - self.carry_len;
         buf.append(&[pad as u8; BLOCK][..pad]);
-        encrypt_blocks(&mut self.cipher, buf.as_mut_slice());
+        encrypt_chains(&mut [(&mut self.cipher, buf.as_mut_slice())]);
         self.carry.fill(0);
     }
 }
@@ -133,7 +133,7 @@ pub struct DecryptStream {
     key: DecryptKey,
     header: [u8; HEADER_LEN],
     header_len: usize,
-    cipher: Option<CbcDecryptor>,
+    cipher: Option<Box<CbcDecryptor>>,
     carry: [u8; BLOCK],
     carry_len: usize,
     ciphertext_len: u64,
@@ -245,7 +245,7 @@ impl DecryptStream {
                     CbcDecryptor::new(&derived.key.into(), &derived.iv.into())
                 }
             };
-            self.cipher = Some(cipher);
+            self.cipher = Some(Box::new(cipher));
         }
         let Some(cipher) = self.cipher.as_mut() else {
             return Ok(());
@@ -421,15 +421,11 @@ pub fn decrypt_buffer(
 /// Continues each stream's CBC chain over its whole blocks, all streams
 /// together (one lane each).
 pub fn encrypt_lanes(lanes: &mut [(&mut EncryptStream, &mut [u8])]) {
-    for (stream, blocks) in lanes.iter_mut() {
-        encrypt_blocks(&mut stream.cipher, blocks);
-    }
-}
-
-fn encrypt_blocks(cipher: &mut CbcEncryptor, bytes: &mut [u8]) {
-    let (blocks, rest) = Array::slice_as_chunks_mut(bytes);
-    debug_assert!(rest.is_empty());
-    cipher.encrypt_blocks(blocks);
+    let mut chains: Vec<(&mut Chain, &mut [u8])> = lanes
+        .iter_mut()
+        .map(|(stream, blocks)| (&mut stream.cipher, &mut **blocks))
+        .collect();
+    encrypt_chains(&mut chains);
 }
 
 fn decrypt_blocks(cipher: &mut CbcDecryptor, bytes: &mut [u8]) {
