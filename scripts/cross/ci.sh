@@ -48,6 +48,10 @@ for t in "${AESD_TARGETS[@]}"; do
   timeout 900 "$here/interop.sh" "$t" "$bin" "$dir/debug"
 done
 
+step "cross: aesd-cipher's 2-lane fixsliced AES on riscv32imac under qemu (vectors, differential)"
+(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-cipher --lib)
+step "cross: bench: whole riscv32 aesd process, 2 concurrent jobs on one worker: instructions/byte"
+"$root/scripts/bench/aesd-icount.sh" --quick
 step "cross: bench: instruction count (must be deterministic) and instructions/byte, riscv32imac"
 "$root/scripts/bench/icount.sh" --quick --profile "$profile"
 step "cross: bench: bench executables build and run under qemu (emulated)"
