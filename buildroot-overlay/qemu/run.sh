@@ -546,8 +546,13 @@ build_info="$(grep -m1 '^aesd_build_info' "$run/metrics.txt" || true)"
 workers="$(awk '/^aesd_workers / { print $2 }' "$run/metrics.txt")"
 rss="$(awk '/^process_resident_memory_bytes / { printf "%d", $2 }' "$run/metrics.txt")"
 [[ -n "$build_info" ]] || fail "/metrics has no aesd_build_info"
+# qemu's virt CPU has no VexRiscv AES instruction: aesd must run software AES
+# and say so (aes-backend = "auto" in the overlay's aesd.toml).
+aes_backend="$(grep -m1 -o '^aesd_aes_backend_info{backend="[a-z-]*"}' "$run/metrics.txt" || true)"
+[[ "$aes_backend" == 'aesd_aes_backend_info{backend="fixsliced"}' ]] ||
+	fail "/metrics says ${aes_backend:-no aesd_aes_backend_info}; want the software fallback (fixsliced) on a CPU without the AES instruction"
 ((jobs_ok >= transfers)) || fail "/metrics counts $jobs_ok ok jobs (aesd_jobs_total), fewer than the $transfers verified transfers"
-say "metrics: $build_info; aesd_jobs_total ok = $jobs_ok; aesd_workers = ${workers:-?}; resident ${rss:-?} bytes"
+say "metrics: $build_info; $aes_backend; aesd_jobs_total ok = $jobs_ok; aesd_workers = ${workers:-?}; resident ${rss:-?} bytes"
 
 # 6. Power off from the guest's console, as a user would: rcK stops aesd.
 console_has 'Emulated aesd board:' || sleep 1

@@ -50,6 +50,12 @@ done
 
 step "cross: aesd-cipher's 2-lane fixsliced AES on riscv32imac under qemu (vectors, differential)"
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-cipher --lib)
+step "cross: VexRiscv's AES instruction: riscv32 machine code under qemu, emulated and probed"
+(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --tests)
+(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv \
+  --features emulate --tests)
+step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated) and the fallback"
+"$here/vexriscv-emulated.sh" "$profile" "$dir/debug"
 step "cross: bench: whole riscv32 aesd process, 2 concurrent jobs on one worker: instructions/byte"
 "$root/scripts/bench/aesd-icount.sh" --quick
 step "cross: bench: instruction count (must be deterministic) and instructions/byte, riscv32imac"

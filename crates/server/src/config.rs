@@ -19,6 +19,7 @@ use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD};
 use aesd_proto::secret_file::permission_warning;
 
 use crate::auth::AccessToken;
+use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
 use crate::metrics::temperature::TemperatureSource;
 
 /// Default address of the job port.
@@ -145,6 +146,21 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<String>,
 
+    /// AES implementation: auto (VexRiscv's AES instruction when the device
+    /// tree marks the CPUs with it and its self-test passes, else
+    /// software), software (the CPU's AES instructions if any, else aesd's
+    /// fixsliced AES), or vexriscv (the instruction, or exit 2)
+    /// [default: auto]
+    #[arg(long, value_name = "BACKEND")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aes_backend: Option<String>,
+
+    /// Device tree that `aes-backend = auto` reads the CPUs' features from
+    /// [default: /proc/device-tree]
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_tree: Option<PathBuf>,
+
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug") [default: info]
     #[arg(long, value_name = "FILTER")]
@@ -229,6 +245,10 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Where the board temperature comes from.
     pub temperature: TemperatureSource,
+    /// Which AES implementation to use.
+    pub aes_backend: AesBackend,
+    /// Where `aes-backend = auto` reads the device tree.
+    pub device_tree: PathBuf,
 }
 
 /// A configuration source could not be read or a value is out of range.
@@ -378,6 +398,18 @@ impl Config {
                     });
                 }
             },
+            aes_backend: layer
+                .aes_backend
+                .as_deref()
+                .unwrap_or("auto")
+                .parse()
+                .map_err(|reason| ConfigError::Invalid {
+                    key: "aes-backend",
+                    reason,
+                })?,
+            device_tree: layer
+                .device_tree
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DEVICE_TREE)),
         };
         config.validate()?;
         Ok(config)
@@ -478,6 +510,8 @@ impl Config {
                 TemperatureSource::Hwmon(path) => format!("hwmon:{}", path.display()),
                 TemperatureSource::Xadc(addr) => format!("xadc:{addr:#x}"),
             }),
+            aes_backend: Some(self.aes_backend.name().to_owned()),
+            device_tree: Some(self.device_tree.clone()),
         }
     }
 }

@@ -20,12 +20,15 @@
 //! * [`lanes`]: the lane engine: a worker encrypts several jobs' CBC
 //!   chains together, one lane each.
 //! * [`cipher`]: the `openssl enc` format, streamed in place.
+//! * [`backend`]: which AES runs (`aes-backend`): VexRiscv's AES
+//!   instruction after a start-up self-test, or software.
 //! * [`error`]: why a job failed and what the client is told.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
 
 pub mod admission;
 pub mod auth;
+pub mod backend;
 pub mod cipher;
 pub mod config;
 pub mod error;

@@ -10,6 +10,13 @@ use clap::Parser;
 use tracing::info;
 
 fn main() -> ExitCode {
+    // Test builds only (feature emulate-aes-insn): VexRiscv's AES
+    // instruction, which traps under qemu-user, is executed by its model.
+    #[cfg(feature = "emulate-aes-insn")]
+    if !aesd_vexriscv::sigill::install_emulator() {
+        eprintln!("aesd: cannot install the AES instruction emulator");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     if let Some(path) = &cli.check_config {
         return check_config(path);
@@ -21,8 +28,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let backend = match aesd_server::backend::select(config.aes_backend, &config.device_tree) {
+        Ok(backend) => backend,
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            return ExitCode::from(2);
+        }
+    };
     if cli.print_config {
         print!("{}", config.to_layer().to_toml());
+        println!(
+            "# AES in use: {} ({})",
+            backend.engine.name(),
+            backend.reason
+        );
         return ExitCode::SUCCESS;
     }
     tracing_subscriber::fmt()
@@ -33,6 +52,12 @@ fn main() -> ExitCode {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    info!(
+        aes = backend.engine.name(),
+        "AES backend: {}, because {}",
+        backend.engine.name(),
+        backend.reason
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -8,19 +8,38 @@
 //!   crate (AES-NI, ARMv8 crypto), one chain after the other: development
 //!   machines and servers, where they are many times faster than any
 //!   software AES.
+//! * [`Engine::VexRiscv`]: VexRiscv's AES instruction (`aesd-vexriscv`),
+//!   two chains interleaved: the board's SoC with `--aes-instruction`. Only
+//!   used after the start-up probe passed ([`crate::backend`]); on other
+//!   architectures it runs the instruction's software model (tests only).
 //!
-//! The choice is made once per process ([`Engine::detect`]).
+//! The choice is made once per process ([`Engine::select`] at start-up,
+//! else [`Engine::detect`]).
 
 use std::sync::OnceLock;
 
 use aes::Aes256;
 use aesd_cipher::KeySchedule;
 use aesd_cipher::cbc::CbcLane;
-use cbc::cipher::{Array, BlockModeEncrypt, KeyIvInit};
+use aesd_vexriscv::Aes256Key as VexKey;
+use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
 
 use super::BLOCK;
 
 type CbcEncryptor = cbc::Encryptor<Aes256>;
+type CbcDecryptor = cbc::Decryptor<Aes256>;
+
+/// Who executes VexRiscv's AES instruction: the CPU on riscv32, the
+/// software model elsewhere (never selected there but by tests).
+#[cfg(target_arch = "riscv32")]
+pub type VexInsn = aesd_vexriscv::hardware::Hardware;
+/// Who executes VexRiscv's AES instruction: the CPU on riscv32, the
+/// software model elsewhere (never selected there but by tests).
+#[cfg(not(target_arch = "riscv32"))]
+pub type VexInsn = aesd_vexriscv::insn::Model;
+
+/// The engine chosen at start-up, if one was.
+static SELECTED: OnceLock<Engine> = OnceLock::new();
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64"))]
 cpufeatures::new!(cpu_aes, "aes");
@@ -44,6 +63,8 @@ pub enum Engine {
     Fixsliced,
     /// The CPU's AES instructions, one chain at a time.
     Hardware,
+    /// VexRiscv's AES instruction, two chains interleaved.
+    VexRiscv,
 }
 
 impl Engine {
@@ -52,14 +73,23 @@ impl Engine {
     /// `--cfg aes_backend="soft"`, as the Raspberry Pi builds measured
     /// under qemu are), the fixsliced AES otherwise.
     pub fn detect() -> Engine {
-        static ENGINE: OnceLock<Engine> = OnceLock::new();
-        *ENGINE.get_or_init(|| {
-            if cfg!(aes_backend = "soft") || !cpu_has_aes() {
-                Engine::Fixsliced
-            } else {
-                Engine::Hardware
-            }
-        })
+        *SELECTED.get_or_init(Self::software)
+    }
+
+    /// The best engine without VexRiscv's instruction: the CPU's AES
+    /// instructions if it has them, else the fixsliced AES.
+    pub fn software() -> Engine {
+        if cfg!(aes_backend = "soft") || !cpu_has_aes() {
+            Engine::Fixsliced
+        } else {
+            Engine::Hardware
+        }
+    }
+
+    /// Makes `engine` this process's engine; returns the engine in use
+    /// (another one if jobs already ran with it).
+    pub fn select(engine: Engine) -> Engine {
+        *SELECTED.get_or_init(|| engine)
     }
 
     /// Chains encrypted together per call.
@@ -68,6 +98,7 @@ impl Engine {
             Engine::Fixsliced => aesd_cipher::LANES,
             // One at a time; the lane engine still groups them (harmless).
             Engine::Hardware => aesd_cipher::LANES,
+            Engine::VexRiscv => 2,
         }
     }
 
@@ -76,6 +107,7 @@ impl Engine {
         match self {
             Engine::Fixsliced => "fixsliced",
             Engine::Hardware => "cpu-aes",
+            Engine::VexRiscv => "vexriscv",
         }
     }
 }
@@ -91,6 +123,13 @@ pub enum Chain {
     },
     /// For [`Engine::Hardware`].
     Hardware(Box<CbcEncryptor>),
+    /// For [`Engine::VexRiscv`].
+    VexRiscv {
+        /// The expanded key.
+        key: Box<VexKey>,
+        /// The chaining value.
+        iv: [u8; BLOCK],
+    },
 }
 
 impl Chain {
@@ -108,13 +147,69 @@ impl Chain {
                 iv: *iv,
             },
             Engine::Hardware => Chain::Hardware(Box::new(CbcEncryptor::new(key.into(), iv.into()))),
+            Engine::VexRiscv => Chain::VexRiscv {
+                key: Box::new(VexKey::new::<VexInsn>(key)),
+                iv: *iv,
+            },
         }
     }
 }
 
 impl Drop for Chain {
     fn drop(&mut self) {
-        if let Chain::Fixsliced { iv, .. } = self {
+        if let Chain::Fixsliced { iv, .. } | Chain::VexRiscv { iv, .. } = self {
+            zeroize::Zeroize::zeroize(iv);
+        }
+    }
+}
+
+/// One CBC decryption chain (whole blocks in place; the blocks of a chain
+/// are independent, so every backend fills its lanes from this one).
+pub enum DecryptChain {
+    /// The `aes` crate: the CPU's AES instructions, or its fixsliced AES
+    /// (2 or 4 blocks per call).
+    Soft(Box<CbcDecryptor>),
+    /// VexRiscv's AES instruction, two blocks interleaved.
+    VexRiscv {
+        /// The expanded key.
+        key: Box<VexKey>,
+        /// The chaining value.
+        iv: [u8; BLOCK],
+    },
+}
+
+impl DecryptChain {
+    /// A chain for `key` and `iv` on this process's engine.
+    pub fn new(key: &[u8; 32], iv: &[u8; 16]) -> DecryptChain {
+        match Engine::detect() {
+            Engine::VexRiscv => DecryptChain::VexRiscv {
+                key: Box::new(VexKey::new::<VexInsn>(key)),
+                iv: *iv,
+            },
+            Engine::Fixsliced | Engine::Hardware => {
+                DecryptChain::Soft(Box::new(CbcDecryptor::new(key.into(), iv.into())))
+            }
+        }
+    }
+
+    /// Decrypts whole blocks in place, continuing the chain.
+    pub fn decrypt(&mut self, data: &mut [u8]) {
+        match self {
+            DecryptChain::Soft(cipher) => {
+                let (blocks, rest) = Array::slice_as_chunks_mut(data);
+                debug_assert!(rest.is_empty());
+                cipher.decrypt_blocks(blocks);
+            }
+            DecryptChain::VexRiscv { key, iv } => {
+                aesd_vexriscv::aes::cbc_decrypt::<VexInsn>(key, iv, data);
+            }
+        }
+    }
+}
+
+impl Drop for DecryptChain {
+    fn drop(&mut self) {
+        if let DecryptChain::VexRiscv { iv, .. } = self {
             zeroize::Zeroize::zeroize(iv);
         }
     }
@@ -124,6 +219,7 @@ impl Drop for Chain {
 /// (up to [`aesd_cipher::LANES`] per call).
 pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     let mut lanes: Vec<CbcLane<'_>> = Vec::with_capacity(aesd_cipher::LANES);
+    let mut vex_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
     for (chain, data) in chains.iter_mut() {
         match &mut **chain {
             Chain::Fixsliced { key, iv } => {
@@ -138,7 +234,13 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
                 debug_assert!(rest.is_empty());
                 cipher.encrypt_blocks(blocks);
             }
+            Chain::VexRiscv { key, iv } => {
+                vex_lanes.push(aesd_vexriscv::aes::CbcLane { key, iv, data })
+            }
         }
+    }
+    if !vex_lanes.is_empty() {
+        aesd_vexriscv::aes::cbc_encrypt_lanes::<VexInsn>(&mut vex_lanes);
     }
     if !lanes.is_empty() {
         aesd_cipher::cbc::encrypt_lanes(&mut lanes);

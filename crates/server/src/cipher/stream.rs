@@ -6,15 +6,10 @@
 //! holds back the last block until the end, because only it carries the
 //! PKCS#7 padding.
 
-use aes::Aes256;
-use cbc::cipher::{Array, BlockModeDecrypt, KeyIvInit};
-
 use super::chunk::ChunkBuf;
-use super::engine::{Chain, encrypt_chains};
+use super::engine::{Chain, DecryptChain, encrypt_chains};
 use super::key::{self, DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
 use super::{BLOCK, HEADER_LEN};
-
-type CbcDecryptor = cbc::Decryptor<Aes256>;
 
 /// Why a stream could not be encrypted or decrypted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -133,7 +128,7 @@ pub struct DecryptStream {
     key: DecryptKey,
     header: [u8; HEADER_LEN],
     header_len: usize,
-    cipher: Option<Box<CbcDecryptor>>,
+    cipher: Option<DecryptChain>,
     carry: [u8; BLOCK],
     carry_len: usize,
     ciphertext_len: u64,
@@ -236,16 +231,16 @@ impl DecryptStream {
                     iterations,
                 } => {
                     let derived = derive_key(password, &salt, *iterations);
-                    CbcDecryptor::new(&derived.key.into(), &derived.iv.into())
+                    DecryptChain::new(&derived.key, &derived.iv)
                 }
                 DecryptKey::Derived(derived, expected) => {
                     if salt != *expected {
                         return Err(CipherError::SaltMismatch);
                     }
-                    CbcDecryptor::new(&derived.key.into(), &derived.iv.into())
+                    DecryptChain::new(&derived.key, &derived.iv)
                 }
             };
-            self.cipher = Some(Box::new(cipher));
+            self.cipher = Some(cipher);
         }
         let Some(cipher) = self.cipher.as_mut() else {
             return Ok(());
@@ -260,7 +255,7 @@ impl DecryptStream {
         self.carry_len = keep;
         self.carry[..keep].copy_from_slice(&buf.as_slice()[release..]);
         buf.truncate(release);
-        decrypt_blocks(cipher, buf.as_mut_slice());
+        cipher.decrypt(buf.as_mut_slice());
         Ok(())
     }
 
@@ -278,7 +273,7 @@ impl DecryptStream {
         }
         buf.prepend(&self.carry[..self.carry_len]);
         self.carry.fill(0);
-        decrypt_blocks(cipher, buf.as_mut_slice());
+        cipher.decrypt(buf.as_mut_slice());
         let mut last = [0u8; BLOCK];
         last.copy_from_slice(buf.as_slice());
         let plain = unpadded_len(&last);
@@ -426,12 +421,6 @@ pub fn encrypt_lanes(lanes: &mut [(&mut EncryptStream, &mut [u8])]) {
         .map(|(stream, blocks)| (&mut stream.cipher, &mut **blocks))
         .collect();
     encrypt_chains(&mut chains);
-}
-
-fn decrypt_blocks(cipher: &mut CbcDecryptor, bytes: &mut [u8]) {
-    let (blocks, rest) = Array::slice_as_chunks_mut(bytes);
-    debug_assert!(rest.is_empty());
-    cipher.decrypt_blocks(blocks);
 }
 
 /// The plaintext length of a last block with valid PKCS#7 padding. Every

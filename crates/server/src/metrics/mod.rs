@@ -269,6 +269,12 @@ struct BuildLabels {
     target: &'static str,
 }
 
+/// The AES backend label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabel {
+    backend: &'static str,
+}
+
 /// Sensor label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SensorLabel {
@@ -307,6 +313,17 @@ impl Collector for LiveCollector {
         build.encode(family.encode_family(&BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
             target: env!("AESD_TARGET"),
+        })?)?;
+
+        let backend = ConstGauge::new(1i64);
+        let mut family = encoder.encode_descriptor(
+            "aesd_aes_backend_info",
+            "The AES implementation jobs run on (always 1): vexriscv (the CPU's AES instruction), cpu-aes (AES-NI, ARMv8) or fixsliced (software)",
+            None,
+            backend.metric_type(),
+        )?;
+        backend.encode(family.encode_family(&BackendLabel {
+            backend: crate::cipher::engine::Engine::detect().name(),
         })?)?;
 
         let occupancy = self.admission.occupancy();

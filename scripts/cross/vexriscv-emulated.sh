@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# VexRiscv's AES instruction in the real riscv32 aesd, under qemu-user:
+#   1. a TEST build of aesd (feature emulate-aes-insn: a SIGILL handler runs
+#      the instruction's software model; never in a shipped binary) with
+#      --aes-backend vexriscv serves real jobs from the native aesload and
+#      aescrypt; openssl decrypts what it encrypted and it decrypts what
+#      openssl encrypted; with --aes-backend auto and a device tree that marks
+#      the CPUs it picks the instruction too;
+#   2. the SHIPPED board aesd (no emulator) under plain qemu: auto falls back
+#      to software and says why (also with a device tree that claims the
+#      instruction: the self-test traps), and a forced vexriscv exits 2 with
+#      the reason instead of dying of SIGILL.
+# Loopback only. Every process started here is stopped on exit.
+#
+# Usage: scripts/cross/vexriscv-emulated.sh PROFILE NATIVE_BIN_DIR
+#   PROFILE         the cargo profile of the board build (board, as build-all.sh)
+#   NATIVE_BIN_DIR  native aesload and aescrypt (cargo build)
+# The test build shares the board build's target directory and dependencies
+# (only aesd-server and aesd-vexriscv are rebuilt with the feature); the
+# shipped aesd is copied aside first and put back (rebuilt without the
+# feature: cargo reuses its artifacts) at the end.
+# Env: CARGO_TARGET_DIR, AESD_JOBS (cargo -j).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
+# shellcheck source=scripts/cross/env.sh
+. "$here/env.sh"
+[[ $# -eq 2 ]] || { echo "usage: $0 PROFILE NATIVE_BIN_DIR" >&2; exit 2; }
+profile=$1 native=$2
+target=riscv32imac-unknown-linux-musl
+board_aesd="${CARGO_TARGET_DIR:-$root/target}/$target/$profile/aesd"
+for bin in "$board_aesd" "$native/aesload" "$native/aescrypt"; do
+  [[ -x "$bin" ]] || { echo "vexriscv-emulated.sh: missing $bin" >&2; exit 2; }
+done
+
+work="$(mktemp -d)"
+shipped="$work/aesd-shipped"
+emulated="$work/aesd-emulated"
+cp "$board_aesd" "$shipped"
+build_aesd() {
+  (cd "$root" && cargo "+$AESD_NIGHTLY" build --quiet --locked --profile "$profile" \
+    --target "$target" -p aesd-server --bin aesd --jobs "${AESD_JOBS:-2}" "$@")
+}
+step "cargo build --profile $profile --target $target --features aesd-server/emulate-aes-insn (test build)"
+build_aesd --features aesd-server/emulate-aes-insn
+cp "$board_aesd" "$emulated"
+step "cargo build --profile $profile --target $target (the shipped aesd again)"
+build_aesd
+if grep -aq "cannot install the AES instruction emulator" "$shipped"; then
+  echo "vexriscv-emulated.sh: the shipped aesd contains the emulator" >&2
+  exit 1
+fi
+grep -aq "cannot install the AES instruction emulator" "$emulated" ||
+  { echo "vexriscv-emulated.sh: the test build lacks the emulator" >&2; exit 1; }
+
+pid=""
+cleanup() {
+  if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "vexriscv-emulated.sh: $*" >&2; exit 1; }
+
+# A device tree whose CPU node has the property aesd looks for.
+mkdir -p "$work/dt/cpus/cpu@0" "$work/dt-plain/cpus/cpu@0"
+: >"$work/dt/cpus/cpu@0/litex,aes-instruction"
+
+# Starts BIN under qemu with ARGS on a free port; sets $port and $pid.
+start() {
+  local bin=$1
+  shift
+  port="$(free_port)"
+  "$here/qemu-run.sh" "$target" "$bin" --listen "127.0.0.1:$port" --workers 2 "$@" \
+    2>"$work/aesd.log" &
+  pid=$!
+  wait_port "$port" 120
+}
+
+stop() {
+  kill -TERM "$pid"
+  local status=0
+  wait "$pid" || status=$?
+  pid=""
+  [[ $status -eq 0 ]] || fail "aesd exited $status after SIGTERM: $(cat "$work/aesd.log")"
+}
+
+expect_log() {
+  grep -q "$1" "$work/aesd.log" || fail "aesd did not log '$1':
+$(cat "$work/aesd.log")"
+}
+
+# 1. The instruction path, emulated.
+start "$emulated" --aes-backend vexriscv
+expect_log "AES backend: vexriscv"
+# Every AES instruction traps into the emulator (about 224 traps per block),
+# so the data is kept small: two concurrent jobs (two chains interleaved).
+"$native/aesload" --server "127.0.0.1:$port" --clients 2 --chunk 2 --sizes 40K,72K \
+  --iter 1000 --quiet >"$work/load.txt" 2>&1 || fail "aesload through the instruction path: $(cat "$work/load.txt")"
+grep -q "Transfers Verified.*2 / 2" "$work/load.txt" || fail "not every transfer verified: $(cat "$work/load.txt")"
+printf 'emulated instruction\n' >"$work/pw"
+chmod 600 "$work/pw"
+head -c 65539 /dev/urandom >"$work/plain"
+"$native/aescrypt" encrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
+  -i "$work/plain" -o "$work/enc" || fail "aescrypt encrypt through the instruction path"
+openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$work/enc" -out "$work/dec"
+cmp -s "$work/plain" "$work/dec" || fail "openssl decrypted other bytes than were sent"
+openssl enc -aes-256-cbc -salt -pbkdf2 -pass "file:$work/pw" -in "$work/plain" -out "$work/openssl.enc"
+"$native/aescrypt" decrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
+  -i "$work/openssl.enc" -o "$work/back" || fail "aescrypt decrypt through the instruction path"
+cmp -s "$work/plain" "$work/back" || fail "the instruction path decrypted other bytes"
+stop
+echo "vexriscv-emulated: instruction path (emulated): 2/2 concurrent aesload jobs verified, openssl decrypts its output and it decrypts openssl's (64 KiB + 3)"
+
+start "$emulated" --aes-backend auto --device-tree "$work/dt"
+expect_log "AES backend: vexriscv, because the device tree marks the CPUs"
+stop
+echo "vexriscv-emulated: auto with a marked device tree and a working instruction: vexriscv"
+
+# 2. The shipped aesd under plain qemu: no instruction.
+start "$shipped" --aes-backend auto --device-tree "$work/dt-plain"
+expect_log "AES backend: fixsliced, because no CPU in"
+stop
+start "$shipped" --aes-backend auto --device-tree "$work/dt"
+expect_log "AES backend: fixsliced, because the device tree marks the CPUs .* self-test failed (the CPU raised an illegal-instruction trap)"
+stop
+echo "vexriscv-emulated: shipped aesd, no instruction: auto falls back to fixsliced and says why (also when the device tree claims it)"
+
+status=0
+"$here/qemu-run.sh" "$target" "$shipped" --aes-backend vexriscv --listen 127.0.0.1:0 \
+  >"$work/forced.out" 2>&1 || status=$?
+[[ $status -eq 2 ]] || fail "forced vexriscv on a CPU without it exited $status (want 2): $(cat "$work/forced.out")"
+grep -q "cannot run VexRiscv's AES instruction (the CPU raised an illegal-instruction trap)" "$work/forced.out" ||
+  fail "forced vexriscv did not say why: $(cat "$work/forced.out")"
+echo "vexriscv-emulated: shipped aesd, forced vexriscv: exit 2, \"$(head -n1 "$work/forced.out")\""
