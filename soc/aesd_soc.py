@@ -15,6 +15,7 @@
 import argparse
 import importlib.util
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -89,8 +90,11 @@ def build_parser():
     cpu.add_argument("--cpu-count", default=1, type=int, choices=[1, 2, 4], help="Number of CPUs in the cluster.")
     cpu.add_argument("--with-rvc", default=True, action=argparse.BooleanOptionalAction,
                      help="RISC-V compressed instructions (C). Our riscv32 binaries are rv32imac: keep it on.")
-    cpu.add_argument("--aes-instruction", default=False, action=argparse.BooleanOptionalAction,
-                     help="Enable VexRiscv's AesPlugin (AES round instructions; LiteX vexriscv_smp 'aes_instruction').")
+    cpu.add_argument("--aes-instruction", default=True, action=argparse.BooleanOptionalAction,
+                     help="VexRiscv's AesPlugin (AES round instructions; LiteX vexriscv_smp 'aes_instruction'), "
+                          "on by default as in the study's SoC; the DTS marks every CPU node with "
+                          "'litex,aes-instruction' so that aesd (aes-backend = auto) uses it. "
+                          "--no-aes-instruction for the plain core.")
 
     # Ethernet.
     eth = parser.add_argument_group("Ethernet options (LiteEth MAC)")
@@ -138,8 +142,8 @@ def variant_name(args, preset, rx, tx, custom):
         name += f"-rx{rx}-tx{tx}"
     if not args.with_rvc:
         name += "-norvc"
-    if args.aes_instruction:
-        name += "-aes"
+    if not args.aes_instruction:
+        name += "-noaes"
     if args.sys_clk_freq != 100e6:
         name += f"-{args.sys_clk_freq/1e6:g}mhz"
     return name
@@ -305,11 +309,26 @@ def make_soc(args, rx_slots, tx_slots):
 
 # DTS / DTB ----------------------------------------------------------------------------------------
 
-def generate_dts(csr_json, dts_path):
+# The (empty, boolean) property on each CPU node that tells aesd's `aes-backend = auto` the CPU
+# has VexRiscv's AES instruction; aesd still runs a known-answer self-test before it uses it.
+AES_DT_PROPERTY = "litex,aes-instruction"
+
+def mark_aes_instruction(dts):
+    """Add AES_DT_PROPERTY to every `cpu@N {` node of LiteX's generated DTS."""
+    marked, count = re.subn(r"^([ \t]*)((?:\w+:[ \t]*)?cpu@[0-9a-f]+[ \t]*\{[ \t]*\n)",
+                            lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}    {AES_DT_PROPERTY};\n",
+                            dts, flags=re.M)
+    if count == 0:
+        raise RuntimeError("no cpu@N node in the generated DTS to mark with " + AES_DT_PROPERTY)
+    return marked
+
+def generate_dts(csr_json, dts_path, aes_instruction):
     from litex.tools.litex_json2dts_linux import generate_dts as litex_generate_dts
     with open(csr_json) as f:
         d = json.load(f)
     dts = litex_generate_dts(d)
+    if aes_instruction:
+        dts = mark_aes_instruction(dts)
     with open(dts_path, "w") as f:
         f.write(dts)
 
@@ -419,7 +438,7 @@ def main(argv=None):
     csr_json = os.path.join(output_dir, "csr.json")
     dts_path = os.path.join(output_dir, "aesd_soc.dts")
     dtb_path = os.path.join(output_dir, "aesd_soc.dtb")
-    generate_dts(csr_json, dts_path)
+    generate_dts(csr_json, dts_path, args.aes_instruction)
     dtb_ok = False
     if os.path.exists(dtb_path):
         os.remove(dtb_path)  # never leave a DTB from an earlier run next to a new DTS

@@ -211,6 +211,8 @@ def test_dts_cpu_nodes(variant):
         assert re.search(r'riscv,isa = "rv32i2p0_mac";', body)
         assert '"c"' in re.search(r"riscv,isa-extensions = ([^;]*);", body).group(1)
         assert 'mmu-type = "riscv,sv32";' in body
+        # VexRiscv's AES instruction is on by default; aesd's aes-backend = auto looks for this.
+        assert "litex,aes-instruction;" in body
     assert len(re.findall(r'device_type = "cpu";', gen.dts)) == cores
     assert "timebase-frequency = <100000000>;" in gen.dts
     if cores > 1:
@@ -287,13 +289,14 @@ def test_rvc_on_prints_no_warning(socs):
     assert "RVC" not in gen.stderr
 
 
-def test_aes_instruction(socs):
-    gen = socs.get("--cpu-count", "2", "--aes-instruction").check()
+def test_aes_instruction_is_on_by_default(socs):
+    gen = socs.get(*variant_args(2, "default")).check()
     assert "_Aes" in gen.manifest["cpu_cluster"]
     assert gen.manifest["aes_instruction"] is True
-    assert gen.manifest["name"] == "arty-2c-default-aes"
-    plain = socs.get(*variant_args(2, "default")).check()
+    assert gen.manifest["name"] == "arty-2c-default"
+    plain = socs.get(*variant_args(2, "default", "--no-aes-instruction")).check()
     assert "_Aes" not in plain.manifest["cpu_cluster"]
+    assert plain.manifest["aes_instruction"] is False
 
 
 def test_custom_slots_override_preset(socs):
@@ -410,3 +413,11 @@ def test_real_mode_missing_netlist_without_sbt_is_a_clear_error(tmp_path):
     assert gen.returncode == 5, gen.stderr[-2000:]
     assert "is not in" in gen.stderr and "'sbt'" in gen.stderr
     assert "MODE         : real" in gen.stdout
+
+
+def test_no_aes_instruction_leaves_the_cpus_unmarked(socs):
+    gen = socs.get(*variant_args(2, "default", "--no-aes-instruction")).check()
+    assert gen.manifest["name"] == "arty-2c-default-noaes"
+    nodes = CPU_NODE.findall(gen.dts)
+    assert len(nodes) == 2
+    assert "litex,aes-instruction" not in gen.dts
