@@ -6,7 +6,7 @@
  * Build (icount.sh does it, into a cache outside the repository):
  *   gcc -shared -fPIC -O2 -fvisibility=hidden -o libicount.so icount.c
  * Use:
- *   qemu-riscv32 -plugin /path/libicount.so,out=FILE[,hot=N][,threads=1] PROGRAM ARGS...
+ *   qemu-riscv32 -plugin /path/libicount.so,out=FILE[,hot=N][,threads=1][,skip=LO-HI...] PROGRAM ARGS...
  * At exit the plugin writes to FILE (stderr without out=):
  *   line 1: the number of guest instructions executed;
  *   line 2, with hot=N: the hot code footprint, the bytes of guest code in
@@ -23,6 +23,11 @@
  * guest only (the `cost` workloads are). With threads=1 every block start
  * calls a function that adds atomically instead: slower, but exact for a
  * multi-threaded guest (the whole aesd process, scripts/bench/aesd-icount.sh).
+ * skip=LO-HI (hexadecimal guest addresses, repeatable) leaves out the blocks
+ * that start in [LO, HI): the SIGILL handler that emulates an instruction the
+ * CPU under test has (scripts/bench/vexriscv-icount.sh), so that instruction
+ * counts as one, as on the real core; keep=LO-HI counts only blocks that
+ * start in [LO, HI) (the program's .text: not qemu's signal-return page).
  * A block left part-way (a fault in
  * its middle) would be counted whole; normal execution leaves blocks only at
  * their end (branches, system calls).
@@ -75,6 +80,24 @@ static uint64_t executed;
 static const char *out_path;
 static uint64_t hot_threshold; /* 0: no footprint */
 static int threaded;            /* threads=1: atomic additions */
+#define MAX_SKIPS 8
+static uint64_t skip_lo[MAX_SKIPS], skip_hi[MAX_SKIPS];
+static int n_skips;
+
+static uint64_t keep_lo, keep_hi = UINT64_MAX; /* keep=LO-HI: count only there */
+
+static int skipped(uint64_t vaddr)
+{
+    if (vaddr < keep_lo || vaddr >= keep_hi) {
+        return 1;
+    }
+    for (int i = 0; i < n_skips; i++) {
+        if (vaddr >= skip_lo[i] && vaddr < skip_hi[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static void add_block_atomically(unsigned int vcpu_index, void *userdata)
 {
@@ -99,6 +122,9 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
     size_t n = qemu_plugin_tb_n_insns(tb);
+    if (skipped(qemu_plugin_tb_vaddr(tb))) {
+        return;
+    }
     if (threaded) {
         qemu_plugin_register_vcpu_tb_exec_cb(tb, add_block_atomically, ICOUNT_CB_NO_REGS,
                                              (void *)(uintptr_t)n);
@@ -197,8 +223,25 @@ ICOUNT_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_inf
             }
         } else if (strcmp(argv[i], "threads=1") == 0) {
             threaded = 1;
+        } else if (strncmp(argv[i], "keep=", 5) == 0) {
+            char *end = NULL;
+            keep_lo = strtoull(argv[i] + 5, &end, 16);
+            if (end == NULL || *end != '-') {
+                fprintf(stderr, "icount: keep= takes LO-HI in hexadecimal, not %s\n", argv[i] + 5);
+                return 1;
+            }
+            keep_hi = strtoull(end + 1, &end, 16);
+        } else if (strncmp(argv[i], "skip=", 5) == 0 && n_skips < MAX_SKIPS) {
+            char *end = NULL;
+            skip_lo[n_skips] = strtoull(argv[i] + 5, &end, 16);
+            if (end == NULL || *end != '-') {
+                fprintf(stderr, "icount: skip= takes LO-HI in hexadecimal, not %s\n", argv[i] + 5);
+                return 1;
+            }
+            skip_hi[n_skips] = strtoull(end + 1, &end, 16);
+            n_skips++;
         } else {
-            fprintf(stderr, "icount: unknown argument %s (out=FILE, hot=N, threads=1)\n",
+            fprintf(stderr, "icount: unknown argument %s (out=FILE, hot=N, threads=1, skip=LO-HI, keep=LO-HI)\n",
                     argv[i]);
             return 1;
         }
