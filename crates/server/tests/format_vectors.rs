@@ -40,20 +40,36 @@ fn vector_bytes(name: &str) -> Vec<u8> {
     hex::decode(hex).expect("valid hex")
 }
 
+/// The whole file `stream` makes of `plain` (one chunk), header first.
+fn encrypt_whole(mut stream: EncryptStream, header: [u8; 16], plain: &[u8]) -> Vec<u8> {
+    let mut buf = ChunkBuf::with_capacity(plain.len().max(16));
+    buf.payload_mut(plain.len()).copy_from_slice(plain);
+    stream.update(&mut buf);
+    let mut produced = header.to_vec();
+    produced.extend_from_slice(buf.as_slice());
+    stream.finish(&mut buf);
+    produced.extend_from_slice(buf.as_slice());
+    produced
+}
+
+/// The plaintext `decrypt` recovers from the whole `file` (one chunk).
+fn decrypt_whole(mut decrypt: DecryptStream, file: &[u8]) -> Vec<u8> {
+    let mut buf = ChunkBuf::with_capacity(file.len());
+    buf.payload_mut(file.len()).copy_from_slice(file);
+    decrypt.update(&mut buf).expect("decrypts");
+    let mut recovered = buf.as_slice().to_vec();
+    decrypt.finish(&mut buf).expect("valid padding");
+    recovered.extend_from_slice(buf.as_slice());
+    recovered
+}
+
 #[test]
 fn file_vectors_match_encryption_and_decryption() {
     for vector in VECTORS {
         let expected = vector_bytes(vector.name);
-        let (mut stream, header) =
+        let (stream, header) =
             EncryptStream::with_salt(b"password", &vector.salt, vector.iterations);
-        let mut buf = ChunkBuf::with_capacity(64);
-        buf.payload_mut(vector.plain.len())
-            .copy_from_slice(vector.plain);
-        stream.update(&mut buf);
-        let mut produced = header.to_vec();
-        produced.extend_from_slice(buf.as_slice());
-        stream.finish(&mut buf);
-        produced.extend_from_slice(buf.as_slice());
+        let produced = encrypt_whole(stream, header, vector.plain);
         assert_eq!(
             hex::encode(&produced),
             hex::encode(&expected),
@@ -61,13 +77,8 @@ fn file_vectors_match_encryption_and_decryption() {
             vector.name
         );
 
-        let mut decrypt = DecryptStream::new(b"password", vector.iterations);
-        let mut buf = ChunkBuf::with_capacity(expected.len());
-        buf.payload_mut(expected.len()).copy_from_slice(&expected);
-        decrypt.update(&mut buf).expect("decrypts");
-        let mut recovered = buf.as_slice().to_vec();
-        decrypt.finish(&mut buf).expect("valid padding");
-        recovered.extend_from_slice(buf.as_slice());
+        let decrypt = DecryptStream::new(b"password", vector.iterations);
+        let recovered = decrypt_whole(decrypt, &expected);
         assert_eq!(recovered, vector.plain, "{}", vector.name);
     }
 }
@@ -85,28 +96,17 @@ fn derived_key_vector_gives_the_same_file() {
     let key: [u8; 32] = params[8..40].try_into().expect("key");
     let iv: [u8; 16] = params[40..56].try_into().expect("iv");
 
-    let (mut stream, header) = EncryptStream::with_key(&key, &iv, &salt);
-    let mut buf = ChunkBuf::with_capacity(64);
-    buf.payload_mut(3).copy_from_slice(b"abc");
-    stream.update(&mut buf);
-    let mut produced = header.to_vec();
-    produced.extend_from_slice(buf.as_slice());
-    stream.finish(&mut buf);
-    produced.extend_from_slice(buf.as_slice());
+    let (stream, header) = EncryptStream::with_key(&key, &iv, &salt);
+    let produced = encrypt_whole(stream, header, b"abc");
     assert_eq!(hex::encode(&produced), hex::encode(&expected));
 
-    let mut decrypt = DecryptStream::with_key(&key, &iv, &salt);
-    let mut buf = ChunkBuf::with_capacity(expected.len());
-    buf.payload_mut(expected.len()).copy_from_slice(&expected);
-    decrypt.update(&mut buf).expect("decrypts");
-    let mut recovered = buf.as_slice().to_vec();
-    decrypt.finish(&mut buf).expect("valid padding");
-    recovered.extend_from_slice(buf.as_slice());
+    let recovered = decrypt_whole(DecryptStream::with_key(&key, &iv, &salt), &expected);
     assert_eq!(recovered, b"abc");
 
     let mut other_salt = salt;
     other_salt[7] ^= 1;
     let mut decrypt = DecryptStream::with_key(&key, &iv, &other_salt);
+    let mut buf = ChunkBuf::with_capacity(expected.len());
     buf.payload_mut(expected.len()).copy_from_slice(&expected);
     assert_eq!(
         decrypt.update(&mut buf),
