@@ -30,6 +30,11 @@
 #   --iter N            PBKDF2 iterations (default 10000)
 #   --key-derivation K  auto (key source 2: the client derives; default) or server
 #                       (key source 1: aesd runs PBKDF2)
+#   --aes-backend B     software (default: what the board runs without the AES
+#                       instruction) or vexriscv (riscv32 only: VexRiscv's AES
+#                       instruction; a test build of aesd whose SIGILL handler
+#                       emulates it under qemu, the handler left out of the count
+#                       so each AES instruction counts as one, as on the board)
 #   --quick             CI: --jobs 2 --size 1048576, one count per run
 #   --no-build          use the binaries of the last build
 #   --json FILE         write the results as JSON
@@ -46,7 +51,7 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/bench/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,35s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,40s/^# \{0,1\}//p' "$0"; }
 die_usage() { echo "aesd-icount.sh: $* (try --help)" >&2; exit 2; }
 
 jobs_list="1,2"
@@ -55,13 +60,14 @@ size=4194304
 base=4096
 iter=10000
 derivation=auto
+backend=software
 repeats=2
 build=1
 json=""
 target=riscv32imac-unknown-linux-musl
 while (($#)); do
   case "$1" in
-    --jobs | --workers | --size | --base | --iter | --key-derivation | --json)
+    --jobs | --workers | --size | --base | --iter | --key-derivation | --aes-backend | --json)
       (($# >= 2)) || die_usage "$1 needs a value"
       case "$1" in
         --jobs) jobs_list="$2" ;;
@@ -70,6 +76,7 @@ while (($#)); do
         --base) base="$2" ;;
         --iter) iter="$2" ;;
         --key-derivation) derivation="$2" ;;
+        --aes-backend) backend="$2" ;;
         --json) json="$2" ;;
       esac
       shift ;;
@@ -91,26 +98,43 @@ case "$target" in
   riscv32imac-unknown-linux-musl | riscv64gc-unknown-linux-musl | aarch64-unknown-linux-musl) ;;
   *) die_usage "unknown target $target (one of ${AESD_TARGETS[*]})" ;;
 esac
+[[ "$backend" == software || "$backend" == vexriscv ]] || die_usage "--aes-backend is software or vexriscv"
+[[ "$backend" == software || "$target" == riscv32imac-unknown-linux-musl ]] ||
+  die_usage "--aes-backend vexriscv is for riscv32imac-unknown-linux-musl only"
 
 apt_install gcc jq qemu-user python3
 plugin="$(icount_plugin)"
 profile="$(aesd_default_profile "$root")"
-dir="$(bench_target_dir "$target")/$target/$profile"
+target_dir="$(bench_target_dir "$target")"
+features=()
+aesd_args=()
+if [[ "$backend" == vexriscv ]]; then
+  # The test build with the emulator, with symbols, in a directory of its own
+  # (the shipped build never contains the emulator).
+  target_dir="${CARGO_TARGET_DIR:-$root/target}/bench-vexriscv-emulated"
+  features=(--features aesd-server/emulate-aes-insn)
+  aesd_args=(--aes-backend vexriscv)
+  export CARGO_PROFILE_BOARD_STRIP=false
+fi
+dir="$target_dir/$target/$profile"
 native="${CARGO_TARGET_DIR:-$root/target}/debug"
 if ((build)); then
   bash "$root/scripts/cross/setup.sh" >&2
   config=()
   while IFS= read -r line; do config+=(--config "$line"); done < <(bench_cargo_config "$target")
   step "cargo build --profile $profile --target $target --bin aesd"
-  (cd "$root" && CARGO_TARGET_DIR="$(bench_target_dir "$target")" \
+  (cd "$root" && CARGO_TARGET_DIR="$target_dir" \
     cargo "+$AESD_NIGHTLY" build --quiet --locked -p aesd-server --bin aesd \
-    --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}")
+    --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}" "${features[@]}")
   step "cargo build -p aesd-client --bin aesload (native, to drive the board's aesd)"
   (cd "$root" && cargo build --quiet --locked -p aesd-client --bin aesload)
 fi
 for bin in "$dir/aesd" "$native/aesload"; do
   [[ -x "$bin" ]] || { echo "aesd-icount.sh: missing $bin (run without --no-build)" >&2; exit 1; }
 done
+
+plugin_args="threads=1"
+if [[ "$backend" == vexriscv ]]; then plugin_args="$plugin_args,$(emulator_plugin_args "$dir/aesd")"; fi
 
 work="$(mktemp -d)"
 aesd_pid=""
@@ -127,10 +151,10 @@ count_run() {
   rm -f "$out"
   port="$(free_port)"
   env -i PATH="$PATH" \
-    AESD_QEMU_EXTRA="-plugin $plugin,out=$out,threads=1 -U AESD_QEMU_EXTRA -U PATH" \
+    AESD_QEMU_EXTRA="-plugin $plugin,out=$out,$plugin_args -U AESD_QEMU_EXTRA -U PATH" \
     "$root/scripts/cross/qemu-run.sh" "$target" "$dir/aesd" --listen "127.0.0.1:$port" \
     --workers "$workers" --max-active "$((jobs > 2 * workers ? jobs : 2 * workers))" \
-    --log warn 2>"$work/aesd.log" &
+    "${aesd_args[@]}" --log warn 2>"$work/aesd.log" &
   aesd_pid=$!
   wait_port "$port" 120
   if ((jobs > 0)) && ! "$native/aesload" --server "127.0.0.1:$port" --clients "$jobs" --chunk "$jobs" \
@@ -155,8 +179,8 @@ count_run() {
 idle=()
 for _ in $(seq "$repeats"); do idle+=("$(count_run 0 0)"); done
 results=()
-printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations\n' \
-  "$target" "$workers" "$derivation" "$iter"
+printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s\n' \
+  "$target" "$workers" "$derivation" "$iter" "$backend"
 printf 'process start-up and shutdown, no job: %s instructions\n' "${idle[*]}"
 printf '%-5s %-12s %-28s %-28s %-14s %-16s\n' jobs "bytes/job" "count(SIZE)" "count(BASE)" "instr/byte" "fixed per job"
 IFS=',' read -r -a jobs_values <<<"$jobs_list"
@@ -185,10 +209,10 @@ PY
     awk -F'\t' '{ printf "%-5s %-12s %-28s %-28s %-14s %-16s\n", $1, $2, $3, $4, $5, $6 }'
 done
 if [[ -n "$json" ]]; then
-  printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" \
+  printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" --arg backend "$backend" \
     --argjson workers "$workers" --argjson iter "$iter" \
     --argjson idle "$(printf '%s\n' "${idle[@]}" | jq -s 'min')" \
-    '{target: $target, workers: $workers, key_derivation: $derivation, iterations: $iter,
+    '{target: $target, aes_backend: $backend, workers: $workers, key_derivation: $derivation, iterations: $iter,
       idle_process_instructions: $idle, runs: .}' >"$json"
   echo "wrote $json"
 fi

@@ -85,3 +85,24 @@ icount_plugin() {
   esac
   echo "$plugin"
 }
+
+# The counting plugin's arguments that make a binary with the AES instruction
+# emulator (crates/vexriscv-aes, feature `emulate`) count as the board runs
+# it: the emulating SIGILL handler and musl's signal-return stub are left out
+# (skip=) and so is everything outside the program's .text (keep=: qemu's
+# signal-return page). Prints "skip=...,keep=..." for the plugin's options.
+# Usage: emulator_plugin_args BINARY (with symbols)
+emulator_plugin_args() {
+  local bin="$1" handler handler_size restorer text text_size skips
+  read -r handler handler_size < <(nm -S "$bin" | awk '/sigill7emulate$/ { print $1, $2; exit }')
+  restorer="$(nm "$bin" | awk '$3 == "__restore_rt" { print $1; exit }')"
+  read -r text text_size < <(readelf -SW "$bin" |
+    awk '{ for (i = 1; i <= NF; i++) if ($i == ".text") { print $(i + 2), $(i + 4); exit } }')
+  if [[ -z "$handler" || -z "$handler_size" || -z "$text" ]]; then
+    echo "emulator_plugin_args: the emulator's symbols are not in $bin (built without symbols or without the emulator?)" >&2
+    return 1
+  fi
+  skips="skip=$handler-$(printf '%x' $((16#$handler + 16#$handler_size)))"
+  if [[ -n "$restorer" ]]; then skips="$skips,skip=$restorer-$(printf '%x' $((16#$restorer + 8)))"; fi
+  printf '%s,keep=%s-%x\n' "$skips" "$text" $((16#$text + 16#$text_size))
+}

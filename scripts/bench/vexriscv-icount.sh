@@ -52,21 +52,12 @@ step "cargo build --release --example vexriscv_count (riscv32, feature emulate, 
   --jobs "${AESD_JOBS:-2}")
 bin="${CARGO_TARGET_DIR:-$root/target}/$target/release/examples/vexriscv_count"
 
-# The emulating handler and musl's signal-return stub: left out of the count.
-read -r handler handler_size < <(nm -S "$bin" | awk '/sigill7emulate$/ { print $1, $2; exit }')
-restorer="$(nm "$bin" | awk '$3 == "__restore_rt" { print $1; exit }')"
-read -r text text_size < <(readelf -SW "$bin" |
-  awk '{ for (i = 1; i <= NF; i++) if ($i == ".text") { print $(i + 2), $(i + 4); exit } }')
-[[ -n "$handler" && -n "$handler_size" && -n "$text" ]] || { echo "vexriscv-icount.sh: symbols not found in $bin" >&2; exit 1; }
-hex() { printf '%x' "$1"; }
-skips="skip=$handler-$(hex $((16#$handler + 16#$handler_size)))"
-if [[ -n "$restorer" ]]; then skips="$skips,skip=$restorer-$(hex $((16#$restorer + 8)))"; fi
-keep="keep=$text-$(hex $((16#$text + 16#$text_size)))"
+plugin_args="$(emulator_plugin_args "$bin")"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 count() {
-  env -i PATH="$PATH" AESD_QEMU_EXTRA="-plugin $plugin,out=$work/count,$skips,$keep -U AESD_QEMU_EXTRA -U PATH" \
+  env -i PATH="$PATH" AESD_QEMU_EXTRA="-plugin $plugin,out=$work/count,$plugin_args -U AESD_QEMU_EXTRA -U PATH" \
     "$root/scripts/cross/qemu-run.sh" "$target" "$bin" "$@" >/dev/null
   head -n1 "$work/count"
 }

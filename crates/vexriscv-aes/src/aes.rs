@@ -20,7 +20,7 @@ use crate::insn::AesInstruction;
 const ROUNDS: usize = 14;
 
 /// Words of an expanded key.
-const KEY_WORDS: usize = 4 * (ROUNDS + 1);
+pub(crate) const KEY_WORDS: usize = 4 * (ROUNDS + 1);
 
 /// A block as 4 column words (row 0 in the most significant byte).
 pub type State = [u32; 4];
@@ -47,18 +47,35 @@ pub fn store(state: &State, out: &mut [u8]) {
 }
 
 /// An expanded AES-256 key: encryption round keys and the equivalent
-/// inverse cipher's round keys; wiped when dropped.
+/// inverse cipher's round keys, each also as the CPU's CBC kernels read
+/// them; wiped when dropped.
 #[derive(Clone)]
 pub struct Aes256Key {
     encrypt: [u32; KEY_WORDS],
     decrypt: [u32; KEY_WORDS],
+    kernel_encrypt: [u32; KEY_WORDS],
+    kernel_decrypt: [u32; KEY_WORDS],
 }
 
 impl Drop for Aes256Key {
     fn drop(&mut self) {
         self.encrypt.zeroize();
         self.decrypt.zeroize();
+        self.kernel_encrypt.zeroize();
+        self.kernel_decrypt.zeroize();
     }
+}
+
+/// A schedule as the CBC kernels read it: the first and last round keys
+/// little-endian (they meet the data as `lw`/`sw` see it), the others
+/// big-endian like the state between rounds.
+fn kernel_schedule(schedule: &[u32; KEY_WORDS]) -> [u32; KEY_WORDS] {
+    let mut kernel = *schedule;
+    let (first, rest) = kernel.split_at_mut(4);
+    for word in first.iter_mut().chain(&mut rest[4 * ROUNDS - 4..]) {
+        *word = word.swap_bytes();
+    }
+    kernel
 }
 
 /// SubWord: the S-box on each byte, in place (4 last-round instructions).
@@ -107,7 +124,24 @@ impl Aes256Key {
                 };
             }
         }
-        Aes256Key { encrypt, decrypt }
+        Aes256Key {
+            kernel_encrypt: kernel_schedule(&encrypt),
+            kernel_decrypt: kernel_schedule(&decrypt),
+            encrypt,
+            decrypt,
+        }
+    }
+
+    /// The encryption schedule as the CPU's CBC kernel reads it.
+    #[cfg(target_arch = "riscv32")]
+    pub(crate) fn kernel_encrypt(&self) -> &[u32; KEY_WORDS] {
+        &self.kernel_encrypt
+    }
+
+    /// The decryption schedule as the CPU's CBC kernel reads it.
+    #[cfg(target_arch = "riscv32")]
+    pub(crate) fn kernel_decrypt(&self) -> &[u32; KEY_WORDS] {
+        &self.kernel_decrypt
     }
 }
 
@@ -229,8 +263,9 @@ pub struct CbcLane<'a> {
     pub data: &'a mut [u8],
 }
 
-/// Encrypts one or two CBC chains; two are interleaved while both have
-/// blocks. More than two lanes are taken two at a time.
+/// Encrypts CBC chains, each with its key, IV and data, through `I`
+/// ([`AesInstruction::cbc_encrypt_lanes`]: the CPU runs its assembly
+/// kernel, the model the generic rounds).
 ///
 /// # Panics
 /// If a lane's data is not whole blocks.
@@ -239,6 +274,24 @@ pub fn cbc_encrypt_lanes<I: AesInstruction>(lanes: &mut [CbcLane<'_>]) {
         lanes.iter().all(|lane| lane.data.len() % 16 == 0),
         "CBC data must be whole blocks"
     );
+    I::cbc_encrypt_lanes(lanes);
+}
+
+/// Decrypts whole CBC blocks in place through `I`
+/// ([`AesInstruction::cbc_decrypt`]); the IV is updated to the last
+/// ciphertext block.
+///
+/// # Panics
+/// If the data is not whole blocks.
+pub fn cbc_decrypt<I: AesInstruction>(key: &Aes256Key, iv: &mut [u8; 16], data: &mut [u8]) {
+    assert!(data.len() % 16 == 0, "CBC data must be whole blocks");
+    I::cbc_decrypt(key, iv, data);
+}
+
+/// [`cbc_encrypt_lanes`] in Rust on the instruction's four forms: two
+/// chains are interleaved while both have blocks, more than two lanes are
+/// taken two at a time. Lanes must be whole blocks.
+pub fn generic_cbc_encrypt_lanes<I: AesInstruction>(lanes: &mut [CbcLane<'_>]) {
     for pair in lanes.chunks_mut(2) {
         match pair {
             [a, b] => {
@@ -275,14 +328,10 @@ fn cbc_encrypt_one<I: AesInstruction>(lane: &mut CbcLane<'_>, from: usize) {
     store(&chain, &mut lane.iv[..]);
 }
 
-/// Decrypts whole CBC blocks in place, two blocks at a time (the blocks of
-/// one chain are independent when decrypting); the IV is updated to the
-/// last ciphertext block.
-///
-/// # Panics
-/// If the data is not whole blocks.
-pub fn cbc_decrypt<I: AesInstruction>(key: &Aes256Key, iv: &mut [u8; 16], data: &mut [u8]) {
-    assert!(data.len() % 16 == 0, "CBC data must be whole blocks");
+/// [`cbc_decrypt`] in Rust on the instruction's four forms, two blocks at
+/// a time (the blocks of one chain are independent when decrypting). The
+/// data must be whole blocks.
+pub fn generic_cbc_decrypt<I: AesInstruction>(key: &Aes256Key, iv: &mut [u8; 16], data: &mut [u8]) {
     let mut previous = load(&iv[..]);
     let mut at = 0;
     while at + 32 <= data.len() {

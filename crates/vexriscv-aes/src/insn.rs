@@ -1,6 +1,7 @@
 //! Who executes the AES instruction: the [`Model`] (any target) or the CPU
 //! ([`Hardware`](crate::hardware::Hardware), riscv32 only).
 
+use crate::aes::{self, Aes256Key, CbcLane};
 use crate::model::{self, BYTE_SELECT_SHIFT, DECRYPT, LAST_ROUND};
 
 /// The four forms of the instruction, each with its byte select `BS`
@@ -14,6 +15,25 @@ pub trait AesInstruction {
     fn dec<const BS: u32>(rs1: u32, rs2: u32) -> u32;
     /// Last decryption round: rs1 ⊕ S⁻¹(rs2 byte BS) at byte BS.
     fn dec_last<const BS: u32>(rs1: u32, rs2: u32) -> u32;
+
+    /// CBC-encrypts whole-block lanes in place: by default the generic
+    /// rounds in Rust ([`aes::generic_cbc_encrypt_lanes`]); the CPU
+    /// overrides it with its assembly kernel.
+    fn cbc_encrypt_lanes(lanes: &mut [CbcLane<'_>])
+    where
+        Self: Sized,
+    {
+        aes::generic_cbc_encrypt_lanes::<Self>(lanes);
+    }
+
+    /// CBC-decrypts whole blocks in place: by default the generic rounds
+    /// ([`aes::generic_cbc_decrypt`]); the CPU overrides it.
+    fn cbc_decrypt(key: &Aes256Key, iv: &mut [u8; 16], data: &mut [u8])
+    where
+        Self: Sized,
+    {
+        aes::generic_cbc_decrypt::<Self>(key, iv, data);
+    }
 }
 
 /// The software model of the instruction (for tests and emulation; not

@@ -7,7 +7,8 @@
 //! * [`insn`]: [`AesInstruction`], the four forms of the instruction, and
 //!   the [`Model`](insn::Model) that executes them in software.
 //! * [`hardware`] (riscv32): the instruction on the CPU, through inline
-//!   assembly: the crate's only `unsafe` code.
+//!   assembly, and the CBC kernels in assembly that the CPU runs per byte
+//!   (written out by `build.rs`): the crate's only `unsafe` code.
 //! * [`aes`]: AES-256 key expansion, encryption and decryption (one block
 //!   or two interleaved) and CBC, generic over [`AesInstruction`].
 //! * [`sigill`] (riscv32 Linux): the start-up probe that never crashes on a
@@ -30,9 +31,15 @@ pub mod sigill;
 
 pub use aes::Aes256Key;
 
+/// Word-aligned bytes, as the CPU's CBC kernels take them.
+#[repr(align(4))]
+struct Aligned<const N: usize>([u8; N]);
+
 /// The FIPS-197 C.3 known answer (AES-256, key 00..1f, plaintext
-/// 00112233..ff) in both directions, through `I`: what aesd checks before it
-/// uses the instruction.
+/// 00112233..ff) in both directions, through `I`, one block alone and as
+/// the first block of a three-block CBC chain with a zero IV (through the
+/// CBC path the server uses, the CPU's kernels included): what aesd checks
+/// before it uses the instruction.
 pub fn self_test<I: AesInstruction>() -> bool {
     let key: [u8; 32] = core::array::from_fn(|i| i as u8);
     let plain: [u8; 16] = core::array::from_fn(|i| (i as u8).wrapping_mul(0x11));
@@ -47,7 +54,21 @@ pub fn self_test<I: AesInstruction>() -> bool {
     aes::store(&cipher, &mut out);
     let mut round_trip = [0u8; 16];
     aes::store(&back, &mut round_trip);
-    out == expected && round_trip == plain
+    let mut chain = Aligned([0u8; 48]);
+    for block in chain.0.chunks_exact_mut(16) {
+        block.copy_from_slice(&plain);
+    }
+    let mut iv = [0u8; 16];
+    aes::cbc_encrypt_lanes::<I>(&mut [aes::CbcLane {
+        key: &key,
+        iv: &mut iv,
+        data: &mut chain.0,
+    }]);
+    let chained_ok = chain.0[..16] == expected && iv[..] == chain.0[32..];
+    let mut iv = [0u8; 16];
+    aes::cbc_decrypt::<I>(&key, &mut iv, &mut chain.0);
+    let chain_round_trip = chain.0.chunks_exact(16).all(|block| block == plain);
+    out == expected && round_trip == plain && chained_ok && chain_round_trip
 }
 pub use insn::AesInstruction;
 
