@@ -197,8 +197,8 @@ impl<W: Write> Report<'_, W> {
             self.ok = false;
             self.line(format_args!(
                 "FAIL check={name} got={} want={}{}",
-                Hex(got),
-                Hex(want),
+                Hex(got, false),
+                Hex(want, corrupted),
                 if corrupted {
                     " (expected value corrupted on purpose)"
                 } else {
@@ -222,12 +222,14 @@ impl<W: Write> Report<'_, W> {
     }
 }
 
-/// The first 16 bytes in hex (then "...").
-struct Hex<'a>(&'a [u8]);
+/// The first 16 bytes in hex (then "..."); with `.1`, the first byte
+/// flipped as a corrupted expected value is.
+struct Hex<'a>(&'a [u8], bool);
 
 impl fmt::Display for Hex<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0.iter().take(16) {
+        for (i, byte) in self.0.iter().take(16).enumerate() {
+            let byte = if i == 0 && self.1 { byte ^ 1 } else { *byte };
             write!(f, "{byte:02x}")?;
         }
         if self.0.len() > 16 {
