@@ -11,7 +11,7 @@
 # "iterations").
 #
 # Usage: scripts/bench/vexriscv-cycles.sh [--quick] [--bytes N] [--json FILE]
-#          [--corrupt CHECK] [--timeout SECONDS]
+#          [--corrupt CHECK] [--timeout SECONDS] [--build-only]
 #   --quick          1 KiB per workload, 64 PBKDF2 iterations (CI-sized)
 #   --bytes N        bytes per workload (default 65536; a multiple of 16,
 #                    at most 655360: three buffers in the 2 MiB of RAM)
@@ -19,6 +19,10 @@
 #   --corrupt CHECK  corrupt the expected value of one firmware check (e.g.
 #                    fips197-aesd): the run must then fail (a test)
 #   --timeout S      give up on the simulation after S seconds (default 1800)
+#   --build-only     only build the firmware (CI: needs the RISC-V GCC and
+#                    the nightly's rust-src, not the simulator)
+# The full run (64 KiB, 1000 PBKDF2 iterations) simulates for about 3 minutes
+# here, --quick for about 6 s; compiling the simulator once takes about 2.
 # Prerequisites: bash soc/setup.sh --with-sim (Verilator, RISC-V GCC, the
 # LiteX packages in soc/.venv); the pinned nightly's rust-src (core is built
 # for riscv32imac-unknown-none-elf with -Zbuild-std).
@@ -39,6 +43,7 @@ iterations=1000
 json=""
 corrupt=""
 timeout=1800
+build_only=0
 while (($#)); do
   case "$1" in
     --quick) bytes=1024; iterations=64 ;;
@@ -46,7 +51,8 @@ while (($#)); do
     --json) json="${2:?--json needs a value}"; shift ;;
     --corrupt) corrupt="${2:?--corrupt needs a check name}"; shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
-    -h | --help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --build-only) build_only=1 ;;
+    -h | --help) sed -n '2,34s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "vexriscv-cycles.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -63,13 +69,36 @@ fi
 venv="${AESD_SOC_VENV:-$root/soc/.venv}"
 python="$venv/bin/python"
 missing=()
-"$python" -c 'import litex, pythondata_cpu_vexriscv' 2>/dev/null || missing+=("litex + pythondata-cpu-vexriscv in $venv")
-for tool in verilator make g++ riscv64-unknown-elf-gcc riscv64-unknown-elf-objcopy; do
+tools=(riscv64-unknown-elf-gcc riscv64-unknown-elf-objcopy)
+if ((!build_only)); then
+  tools+=(verilator make g++)
+  "$python" -c 'import litex, pythondata_cpu_vexriscv' 2>/dev/null || missing+=("litex + pythondata-cpu-vexriscv in $venv")
+fi
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if ((${#missing[@]})); then
   echo "vexriscv-cycles.sh: missing ${missing[*]}; run: bash soc/setup.sh --with-sim" >&2
   exit 2
+fi
+
+fw_target="${CARGO_TARGET_DIR:-$root/firmware/target}"
+# Builds the firmware; $1: the UART's CSR base address.
+build_firmware() {
+  step "firmware: cargo build --release (riscv32imac-unknown-none-elf, $bytes bytes per workload${corrupt:+, corrupting $corrupt})"
+  (cd "$root/firmware" &&
+    AESD_FW_BYTES="$bytes" AESD_FW_PBKDF2_ITERATIONS="$iterations" AESD_FW_UART_BASE="$1" \
+      AESD_FW_CORRUPT="$corrupt" CC_riscv32imac_unknown_none_elf=riscv64-unknown-elf-gcc \
+      nice -n 10 cargo "+$AESD_NIGHTLY" build --quiet --locked --release \
+      --target riscv32imac-unknown-none-elf -Zbuild-std=core,compiler_builtins \
+      -Zbuild-std-features=compiler-builtins-mem --target-dir "$fw_target")
+}
+elf="$fw_target/riscv32imac-unknown-none-elf/release/aesd-firmware"
+if ((build_only)); then
+  build_firmware 0xf0001800 # LiteX's sim SoC; the real run reads it from csr.json
+  size="$(riscv64-unknown-elf-objcopy -O binary "$elf" /dev/stdout | wc -c)"
+  echo "built $elf ($size bytes of ROM image)"
+  exit 0
 fi
 
 # --- The simulator: generated and compiled once per set of inputs ---------------
@@ -105,16 +134,7 @@ if [[ ! -x "$sim/gateware/obj_dir/Vsim" ]]; then
 fi
 uart_base="$("$python" -c 'import json, sys; print(hex(json.load(open(sys.argv[1]))["csr_bases"]["uart"]))' "$sim/csr.json")"
 
-# --- The firmware ---------------------------------------------------------------
-step "firmware: cargo build --release (riscv32imac-unknown-none-elf, $bytes bytes per workload${corrupt:+, corrupting $corrupt})"
-fw_target="${CARGO_TARGET_DIR:-$root/firmware/target}"
-(cd "$root/firmware" &&
-  AESD_FW_BYTES="$bytes" AESD_FW_PBKDF2_ITERATIONS="$iterations" AESD_FW_UART_BASE="$uart_base" \
-    AESD_FW_CORRUPT="$corrupt" CC_riscv32imac_unknown_none_elf=riscv64-unknown-elf-gcc \
-    nice -n 10 cargo "+$AESD_NIGHTLY" build --quiet --locked --release \
-    --target riscv32imac-unknown-none-elf -Zbuild-std=core,compiler_builtins \
-    -Zbuild-std-features=compiler-builtins-mem --target-dir "$fw_target")
-elf="$fw_target/riscv32imac-unknown-none-elf/release/aesd-firmware"
+build_firmware "$uart_base"
 
 work="$(mktemp -d)"
 vsim_pid=""
