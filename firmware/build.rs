@@ -42,6 +42,8 @@ fn main() {
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)
+        // OpenSSL's default optimisation, whatever the Rust profile.
+        .opt_level(3)
         .flag("-std=c11");
     if bare {
         let target = env::var("TARGET").expect("cargo sets it").replace('-', "_");

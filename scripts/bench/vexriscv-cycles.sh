@@ -11,11 +11,14 @@
 # "iterations").
 #
 # Usage: scripts/bench/vexriscv-cycles.sh [--quick] [--bytes N] [--json FILE]
-#          [--corrupt CHECK] [--timeout SECONDS] [--build-only]
+#          [--opt-level LEVEL] [--corrupt CHECK] [--timeout SECONDS] [--build-only]
 #   --quick          1 KiB per workload, 64 PBKDF2 iterations (CI-sized)
 #   --bytes N        bytes per workload (default 65536; a multiple of 16,
 #                    at most 655360: three buffers in the 2 MiB of RAM)
 #   --json FILE      write the results as JSON (only if every check passed)
+#   --opt-level L    the firmware's Rust opt-level (default 3, as the board
+#                    profile builds the cipher crates; "s" for comparison);
+#                    the C T-table code is always -O3
 #   --corrupt CHECK  corrupt the expected value of one firmware check (e.g.
 #                    fips197-aesd): the run must then fail (a test)
 #   --timeout S      give up on the simulation after S seconds (default 1800)
@@ -44,6 +47,7 @@ json=""
 corrupt=""
 timeout=1800
 build_only=0
+opt_level=3
 while (($#)); do
   case "$1" in
     --quick) bytes=1024; iterations=64 ;;
@@ -52,7 +56,8 @@ while (($#)); do
     --corrupt) corrupt="${2:?--corrupt needs a check name}"; shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
     --build-only) build_only=1 ;;
-    -h | --help) sed -n '2,34s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --opt-level) opt_level="${2:?--opt-level needs a value}"; shift ;;
+    -h | --help) sed -n '2,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "vexriscv-cycles.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,6 +66,11 @@ if ! [[ "$bytes" =~ ^[1-9][0-9]*$ ]] || ((bytes % 16 != 0 || bytes > 655360)); t
   echo "vexriscv-cycles.sh: --bytes must be a positive multiple of 16, at most 655360" >&2
   exit 2
 fi
+case "$opt_level" in
+  [0-3]) opt_config="profile.release.opt-level=$opt_level" ;;
+  s | z) opt_config="profile.release.opt-level=\"$opt_level\"" ;;
+  *) echo "vexriscv-cycles.sh: --opt-level must be 0-3, s or z" >&2; exit 2 ;;
+esac
 if ! [[ "$timeout" =~ ^[1-9][0-9]*$ ]]; then
   echo "vexriscv-cycles.sh: --timeout must be a positive number of seconds" >&2
   exit 2
@@ -85,11 +95,11 @@ fi
 fw_target="${CARGO_TARGET_DIR:-$root/firmware/target}"
 # Builds the firmware; $1: the UART's CSR base address.
 build_firmware() {
-  step "firmware: cargo build --release (riscv32imac-unknown-none-elf, $bytes bytes per workload${corrupt:+, corrupting $corrupt})"
+  step "firmware: cargo build --release (riscv32imac-unknown-none-elf, opt-level $opt_level, $bytes bytes per workload${corrupt:+, corrupting $corrupt})"
   (cd "$root/firmware" &&
     AESD_FW_BYTES="$bytes" AESD_FW_PBKDF2_ITERATIONS="$iterations" AESD_FW_UART_BASE="$1" \
       AESD_FW_CORRUPT="$corrupt" CC_riscv32imac_unknown_none_elf=riscv64-unknown-elf-gcc \
-      nice -n 10 cargo "+$AESD_NIGHTLY" build --quiet --locked --release \
+      nice -n 10 cargo "+$AESD_NIGHTLY" build --quiet --locked --release --config "$opt_config" \
       --target riscv32imac-unknown-none-elf -Zbuild-std=core,compiler_builtins \
       -Zbuild-std-features=compiler-builtins-mem --target-dir "$fw_target")
 }
