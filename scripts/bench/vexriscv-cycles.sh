@@ -106,8 +106,10 @@ build_firmware() {
 elf="$fw_target/riscv32imac-unknown-none-elf/release/aesd-firmware"
 if ((build_only)); then
   build_firmware 0xf0001800 # LiteX's sim SoC; the real run reads it from csr.json
-  size="$(riscv64-unknown-elf-objcopy -O binary "$elf" /dev/stdout | wc -c)"
-  echo "built $elf ($size bytes of ROM image)"
+  image="$(mktemp)"
+  riscv64-unknown-elf-objcopy -O binary "$elf" "$image"
+  echo "built $elf ($(wc -c <"$image") bytes of ROM image)"
+  rm -f "$image"
   exit 0
 fi
 
