@@ -42,6 +42,14 @@ step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh
 soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q
 
+step "firmware/ (VexRiscv RTL benchmark): host tests and lints, bare-metal riscv32imac build"
+# The benchmark itself (scripts/bench/vexriscv-cycles.sh: Verilator, LiteX's
+# sim SoC) does not fit in CI's time; docs/performance.md "Measured on the RTL".
+(cd firmware && cargo fmt -- --check && cargo clippy --all-targets --locked -- -D warnings &&
+  cargo test --locked --quiet)
+apt_install gcc-riscv64-unknown-elf
+bash scripts/bench/vexriscv-cycles.sh --build-only
+
 step "buildroot-overlay/: init script in a busybox chroot, assemble, configs"
 bash buildroot-overlay/tests/setup.sh
 bash buildroot-overlay/tests/run.sh
