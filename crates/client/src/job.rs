@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use aesd_proto::{Begin, Done, ErrorCode, Format, Message, Operation, Password};
+use aesd_proto::{Begin, Done, Format, Message, Operation, Password};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
@@ -111,7 +111,7 @@ impl Client {
         let result = self.run_job_inner(spec, input, output, observe).await;
         self.broken = match &result {
             Ok(_) => false,
-            Err(ClientError::Server(frame)) => !job_level(frame.code),
+            Err(ClientError::Server(frame)) => frame.code.closes_connection(),
             Err(ClientError::Output(_)) => true,
             Err(_) => true,
         };
@@ -239,17 +239,6 @@ impl Client {
             done,
         })
     }
-}
-
-/// Errors after which the server keeps the connection for another job.
-fn job_level(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::DecryptFailed
-            | ErrorCode::BadCiphertext
-            | ErrorCode::Busy
-            | ErrorCode::LimitExceeded
-    )
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.

@@ -107,6 +107,9 @@ pub enum ErrorCode {
     LimitExceeded,
     /// The server requires an access token, and none or a wrong one came.
     Unauthorized,
+    /// The connection ran the server's maximum number of jobs per
+    /// connection; a new connection may run more.
+    JobLimit,
     /// Decryption failed: wrong password or corrupted data (deliberately
     /// not told apart).
     DecryptFailed,
@@ -140,6 +143,7 @@ impl ErrorCode {
             ErrorCode::UnknownKeySource => 9,
             ErrorCode::LimitExceeded => 10,
             ErrorCode::Unauthorized => 11,
+            ErrorCode::JobLimit => 12,
             ErrorCode::DecryptFailed => 20,
             ErrorCode::BadCiphertext => 21,
             ErrorCode::Busy => 30,
@@ -164,6 +168,7 @@ impl ErrorCode {
             9 => ErrorCode::UnknownKeySource,
             10 => ErrorCode::LimitExceeded,
             11 => ErrorCode::Unauthorized,
+            12 => ErrorCode::JobLimit,
             20 => ErrorCode::DecryptFailed,
             21 => ErrorCode::BadCiphertext,
             30 => ErrorCode::Busy,
@@ -172,6 +177,22 @@ impl ErrorCode {
             99 => ErrorCode::Internal,
             other => ErrorCode::Other(other),
         }
+    }
+
+    /// Whether the server closes the connection after sending this error
+    /// during a session (after the welcome): the one definition both sides
+    /// use (PROTOCOL.md's error table, checked by its vector test). Only
+    /// the job-level errors keep it open: the server discards the rest of
+    /// the job's input and the client may begin another job. Unknown codes
+    /// close. (Before the welcome, any error closes the connection.)
+    pub fn closes_connection(self) -> bool {
+        !matches!(
+            self,
+            ErrorCode::LimitExceeded
+                | ErrorCode::DecryptFailed
+                | ErrorCode::BadCiphertext
+                | ErrorCode::Busy
+        )
     }
 
     /// A stable snake_case name, for logs and metric labels.
@@ -188,6 +209,7 @@ impl ErrorCode {
             ErrorCode::UnknownKeySource => "unknown_key_source",
             ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::JobLimit => "job_limit",
             ErrorCode::DecryptFailed => "decrypt_failed",
             ErrorCode::BadCiphertext => "bad_ciphertext",
             ErrorCode::Busy => "busy",

@@ -130,3 +130,50 @@ fn every_frame_vector_matches_the_codec() {
         );
     }
 }
+
+/// PROTOCOL.md's error table: every row's code, name and "closes the
+/// connection" cell agree with `ErrorCode`, and every code is in the table.
+#[test]
+fn the_error_table_matches_the_codes_and_their_closing_rule() {
+    let text = include_str!("../PROTOCOL.md");
+    let table = text
+        .split("## Error codes")
+        .nth(1)
+        .expect("PROTOCOL.md has an error code section");
+    let mut rows = 0;
+    for line in table.lines().skip_while(|line| !line.starts_with("| code")) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Ok(wire) = cells[1].parse::<u16>() else {
+            continue; // header and separator rows
+        };
+        let code = ErrorCode::from_wire(wire);
+        assert!(
+            !matches!(code, ErrorCode::Other(_)),
+            "row {wire}: unknown code"
+        );
+        assert_eq!(cells[2], format!("`{}`", code.name()), "row {wire}: name");
+        let closes = match cells[3].split([' ', ',', '(']).next() {
+            Some("yes") => true,
+            Some("no") => false,
+            other => panic!("row {wire}: closes cell starts with {other:?}, not yes or no"),
+        };
+        assert_eq!(
+            code.closes_connection(),
+            closes,
+            "row {wire} ({})",
+            code.name()
+        );
+        rows += 1;
+    }
+    let known = (0..=u16::MAX)
+        .filter(|&wire| !matches!(ErrorCode::from_wire(wire), ErrorCode::Other(_)))
+        .count();
+    assert_eq!(rows, known, "every code has exactly one row");
+    assert!(
+        ErrorCode::Other(4242).closes_connection(),
+        "unknown codes close"
+    );
+}

@@ -119,9 +119,10 @@ impl JobError {
             JobError::Truncated { .. } => ErrorCode::TruncatedFrame,
             JobError::UnexpectedFrame { .. } => ErrorCode::UnexpectedFrame,
             JobError::UnsupportedVersion(_) => ErrorCode::UnsupportedVersion,
-            JobError::IterationsOutOfRange { .. }
-            | JobError::FileTooLarge { .. }
-            | JobError::TooManyJobs { .. } => ErrorCode::LimitExceeded,
+            JobError::IterationsOutOfRange { .. } | JobError::FileTooLarge { .. } => {
+                ErrorCode::LimitExceeded
+            }
+            JobError::TooManyJobs { .. } => ErrorCode::JobLimit,
             JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
@@ -151,16 +152,12 @@ impl JobError {
         ErrorFrame::new(self.code(), self.to_string())
     }
 
-    /// Whether the connection must close after this error: the byte
-    /// stream can no longer be trusted to be in step, or the peer is gone.
+    /// Whether the connection must close after this error: what the
+    /// protocol says of its code ([`ErrorCode::closes_connection`]; errors
+    /// nobody is told about, such as a gone client, are `internal` and
+    /// close).
     pub fn closes_connection(&self) -> bool {
-        !matches!(
-            self,
-            JobError::Cipher(_)
-                | JobError::IterationsOutOfRange { .. }
-                | JobError::FileTooLarge { .. }
-                | JobError::Busy(_)
-        )
+        self.code().closes_connection()
     }
 
     /// Whether the client may still be told. A client that closed its
@@ -168,5 +165,26 @@ impl JobError {
     /// so it is told, best effort; after a transport error it is not.
     pub fn peer_reachable(&self) -> bool {
         !matches!(self, JobError::Io(_) | JobError::Aborted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_closing_rule_is_the_protocols() {
+        // A failed random number generator is `internal`, which closes
+        // (it kept the connection open when the rule was written per error).
+        let rng = JobError::Cipher(CipherError::Rng("no entropy".into()));
+        assert_eq!(rng.code(), ErrorCode::Internal);
+        assert!(rng.closes_connection());
+        // The per-connection job limit has its own code, which closes.
+        let jobs = JobError::TooManyJobs { limit: 2 };
+        assert_eq!(jobs.code(), ErrorCode::JobLimit);
+        assert!(jobs.closes_connection());
+        // Job-level errors keep it.
+        assert!(!JobError::Cipher(CipherError::DecryptFailed).closes_connection());
+        assert!(!JobError::FileTooLarge { limit: 1 }.closes_connection());
     }
 }

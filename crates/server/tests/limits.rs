@@ -159,7 +159,15 @@ async fn a_connection_runs_at_most_its_job_limit() {
         .run_job(&spec(), &mut &b"abc"[..], &mut Vec::new())
         .await
         .expect_err("third job refused");
-    assert_eq!(err.server_code(), Some(ErrorCode::LimitExceeded), "{err}");
+    assert_eq!(err.server_code(), Some(ErrorCode::JobLimit), "{err}");
+    let after = client
+        .run_job(&spec(), &mut &b"abc"[..], &mut Vec::new())
+        .await
+        .expect_err("the connection is closed after job_limit");
+    assert!(
+        matches!(after, aesd_client::ClientError::Broken),
+        "the client knows the connection is gone: {after}"
+    );
     encrypt_verified(&server.addr().to_string(), &spec(), 1, 1000)
         .await
         .expect("a new connection is served");
