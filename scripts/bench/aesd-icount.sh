@@ -114,7 +114,10 @@ if [[ "$backend" == vexriscv ]]; then
   target_dir="${CARGO_TARGET_DIR:-$root/target}/bench-vexriscv-emulated"
   features=(--features aesd-server/emulate-aes-insn)
   aesd_args=(--aes-backend vexriscv)
-  export CARGO_PROFILE_BOARD_STRIP=false
+  # Symbols for the count (the emulator's handler is left out by its symbol);
+  # zig's linker drops the symbol table of a build without debug information,
+  # so line tables are kept too (they change no instruction).
+  export CARGO_PROFILE_BOARD_STRIP=false CARGO_PROFILE_BOARD_DEBUG=line-tables-only
 fi
 dir="$target_dir/$target/$profile"
 native="${CARGO_TARGET_DIR:-$root/target}/debug"
