@@ -117,6 +117,9 @@ where
             // Connected and closed without a byte: a port probe or health
             // check, not a broken client.
             JobError::Truncated { got: 0, .. } => JobError::ClientGone,
+            JobError::Io(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {
+                JobError::ClientGone
+            }
             // Only trusted proxies may say who the client is.
             JobError::Protocol(ProtoError::BadMagic { found })
                 if ProxyError::looks_like_header(&found) =>
