@@ -10,7 +10,9 @@
 
 #![no_main]
 
-use aesd_server::proxy::header::{self, Parsed, ProxyHeader, V1_MAX_LEN, V2_FIXED_LEN, V2_MAX_PAYLOAD};
+use aesd_server::proxy::header::{
+    self, Parsed, ProxyHeader, V1_MAX_LEN, V2_FIXED_LEN, V2_MAX_PAYLOAD,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -21,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(len <= data.len(), "took {len} of {} bytes", data.len());
-    assert_eq!(header::parse(&data[..len]), Ok(Parsed::Complete(found, len)));
+    assert_eq!(
+        header::parse(&data[..len]),
+        Ok(Parsed::Complete(found, len))
+    );
     match found.version {
         1 => assert!(len <= V1_MAX_LEN),
         2 => assert!(len <= V2_FIXED_LEN + V2_MAX_PAYLOAD),
@@ -42,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
             match header::parse(&encoded) {
                 Ok(Parsed::Complete(parsed, used)) => {
                     assert_eq!(used, encoded.len());
-                    assert_eq!((parsed.source, parsed.destination), (Some(source), Some(destination)));
+                    assert_eq!(
+                        (parsed.source, parsed.destination),
+                        (Some(source), Some(destination))
+                    );
                 }
                 other => panic!("re-encoded {again:?} gave {other:?}"),
             }
