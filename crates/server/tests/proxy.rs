@@ -171,6 +171,9 @@ async fn carried_addresses_key_the_limits_and_the_log() {
         other => panic!("expected a timeout error, got {other:?}"),
     }
 
+    // A port probe from the proxy's address (connect, close) is no warning.
+    drop(connect_from(PROXY, server).await);
+
     // Still serving.
     let mut after = via_proxy(server, &header(1, "192.0.2.99:1", server))
         .await
@@ -197,6 +200,10 @@ async fn carried_addresses_key_the_limits_and_the_log() {
     assert!(
         log.iter()
             .any(|line| line.contains("not in trusted-proxies") && line.contains(STRANGER)),
+        "{log:#?}"
+    );
+    assert!(
+        !log.iter().any(|line| line.contains("after 0 bytes")),
         "{log:#?}"
     );
 }

@@ -110,6 +110,13 @@ pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>
     let limit = shared.config.handshake_timeout;
     let header = match read::read_header(&mut stream, proxy, limit).await {
         Ok(header) => header,
+        // Connected and closed without a byte: a port probe, not a
+        // broken proxy.
+        Err(ProxyError::Closed { got: 0, .. }) => {
+            shared.metrics.error("client_gone");
+            debug!(%proxy, "closed before a PROXY header");
+            return;
+        }
         Err(error) => {
             shared.metrics.error(error.code().name());
             warn!(%proxy, code = %error.code(), "connection refused: {error}");
