@@ -81,7 +81,7 @@ pub fn compare_table(runs: &[Run]) -> String {
 fn ratio(value: f64) -> String {
     let digits = match value.abs() {
         v if v >= 100.0 => 0,
-        v if v >= 0.1 || v == 0.0 => 2,
+        v if v >= 0.0995 || v == 0.0 => 2,
         v => (-v.log10()).ceil() as usize + 1,
     };
     format!("×{value:.digits$}")
@@ -176,6 +176,7 @@ mod tests {
         assert_eq!(ratio(0.00033), "×0.00033");
         assert_eq!(ratio(0.05), "×0.050");
         assert_eq!(ratio(0.0), "×0.00");
+        assert_eq!(ratio(84.93 / 849.35), "×0.10", "rounding does not add a digit");
     }
 
     #[test]
