@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A fleet of aesd "boards" on this machine, behind HAProxy, watched by
 # Prometheus (docs/fleet.md):
-#   * N release aesd on loopback ports, each with a metrics endpoint and
+#   * N aesd (release build) on loopback ports, each with a metrics endpoint and
 #     HAProxy's address (127.0.0.2) as its only trusted proxy;
 #   * HAProxy from deploy/haproxy/haproxy.cfg (ports substituted, the
 #     boards as servers, connecting from 127.0.0.2 so the boards can tell
@@ -32,7 +32,9 @@
 #   --json FILE      keep aesload's JSON (for `aesload compare`)
 #   --out DIR        keep the logs and configs here [a temporary directory,
 #                    removed at the end]
-#   --no-build       use target/release as it is (no cargo build)
+#   --profile P      release or debug binaries [release]; test.sh uses
+#                    debug, which `cargo test` has just built
+#   --no-build       use the binaries as they are (no cargo build)
 #   -h, --help       this text
 #
 # Exit status: 0 all checks passed; 1 a check failed (the message says
@@ -49,6 +51,7 @@ workers=1
 json=""
 out=""
 build=1
+profile=release
 # HAProxy's source address towards the boards: the one they trust.
 proxy_addr=127.0.0.2
 while (($#)); do
@@ -60,6 +63,7 @@ while (($#)); do
     --quick) suite=basic2,basic3; scale=0.02 ;;
     --json) json="${2:?--json needs a file}"; shift ;;
     --out) out="${2:?--out needs a directory}"; shift ;;
+    --profile) profile="${2:?--profile needs release or debug}"; shift ;;
     --no-build) build=0 ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "fleet.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
@@ -68,15 +72,21 @@ while (($#)); do
 done
 [[ "$boards" =~ ^[1-9][0-9]?$ ]] || { echo "fleet.sh: --boards must be 1 to 99" >&2; exit 2; }
 [[ "$workers" =~ ^[1-9][0-9]*$ ]] || { echo "fleet.sh: --workers must be at least 1" >&2; exit 2; }
+case "$profile" in
+  release) profile_flag=(--release) ;;
+  debug) profile_flag=() ;;
+  *) echo "fleet.sh: --profile must be release or debug" >&2; exit 2 ;;
+esac
 
 apt_install haproxy prometheus
 if ((build)); then
-  step "fleet: build (release)"
-  (cd "$root" && nice -n 10 cargo build --release --locked --quiet -p aesd-server -p aesd-client --bins)
+  step "fleet: build ($profile)"
+  (cd "$root" && nice -n 10 cargo build "${profile_flag[@]}" --locked --quiet -p aesd-server -p aesd-client --bins)
 fi
-aesd="$root/target/release/aesd"
-aesload="$root/target/release/aesload"
-[[ -x "$aesd" && -x "$aesload" ]] || { echo "fleet.sh: no release aesd/aesload (drop --no-build)" >&2; exit 2; }
+bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
+aesd="$bin/aesd"
+aesload="$bin/aesload"
+[[ -x "$aesd" && -x "$aesload" ]] || { echo "fleet.sh: no $profile aesd/aesload in $bin (drop --no-build)" >&2; exit 2; }
 
 keep=1
 if [[ -z "$out" ]]; then
