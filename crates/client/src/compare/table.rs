@@ -176,7 +176,11 @@ mod tests {
         assert_eq!(ratio(0.00033), "×0.00033");
         assert_eq!(ratio(0.05), "×0.050");
         assert_eq!(ratio(0.0), "×0.00");
-        assert_eq!(ratio(84.93 / 849.35), "×0.10", "rounding does not add a digit");
+        assert_eq!(
+            ratio(84.93 / 849.35),
+            "×0.10",
+            "rounding does not add a digit"
+        );
     }
 
     #[test]

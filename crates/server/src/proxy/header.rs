@@ -117,18 +117,17 @@ fn parse_v1(bytes: &[u8]) -> Result<Parsed, HeaderError> {
             found: bytes[..V1_PREFIX.len()].to_vec(),
         });
     }
-    let scanned = &bytes[..bytes.len().min(V1_MAX_LEN)];
+    // The CRLF must end by byte V1_MAX_LEN: the CR within the first
+    // V1_MAX_LEN - 1 bytes.
+    let scanned = &bytes[..bytes.len().min(V1_MAX_LEN - 1)];
     let Some(cr) = scanned.iter().position(|&byte| byte == b'\r') else {
-        return match bytes.len() >= V1_MAX_LEN {
+        return match bytes.len() >= V1_MAX_LEN - 1 {
             true => Err(HeaderError::V1TooLong),
             false => Ok(Parsed::Incomplete(1)),
         };
     };
     let Some(&lf) = bytes.get(cr + 1) else {
-        return match cr + 1 >= V1_MAX_LEN {
-            true => Err(HeaderError::V1TooLong),
-            false => Ok(Parsed::Incomplete(1)),
-        };
+        return Ok(Parsed::Incomplete(1));
     };
     if lf != b'\n' {
         return Err(HeaderError::V1Malformed {
@@ -463,6 +462,23 @@ mod tests {
         long.truncate(V1_MAX_LEN - 1);
         long.push(b'\r');
         assert_eq!(parse(&long), Err(HeaderError::V1TooLong), "no room for LF");
+        // Exactly 107 bytes with the CRLF is the longest allowed; 108 is not
+        // (found by the fuzzer: the CR at byte 107 was accepted).
+        let mut longest = b"PROXY UNKNOWN ".to_vec();
+        longest.resize(V1_MAX_LEN - 2, b'x');
+        longest.extend(b"\r\n");
+        assert_eq!(stepwise(&longest).map(|(_, len)| len), Ok(V1_MAX_LEN));
+        longest.insert(20, b'x');
+        assert_eq!(parse(&longest), Err(HeaderError::V1TooLong));
+        for cut in 0..longest.len() {
+            assert!(
+                matches!(
+                    parse(&longest[..cut]),
+                    Ok(Parsed::Incomplete(_)) | Err(HeaderError::V1TooLong)
+                ),
+                "{cut}"
+            );
+        }
         for bad in [
             &b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\r"[..],
             b"PROXY TCP4 1.2.3.4 5.6.7.8 1\r\n",
