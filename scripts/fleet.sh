@@ -14,8 +14,11 @@
 #   * every board served jobs (aesd_jobs_total from its /metrics), and their
 #     jobs add up to aesload's transfers,
 #   * the boards saw the client's address, not HAProxy's: every "job done"
-#     log line names 127.0.0.1, none 127.0.0.2 (the per-address limits are
-#     keyed on that same address),
+#     log line names 127.0.0.1, none 127.0.0.2;
+#   * the per-client connection cap (aesd's default, 64) is keyed on the
+#     client behind HAProxy: 64 × N connections from 127.0.0.3 fill every
+#     board's cap for that address, the next one gets `busy` naming
+#     127.0.0.3, and a connection from 127.0.0.4 is still welcomed,
 #   * Prometheus scrapes every board (up == 1 for all N),
 # prints each board's share of the jobs and stops everything it started.
 #
@@ -210,6 +213,50 @@ if ((client_lines != verified || proxy_lines != 0)); then
 fi
 if cat "$out"/board*.log | grep -E ' (WARN|ERROR) ' >&2; then
   echo "fleet.sh: the boards logged warnings or errors (above)" >&2
+  failed=1
+fi
+
+step "fleet: the per-client cap is keyed on the client behind HAProxy"
+if ! python3 - "$front" 64 "$boards" <<'PY'; then
+import resource, socket, struct, sys
+
+front, cap, boards = (int(arg) for arg in sys.argv[1:4])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * cap * boards + 64)), hard))
+HELLO = bytes.fromhex("4145534400010000")  # PROTOCOL.md: frame-hello-password-only
+
+def exactly(sock, count):
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise SystemExit(f"connection closed after {len(data)} of {count} bytes")
+        data += chunk
+    return data
+
+def connect(source):
+    """Connects through HAProxy from `source`; the answer's kind and payload."""
+    sock = socket.create_connection(("127.0.0.1", front), timeout=10, source_address=(source, 0))
+    sock.sendall(HELLO)
+    head = exactly(sock, 5)
+    return sock, head[0], exactly(sock, struct.unpack(">I", head[1:])[0])
+
+held = []
+for _ in range(cap * boards):
+    sock, kind, payload = connect("127.0.0.3")
+    if kind != 0x01:
+        raise SystemExit(f"connection {len(held) + 1} from 127.0.0.3 was refused: {payload[4:]!r}")
+    held.append(sock)
+sock, kind, payload = connect("127.0.0.3")
+code, message = struct.unpack(">H", payload[:2])[0], payload[4:].decode(errors="replace")
+if kind != 0x7F or code != 30 or "127.0.0.3" not in message:
+    raise SystemExit(f"connection {cap * boards + 1} from 127.0.0.3: kind {kind:#x}, {message!r}")
+print(f"{cap * boards} connections from 127.0.0.3 held ({cap} per board); the next: busy, \"{message}\"")
+other, kind, payload = connect("127.0.0.4")
+if kind != 0x01:
+    raise SystemExit(f"127.0.0.4 was refused too (a cap keyed on HAProxy's address?): {payload[4:]!r}")
+print("a connection from 127.0.0.4 meanwhile: welcomed")
+PY
   failed=1
 fi
 
