@@ -6,6 +6,9 @@
 #                  session and job state machine (with and without a
 #                  required access token); the server must answer only with
 #                  valid frames and leave no admission slot taken
+#   proxy_header   arbitrary connection starts through the PROXY protocol
+#                  header parser (v1 and v2); a header never takes bytes
+#                  past its end, re-encodes to the same addresses
 #
 #   scripts/fuzz.sh                      # CI: 20 s per target
 #   scripts/fuzz.sh --time 600           # a longer run for a person
@@ -14,7 +17,7 @@
 # Options:
 #   --time SECS   fuzzing time per target; 0 = until stopped [20]
 #   --jobs N      parallel fuzzing processes per target [1]
-#   TARGET...     frame_decoder and/or session [both]
+#   TARGET...     frame_decoder, session and/or proxy_header [all three]
 #   -h, --help    this text
 #
 # Each run starts from a seed corpus written from the hex test vectors of
@@ -41,14 +44,14 @@ while (($#)); do
     --time) time_per_target="${2:?--time needs seconds}"; shift ;;
     --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    frame_decoder | session) targets+=("$1") ;;
+    frame_decoder | session | proxy_header) targets+=("$1") ;;
     *) echo "fuzz.sh: unknown option or target '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [[ "$time_per_target" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --time must be whole seconds" >&2; exit 2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs must be at least 1" >&2; exit 2; }
-((${#targets[@]})) || targets=(frame_decoder session)
+((${#targets[@]})) || targets=(frame_decoder session proxy_header)
 
 apt_install python3 g++
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -92,6 +95,15 @@ seeds = {
         "token-then-job": b"\x01" + hello + auth + cheap_begin + data + end,
         "job-without-token": b"\x01" + hello + cheap_begin + data + end,
         "token-not-asked-for": b"\x00" + hello + auth + cheap_begin + end,
+    },
+    "proxy_header": {
+        "v1-tcp4": b"PROXY TCP4 192.0.2.1 198.51.100.7 56324 7878\r\n" + hello,
+        "v1-tcp6": b"PROXY TCP6 2001:db8::1 2001:db8::2 1 7878\r\n" + hello,
+        "v1-unknown": b"PROXY UNKNOWN\r\n" + hello,
+        "v2-tcp4": b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c"
+        + bytes([192, 0, 2, 1, 10, 0, 0, 2]) + (40000).to_bytes(2, "big") + (7878).to_bytes(2, "big") + hello,
+        "v2-local": b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00" + hello,
+        "hello-only": hello,
     },
 }
 for target, named in seeds.items():

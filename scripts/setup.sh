@@ -23,7 +23,8 @@ command -v cargo >/dev/null || { echo "setup.sh: Rust (rustup, cargo) is require
 # openssl: the oracle for the file format in the tests.
 # The shellcheck package lints the project's shell scripts in the tests.
 # prometheus (with promtool): the metrics tests scrape aesd with the real one.
-apt_install openssl ca-certificates shellcheck prometheus
+# haproxy: the fleet tests check and run the shipped config (scripts/fleet.sh).
+apt_install openssl ca-certificates shellcheck prometheus haproxy
 # The pinned nightly of rust-toolchain.toml (host builds use it too).
 bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy

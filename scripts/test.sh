@@ -38,6 +38,9 @@ cargo bench -p aesd-bench --locked -- --quick
 
 [ "$only_rust" -eq 1 ] && exit 0
 
+step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, an aesload suite through it"
+bash scripts/fleet.sh --boards 3 --quick --profile debug
+
 step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh
 soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q

@@ -88,6 +88,12 @@ impl Client {
                 addr: addr.to_owned(),
                 source,
             })?;
+        Client::over(stream).await
+    }
+
+    /// Handshakes over a stream that is already connected: one that went
+    /// through a tunnel, or on which a test wrote a PROXY header first.
+    pub async fn over(stream: TcpStream) -> Result<Client, ClientError> {
         let _ = stream.set_nodelay(true);
         let (read, write) = stream.into_split();
         // Output chunks are the input chunk plus at most a block of carry

@@ -31,8 +31,11 @@
 //!   and temperature sampled from its Prometheus endpoint during a run.
 //! * [`output`]: the `--json` document and `--csv` rows.
 //! * [`plot`]: the `--plot` SVG.
+//! * [`compare`]: `aesload compare`: runs (and the study's published
+//!   figures) side by side, as the study's table and as an SVG.
 //! * [`testkit`]: helpers shared by the integration tests.
 
+pub mod compare;
 pub mod connection;
 pub mod distribution;
 pub mod durations;

@@ -30,8 +30,8 @@ const NETWORK: &str = "#56b4e9";
 const PROCESSING: &str = "#0072b2";
 const FAILED: &str = "#d55e00";
 const RATE: &str = "#009e73";
-const AXIS: &str = "#444";
-const GRID: &str = "#e4e4e4";
+pub(crate) const AXIS: &str = "#444";
+pub(crate) const GRID: &str = "#e4e4e4";
 
 /// The SVG for `runs` (warm-up transfers drawn faded).
 pub fn render(runs: &[SuiteRun], warmup: Warmup, server: &[ServerSample]) -> String {
@@ -443,7 +443,7 @@ fn axes(svg: &mut String, left: f64, width: f64, top: f64, ticks: &[f64], y_max:
 
 /// Round tick values from 0 to at least `max` (about 5 of them), and the
 /// axis maximum (the last tick).
-fn nice_ticks(max: f64) -> (Vec<f64>, f64) {
+pub(crate) fn nice_ticks(max: f64) -> (Vec<f64>, f64) {
     let max = if max.is_finite() && max > 0.0 {
         max
     } else {
@@ -470,7 +470,7 @@ fn nice_step(raw: f64) -> f64 {
 }
 
 /// A tick label with as many decimals as the scale needs.
-fn label(value: f64, max: f64) -> String {
+pub(crate) fn label(value: f64, max: f64) -> String {
     match max {
         max if max >= 10.0 => format!("{value:.0}"),
         max if max >= 1.0 => format!("{value:.1}"),
@@ -479,7 +479,15 @@ fn label(value: f64, max: f64) -> String {
     }
 }
 
-fn rect(svg: &mut String, x: f64, y: f64, width: f64, height: f64, color: &str, opacity: f64) {
+pub(crate) fn rect(
+    svg: &mut String,
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    color: &str,
+    opacity: f64,
+) {
     if height <= 0.0 || width <= 0.0 {
         return;
     }
@@ -489,7 +497,15 @@ fn rect(svg: &mut String, x: f64, y: f64, width: f64, height: f64, color: &str, 
     );
 }
 
-fn text(svg: &mut String, x: f64, y: f64, size: u32, anchor: &str, weight: &str, content: &str) {
+pub(crate) fn text(
+    svg: &mut String,
+    x: f64,
+    y: f64,
+    size: u32,
+    anchor: &str,
+    weight: &str,
+    content: &str,
+) {
     let _ = writeln!(
         svg,
         r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" fill="{AXIS}" stroke="white" stroke-width="3" paint-order="stroke">{}</text>"#,
@@ -497,7 +513,7 @@ fn text(svg: &mut String, x: f64, y: f64, size: u32, anchor: &str, weight: &str,
     );
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -171,7 +171,7 @@ fn window(transfers: &[&Transfer]) -> Duration {
     }
 }
 
-fn secs(duration: Duration) -> String {
+pub(crate) fn secs(duration: Duration) -> String {
     format!("{:.3}", duration.as_secs_f64())
 }
 
@@ -181,7 +181,7 @@ fn megabytes(bytes: f64) -> String {
 
 /// Lays out rows of cells: the first column left-aligned, the others
 /// right-aligned, each as wide as its widest cell.
-fn layout(rows: &[Vec<String>]) -> String {
+pub(crate) fn layout(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|column| {

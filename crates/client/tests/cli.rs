@@ -613,3 +613,68 @@ async fn aescrypt_never_sends_the_password_by_default() {
     }
     server.shutdown().await;
 }
+
+#[test]
+fn aesload_compare_lays_runs_and_the_study_side_by_side() {
+    let dir = TempDir::new("aesload-compare");
+    let (first, second, svg) = (
+        dir.join("first.json"),
+        dir.join("second.json"),
+        dir.join("compare.svg"),
+    );
+    for (json, workers) in [(&first, "1"), (&second, "2")] {
+        aesload_ok(&[
+            "--suite",
+            "basic2,large",
+            "--scale",
+            "0.001",
+            "--iter",
+            "1000",
+            "--workers",
+            workers,
+            "--quiet",
+            "--json",
+            &path(json),
+        ]);
+    }
+    let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/study-baseline.json");
+    let stdout = aesload_ok(&[
+        "compare",
+        &format!("{}#study-dual-core", path(&baseline)),
+        &path(&first),
+        &path(&second),
+        "--suite",
+        "basic2,large",
+        "--plot",
+        &path(&svg),
+    ]);
+    let runs_row = stdout.lines().nth(1).expect("run labels");
+    assert_eq!(
+        runs_row.split_whitespace().collect::<Vec<_>>(),
+        [
+            "study-dual-core",
+            "first",
+            "second",
+            "study-dual-core",
+            "first",
+            "second"
+        ],
+        "{stdout}"
+    );
+    // The study's dual core processed 84.93 MB at 265.26 kB/s in basic 2.
+    let throughput = stdout
+        .lines()
+        .find(|line| line.starts_with("Avg Bytes per Second (MB/s)"))
+        .expect("throughput row");
+    assert!(throughput.contains(" 0.27 "), "{throughput}");
+    assert!(stdout.contains("Ratio to the first run"), "{stdout}");
+    let svg = std::fs::read_to_string(&svg).expect("plot written");
+    assert!(svg.contains("study-dual-core, basic2"), "{svg}");
+
+    let missing = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args(["compare", &path(&dir.join("nope.json"))])
+        .output()
+        .expect("run aesload");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.json"));
+}

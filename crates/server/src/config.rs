@@ -21,6 +21,7 @@ use aesd_proto::secret_file::permission_warning;
 use crate::auth::AccessToken;
 use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
 use crate::metrics::temperature::TemperatureSource;
+use crate::proxy::{CidrError, TrustedProxies};
 
 /// Default address of the job port.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:7878";
@@ -161,6 +162,15 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_tree: Option<PathBuf>,
 
+    /// Load balancers (IP networks, CIDR[,CIDR...], e.g. 10.0.0.5/32) whose
+    /// connections must start with a PROXY protocol header (v1 or v2); the
+    /// client address it carries then keys the per-address limits and the
+    /// log. A PROXY header from any other address is refused [default:
+    /// none]
+    #[arg(long, value_name = "CIDR,...")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trusted_proxies: Option<String>,
+
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug") [default: info]
     #[arg(long, value_name = "FILTER")]
@@ -239,6 +249,8 @@ pub struct Config {
     pub access_token: Option<AccessToken>,
     /// First delay before answering a failed authentication.
     pub auth_failure_delay: Duration,
+    /// Peers that must send a PROXY header (empty: none).
+    pub trusted_proxies: TrustedProxies,
     /// Log filter.
     pub log: String,
     /// Address of the metrics endpoint, if any.
@@ -387,6 +399,15 @@ impl Config {
                 None => None,
             },
             auth_failure_delay: seconds("auth-failure-delay", layer.auth_failure_delay, 1.0)?,
+            trusted_proxies: layer
+                .trusted_proxies
+                .as_deref()
+                .unwrap_or_default()
+                .parse()
+                .map_err(|err: CidrError| ConfigError::Invalid {
+                    key: "trusted-proxies",
+                    reason: err.to_string(),
+                })?,
             log: layer.log.unwrap_or_else(|| "info".to_owned()),
             metrics_listen: layer.metrics_listen,
             temperature: match layer.temperature.as_deref().unwrap_or("auto").parse() {
@@ -502,6 +523,8 @@ impl Config {
                 .as_ref()
                 .map(|token| token.path().to_owned()),
             auth_failure_delay: Some(self.auth_failure_delay.as_secs_f64()),
+            trusted_proxies: (!self.trusted_proxies.is_empty())
+                .then(|| self.trusted_proxies.to_string()),
             log: Some(self.log.clone()),
             metrics_listen: self.metrics_listen,
             temperature: Some(match &self.temperature {
@@ -619,6 +642,55 @@ mod tests {
         ));
         let err: Result<ConfigLayer, _> = toml::from_str("wrokers = 2");
         assert!(err.is_err(), "unknown keys are refused");
+    }
+
+    #[test]
+    fn trusted_proxies_from_flag_file_and_environment() {
+        let flags = Cli::try_parse_from(["aesd", "--trusted-proxies", "127.0.0.1/32,10.0.0.0/8"])
+            .expect("flags")
+            .settings;
+        let config = Config::resolve(flags).expect("valid");
+        assert!(
+            config
+                .trusted_proxies
+                .contains("10.9.8.7".parse().expect("ip"))
+        );
+        assert!(
+            !config
+                .trusted_proxies
+                .contains("127.0.0.2".parse().expect("ip"))
+        );
+        let file: ConfigLayer =
+            toml::from_str("trusted-proxies = \"192.168.1.0/24\"").expect("toml");
+        let environment =
+            ConfigLayer::from_env(env(&[("AESD_TRUSTED_PROXIES", "fd00::/8")])).expect("env");
+        let config = Config::resolve(file.clone().over(environment.clone())).expect("valid");
+        assert_eq!(config.trusted_proxies.to_string(), "192.168.1.0/24");
+        let config = Config::resolve(environment).expect("valid");
+        assert_eq!(config.trusted_proxies.to_string(), "fd00::/8");
+        let printed = config.to_layer().to_toml();
+        assert!(
+            printed.contains("trusted-proxies = \"fd00::/8\""),
+            "{printed}"
+        );
+        let err = Config::resolve(ConfigLayer {
+            trusted_proxies: Some("10.0.0.1/8".into()),
+            ..ConfigLayer::default()
+        })
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                key: "trusted-proxies",
+                ..
+            }
+        ));
+        assert!(
+            Config::resolve(ConfigLayer::default())
+                .expect("valid")
+                .trusted_proxies
+                .is_empty()
+        );
     }
 
     #[test]

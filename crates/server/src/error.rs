@@ -6,6 +6,7 @@ use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
 
 use crate::admission::Refused;
 use crate::cipher::CipherError;
+use crate::proxy::ProxyError;
 
 /// A job (or its connection) failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +72,9 @@ pub enum JobError {
         /// What was wrong (never the token itself).
         reason: &'static str,
     },
+    /// A PROXY protocol header was missing, broken or not allowed.
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
@@ -128,6 +132,7 @@ impl JobError {
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
             JobError::Busy(_) => ErrorCode::Busy,
             JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
+            JobError::Proxy(err) => err.code(),
             JobError::ShuttingDown => ErrorCode::ShuttingDown,
             JobError::Timeout { .. } => ErrorCode::Timeout,
             JobError::ClientGone | JobError::Internal(_) | JobError::Io(_) | JobError::Aborted => {

@@ -15,6 +15,8 @@
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline.
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
+//! * [`proxy`]: the PROXY protocol header from trusted load balancers
+//!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
 //!   async reactor only moves bytes.
 //! * [`lanes`]: the lane engine: a worker encrypts several jobs' CBC
@@ -37,6 +39,7 @@ pub mod lanes;
 pub mod limits;
 pub mod metrics;
 pub mod pool;
+pub mod proxy;
 pub mod server;
 pub mod session;
 pub mod shutdown;

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aesd_proto::ErrorCode;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -17,6 +18,7 @@ use crate::config::Config;
 use crate::limits::ConnectionLimits;
 use crate::metrics::{self, LiveCollector, Metrics};
 use crate::pool::WorkerPool;
+use crate::proxy;
 use crate::session;
 use crate::shutdown::Shutdown;
 
@@ -158,13 +160,23 @@ impl Server {
             tokio::select! {
                 () = &mut signal => break,
                 accepted = listener.accept() => match accepted {
+                    // A trusted proxy's connection is admitted under the
+                    // client address its PROXY header carries, once read.
+                    Ok((stream, peer)) if shared.config.trusted_proxies.contains(peer.ip()) => {
+                        tracker.spawn(proxy::serve(stream, peer, Arc::clone(&shared)));
+                    }
                     Ok((stream, peer)) => match shared.connections.admit(peer.ip()) {
                         Ok(slot) => {
                             tracker.spawn(session::serve(stream, peer, Arc::clone(&shared), slot));
                         }
                         Err(refused) => {
                             shared.metrics.error("busy");
-                            tracker.spawn(session::refuse(stream, peer, refused));
+                            tracker.spawn(session::refuse(
+                                stream,
+                                peer,
+                                ErrorCode::Busy,
+                                refused.to_string(),
+                            ));
                         }
                     },
                     Err(err) => {

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
-use aesd_proto::{FrameKind, FrameReader, FrameWriter, Message, Welcome};
+use aesd_proto::{FrameError, FrameKind, FrameReader, FrameWriter, Message, Welcome};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at};
@@ -18,19 +18,20 @@ use tracing::{debug, info, warn};
 
 use std::time::Duration;
 
-use aesd_proto::{ErrorCode, ErrorFrame};
+use aesd_proto::{ErrorCode, ErrorFrame, ProtoError};
 use tokio::io::AsyncWriteExt;
 
 use crate::error::JobError;
 use crate::job;
-use crate::limits::{ConnectionRefused, ConnectionSlot};
+use crate::limits::ConnectionSlot;
+use crate::proxy::ProxyError;
 use crate::server::Shared;
 
-/// Answers a connection over the connection caps with a `busy` error and
-/// closes it.
-pub async fn refuse(mut stream: TcpStream, peer: SocketAddr, refused: ConnectionRefused) {
-    debug!(%peer, "refused: {refused}");
-    let frame = Message::Error(ErrorFrame::new(ErrorCode::Busy, refused.to_string()));
+/// Answers a connection refused before its session (over the connection
+/// caps: `busy`; a bad PROXY header) with an error frame and closes it.
+pub async fn refuse(mut stream: TcpStream, peer: SocketAddr, code: ErrorCode, message: String) {
+    debug!(%peer, "refused ({}): {message}", code.name());
+    let frame = Message::Error(ErrorFrame::new(code, message));
     if let Ok(bytes) = frame.to_bytes() {
         let _ = timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
     }
@@ -116,6 +117,15 @@ where
             // Connected and closed without a byte: a port probe or health
             // check, not a broken client.
             JobError::Truncated { got: 0, .. } => JobError::ClientGone,
+            JobError::Io(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {
+                JobError::ClientGone
+            }
+            // Only trusted proxies may say who the client is.
+            JobError::Protocol(ProtoError::BadMagic { found })
+                if ProxyError::looks_like_header(&found) =>
+            {
+                JobError::Proxy(ProxyError::Untrusted { peer })
+            }
             other => other,
         })?;
     if hello.version != PROTOCOL_VERSION {
@@ -143,12 +153,18 @@ where
             () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown.into()),
             header = timeout_at(deadline, reader.next_header()) => header,
         };
-        let header = header
-            .map_err(|_| JobError::Timeout {
-                what: "waiting for the next job",
-                limit: config.idle_timeout,
-            })?
-            .map_err(JobError::from)?;
+        let header = header.map_err(|_| JobError::Timeout {
+            what: "waiting for the next job",
+            limit: config.idle_timeout,
+        })?;
+        let header = match header {
+            // A reset between jobs is a client leaving, like a close
+            // (load balancers' health checks reset after the welcome).
+            Err(FrameError::Io(err)) if err.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Ok(());
+            }
+            other => other.map_err(JobError::from)?,
+        };
         let Some(header) = header else {
             return Ok(());
         };

@@ -1,8 +1,10 @@
-//! Observability with the real parts: Debian's Prometheus scrapes a real
-//! aesd every second while 100 clients run; every PromQL expression of the
-//! shipped Grafana dashboard then returns data through Prometheus's HTTP
-//! API; promtool accepts aesd's real output and the shipped config; the
-//! metrics endpoint and the job port stay responsive under the load.
+//! Observability with the real parts: Debian's Prometheus, run with the
+//! shipped fleet config (file-based discovery, the target labelled with its
+//! `board`), scrapes a real aesd every second while 100 clients run; every
+//! PromQL expression of the shipped Grafana dashboard then returns data
+//! through Prometheus's HTTP API, the fleet overview's per board; promtool
+//! accepts aesd's real output and the shipped configs; the metrics endpoint
+//! and the job port stay responsive under the load.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -50,7 +52,11 @@ fn repo_file(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// Debian's `prometheus`, scraping one target every second.
+/// The `board` label the test's target gets in its target file.
+const BOARD: &str = "test-board";
+
+/// Debian's `prometheus` with the shipped fleet config, scraping one
+/// target (from a target file, labelled [`BOARD`]) every second.
 struct Prometheus {
     child: Child,
     addr: SocketAddr,
@@ -60,15 +66,20 @@ struct Prometheus {
 impl Prometheus {
     fn start(target: SocketAddr) -> Prometheus {
         let dir = TempDir::new("prometheus");
-        let config = dir.join("prometheus.yml");
+        let config = dir.join("fleet.yml");
+        let shipped = std::fs::read_to_string(repo_file("deploy/prometheus/fleet.yml"))
+            .expect("deploy/prometheus/fleet.yml");
+        let fast = shipped
+            .replace("scrape_interval: 5s", "scrape_interval: 1s")
+            .replace("evaluation_interval: 5s", "evaluation_interval: 1s");
+        assert_ne!(fast, shipped, "the fleet config's intervals moved");
+        std::fs::write(&config, fast).expect("write config");
+        std::fs::create_dir_all(dir.join("targets")).expect("targets dir");
         std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: aesd\n    static_configs:\n      - targets: ['{target}']\n"
-            ),
+            dir.join("targets/boards.yml"),
+            format!("- targets: ['{target}']\n  labels:\n    board: {BOARD}\n"),
         )
-        .expect("write config");
+        .expect("write targets");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("free port")
@@ -156,6 +167,7 @@ fn dashboard_queries() -> Vec<(String, String)> {
             let expr = target["expr"].as_str().expect("expr");
             let expr = expr
                 .replace("$instance", ".*")
+                .replace("$board", ".*")
                 .replace("$__rate_interval", "1m");
             queries.push((panel["title"].as_str().unwrap_or("?").to_owned(), expr));
         }
@@ -190,13 +202,18 @@ async fn prometheus_scrapes_aesd_and_every_dashboard_query_has_data() {
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
-    let config = repo_file("deploy/prometheus/prometheus.yml");
-    let check = promtool(&["check", "config", &config.display().to_string()], "");
-    assert!(
-        check.status.success(),
-        "promtool check config: {}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    for shipped in [
+        "deploy/prometheus/prometheus.yml",
+        "deploy/prometheus/fleet.yml",
+    ] {
+        let config = repo_file(shipped);
+        let check = promtool(&["check", "config", &config.display().to_string()], "");
+        assert!(
+            check.status.success(),
+            "promtool check config {shipped}: {}",
+            String::from_utf8_lossy(&check.stdout)
+        );
+    }
 
     let prometheus = tokio::task::spawn_blocking(move || Prometheus::start(metrics))
         .await
@@ -312,6 +329,17 @@ async fn prometheus_scrapes_aesd_and_every_dashboard_query_has_data() {
         "Memory",
         "Board temperature",
         "Build",
+        "Throughput per board",
+        "Share of jobs per board",
+        "Busy share per board",
+        "Errors per board",
+    ];
+    // The fleet overview's panels: one series per board, named.
+    let per_board = [
+        "Throughput per board",
+        "Share of jobs per board",
+        "Busy share per board",
+        "Errors per board",
     ];
     let mut failures = Vec::new();
     for (panel, expr, result) in &results {
@@ -329,6 +357,13 @@ async fn prometheus_scrapes_aesd_and_every_dashboard_query_has_data() {
                 if must_be_positive.contains(&panel.as_str()) && (best.is_nan() || best <= 0.0) {
                     failures.push(format!("{panel}: no activity ({best}) for {expr}"));
                 }
+                if per_board.contains(&panel.as_str())
+                    && !series
+                        .iter()
+                        .all(|sample| sample["metric"]["board"] == BOARD)
+                {
+                    failures.push(format!("{panel}: not per board: {series:?}"));
+                }
                 if values.iter().all(|value| value.is_nan()) {
                     failures.push(format!("{panel}: only NaN for {expr}"));
                 }
@@ -338,7 +373,7 @@ async fn prometheus_scrapes_aesd_and_every_dashboard_query_has_data() {
         }
     }
     assert!(
-        results.len() >= 20,
+        results.len() >= 24,
         "the dashboard lost queries: {}",
         results.len()
     );

@@ -1,7 +1,9 @@
 //! `aesload`: the load generator. Runs the study's suites (or any mix of
 //! clients, batches, sizes and arrival rate) against one or more aesd
 //! servers (or an embedded one), verifies every result and prints the
-//! study's table; JSON, CSV and an SVG plot on request.
+//! study's table; JSON, CSV and an SVG plot on request. `aesload compare`
+//! lays earlier runs' JSON (and the study's published figures) side by
+//! side.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -10,6 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aesd_client::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_client::distribution::SizeDist;
 use aesd_client::durations::{Warmup, parse_duration};
 use aesd_client::load::{Arrival, LoadPlan, run_load};
@@ -40,6 +43,7 @@ const LISTED_FAILURES: usize = 10;
 #[command(
     name = "aesload",
     version,
+    args_conflicts_with_subcommands = true,
     after_help = "\
 Without --server, aesload starts an embedded aesd on 127.0.0.1 (ephemeral port) \
 and runs against it, so it works out of the box.
@@ -60,9 +64,13 @@ Examples:
   aesload --suite all --scale 0.05
   aesload --clients 100 --chunk 10 --sizes 2M,5M,10M,20M
   aesload --suite drowning --rate 50 --duration 30s --warmup 5s --json run.json --plot run.svg
-  aesload --server 192.168.1.50:7878,192.168.1.51:7878 --suite large"
+  aesload --server 192.168.1.50:7878,192.168.1.51:7878 --suite large
+  aesload compare docs/study-baseline.json#study-dual-core before.json after.json --plot cmp.svg"
 )]
 struct Args {
+    /// Another task instead of a load run
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]
     #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
     server: Vec<String>,
@@ -135,6 +143,46 @@ struct Args {
     quiet: bool,
 }
 
+/// Tasks other than a load run.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print the study's table with one column per run per suite, and each
+    /// run's ratio to the first run of the suite; --plot draws them side by
+    /// side. Exit status: 0, or 2 when a file cannot be read.
+    Compare(CompareArgs),
+}
+
+/// `aesload compare`'s arguments.
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// aesload --json files; baseline files such as docs/study-baseline.json (every run in
+    /// them), or BASELINE#RUN for one of its runs. The first file's run is the reference of
+    /// the ratios
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<String>,
+    /// Only these suites, comma-separated [default: every suite of any file]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    suite: Vec<String>,
+    /// Draw the runs side by side as SVG (throughput, duration, queue and processing time)
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+/// `aesload compare`: the table on stdout, the plot on request.
+fn run_compare(args: &CompareArgs) -> Result<()> {
+    let mut runs = Vec::new();
+    for file in &args.files {
+        runs.extend(compare::load(file)?);
+    }
+    let runs = compare::prepare(runs, &args.suite)?;
+    print!("{}", compare_table(&runs));
+    if let Some(path) = &args.plot {
+        write_file(path, compare_plot::render(&runs).as_bytes())?;
+        println!("plot: {}", path.display());
+    }
+    Ok(())
+}
+
 /// The suites named by `--suite`.
 #[derive(Debug, Clone, PartialEq)]
 struct Suites(Vec<Suite>);
@@ -145,6 +193,15 @@ fn parse_suites(text: &str) -> Result<Suites, SuiteError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::Compare(compare)) = &args.command {
+        return match run_compare(compare) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("aesload compare: {err:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AESLOAD_LOG")
@@ -522,6 +579,27 @@ mod tests {
         assert_eq!(args.server, vec!["a:1", "b:2"]);
         assert_eq!(args.warmup, Warmup::Time(Duration::from_secs(5)));
         assert!(Args::try_parse_from(["aesload", "--suite", "basic9"]).is_err());
+        let args = Args::try_parse_from([
+            "aesload",
+            "compare",
+            "a.json",
+            "b.json",
+            "--suite",
+            "basic2,large",
+            "--plot",
+            "c.svg",
+        ])
+        .expect("compare parses");
+        let Some(Command::Compare(compare)) = args.command else {
+            panic!("not compare: {args:?}");
+        };
+        assert_eq!(compare.files, ["a.json", "b.json"]);
+        assert_eq!(compare.suite, ["basic2", "large"]);
+        assert!(
+            Args::try_parse_from(["aesload", "compare"]).is_err(),
+            "files are required"
+        );
+        assert!(Args::try_parse_from(["aesload", "--clients", "2", "compare", "a.json"]).is_err());
     }
 
     #[test]

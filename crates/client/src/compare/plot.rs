@@ -1,0 +1,194 @@
+//! `aesload compare --plot`: the runs side by side in SVG. Four panels
+//! (throughput, test duration, average queue time, total processing
+//! time); in each, one group of bars per suite and one bar per run, in the
+//! run's colour, its value written above it (a bar too small to see still
+//! has its number).
+
+use std::fmt::Write as _;
+
+use super::{Figures, Run, suite_names};
+use crate::plot::{AXIS, GRID, escape, label, nice_ticks, rect, text};
+
+const WIDTH: f64 = 1200.0;
+const HEADER: f64 = 70.0;
+const PANEL_WIDTH: f64 = 560.0;
+const PANEL_HEIGHT: f64 = 240.0;
+const PANEL_GAP_X: f64 = 40.0;
+const PANEL_ROW: f64 = 320.0;
+const LEFT: f64 = 70.0;
+
+/// Colour-blind-safe colours (Okabe–Ito), one per run, repeating.
+const PALETTE: [&str; 7] = [
+    "#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442",
+];
+
+/// A panel: title, unit and the value drawn.
+type Panel = (&'static str, &'static str, fn(&Figures) -> f64);
+
+const PANELS: [Panel; 4] = [
+    ("Avg Bytes per Second", "MB/s", |f| {
+        f.throughput_bytes_per_sec / 1e6
+    }),
+    ("Test Duration", "s", |f| f.duration_s),
+    ("Avg Queue Time", "s", |f| f.avg_queue_s),
+    ("Total Processing Time", "s", |f| f.total_processing_s),
+];
+
+/// The SVG for `runs` (prepared with [`super::prepare`]).
+pub fn render(runs: &[Run]) -> String {
+    let rows = PANELS.len().div_ceil(2);
+    let height = HEADER + PANEL_ROW * rows as f64;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    text(&mut svg, 20.0, 26.0, 18, "start", "bold", "aesload compare");
+    let mut x = 20.0;
+    for (index, run) in runs.iter().enumerate() {
+        rect(&mut svg, x, 42.0, 12.0, 12.0, color(index), 1.0);
+        text(&mut svg, x + 17.0, 52.5, 12, "start", "normal", &run.label);
+        x += 40.0 + run.label.chars().count() as f64 * 7.0;
+    }
+    let suites = suite_names(runs);
+    for (index, (title, unit, value)) in PANELS.iter().enumerate() {
+        let left = LEFT + (index % 2) as f64 * (PANEL_WIDTH + PANEL_GAP_X);
+        let top = HEADER + 30.0 + (index / 2) as f64 * PANEL_ROW;
+        panel(&mut svg, runs, &suites, (left, top), (title, unit), *value);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn color(run: usize) -> &'static str {
+    PALETTE[run % PALETTE.len()]
+}
+
+fn panel(
+    svg: &mut String,
+    runs: &[Run],
+    suites: &[String],
+    (left, top): (f64, f64),
+    (title, unit): (&str, &str),
+    value: fn(&Figures) -> f64,
+) {
+    text(
+        svg,
+        left,
+        top - 10.0,
+        14,
+        "start",
+        "bold",
+        &format!("{title} ({unit})"),
+    );
+    let largest = runs
+        .iter()
+        .flat_map(|run| run.suites.iter().map(|(_, figures)| value(figures)))
+        .filter(|value| value.is_finite())
+        .fold(0.0, f64::max);
+    let (ticks, y_max) = nice_ticks(largest);
+    for tick in &ticks {
+        let y = top + PANEL_HEIGHT - tick / y_max * PANEL_HEIGHT;
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{left}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="{GRID}"/>"#,
+            x2 = left + PANEL_WIDTH
+        );
+        text(
+            svg,
+            left - 6.0,
+            y + 4.0,
+            11,
+            "end",
+            "normal",
+            &label(*tick, y_max),
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<rect x="{left}" y="{top}" width="{PANEL_WIDTH}" height="{PANEL_HEIGHT}" fill="none" stroke="{AXIS}"/>"#
+    );
+    let group = PANEL_WIDTH / suites.len().max(1) as f64;
+    let bar = (group * 0.8 / runs.len().max(1) as f64).min(60.0);
+    for (slot, suite) in suites.iter().enumerate() {
+        let center = left + group * (slot as f64 + 0.5);
+        text(
+            svg,
+            center,
+            top + PANEL_HEIGHT + 16.0,
+            12,
+            "middle",
+            "normal",
+            suite,
+        );
+        let start = center - bar * runs.len() as f64 / 2.0;
+        for (index, run) in runs.iter().enumerate() {
+            let Some((_, figures)) = run.suites.iter().find(|(name, _)| name == suite) else {
+                continue;
+            };
+            let shown = value(figures);
+            if !shown.is_finite() {
+                continue;
+            }
+            let height = shown / y_max * PANEL_HEIGHT;
+            let x = start + bar * index as f64;
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{height:.2}" fill="{fill}"><title>{title}</title></rect>"#,
+                y = top + PANEL_HEIGHT - height,
+                w = bar * 0.92,
+                fill = color(index),
+                title = escape(&format!("{}, {suite}: {shown:.3} {unit}", run.label)),
+            );
+            text(
+                svg,
+                x + bar * 0.46,
+                top + PANEL_HEIGHT - height - 3.0,
+                9,
+                "middle",
+                "normal",
+                &short(shown),
+            );
+        }
+    }
+}
+
+/// A value in at most about four significant figures.
+fn short(value: f64) -> String {
+    match value.abs() {
+        v if v >= 100.0 => format!("{value:.0}"),
+        v if v >= 10.0 => format!("{value:.1}"),
+        v if v >= 0.01 => format!("{value:.2}"),
+        _ => format!("{value:.3}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::tests::run;
+
+    #[test]
+    fn one_bar_per_run_per_suite_per_panel() {
+        let runs = vec![
+            run("study", &[("basic2", 400_000.0), ("large", 400_000.0)]),
+            run("aesd", &[("basic2", 90e6)]),
+        ];
+        let svg = render(&runs);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        let bars = |fill: &str| svg.matches(&format!(r#"fill="{fill}"><title>"#)).count();
+        assert_eq!(bars(PALETTE[0]), 2 * PANELS.len(), "study: two suites");
+        assert_eq!(bars(PALETTE[1]), PANELS.len(), "aesd: one suite");
+        assert!(svg.contains("study, large: 0.400 MB/s"), "{svg}");
+        assert!(svg.contains(">90.0<"), "value labels: {svg}");
+    }
+
+    #[test]
+    fn short_keeps_small_values_readable() {
+        assert_eq!(short(406.06), "406");
+        assert_eq!(short(12.34), "12.3");
+        assert_eq!(short(0.22174), "0.22");
+        assert_eq!(short(0.004), "0.004");
+    }
+}
