@@ -3,7 +3,14 @@
 # Source it; it defines functions only.
 
 # Prints a step heading on stderr.
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Prints a step's title with the wall-clock time since the outermost script
+# started (AESD_STEP_T0 is inherited by nested scripts), so a CI log shows
+# where its minutes go.
+export AESD_STEP_T0="${AESD_STEP_T0:-$(date +%s)}"
+step() {
+  local elapsed=$(($(date +%s) - AESD_STEP_T0))
+  printf '\n==> [%d:%02d] %s\n' $((elapsed / 60)) $((elapsed % 60)) "$*" >&2
+}
 
 # Installs the Debian packages that are not installed yet; runs
 # `apt-get update` once per call, and only when something is missing.
