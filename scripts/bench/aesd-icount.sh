@@ -30,6 +30,9 @@
 #   --iter N            PBKDF2 iterations (default 10000)
 #   --key-derivation K  auto (key source 2: the client derives; default) or server
 #                       (key source 1: aesd runs PBKDF2)
+#   --operation OP      encrypt (default: aesload's jobs, every result verified) or
+#                       decrypt (J concurrent aescrypt decryptions of files made by
+#                       openssl enc, every result compared with the plaintext)
 #   --aes-backend B     software (default: what the board runs without the AES
 #                       instruction) or vexriscv (riscv32 only: VexRiscv's AES
 #                       instruction; a test build of aesd whose SIGILL handler
@@ -51,7 +54,7 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/bench/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,40s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,43s/^# \{0,1\}//p' "$0"; }
 die_usage() { echo "aesd-icount.sh: $* (try --help)" >&2; exit 2; }
 
 jobs_list="1,2"
@@ -61,13 +64,14 @@ base=4096
 iter=10000
 derivation=auto
 backend=software
+operation=encrypt
 repeats=2
 build=1
 json=""
 target=riscv32imac-unknown-linux-musl
 while (($#)); do
   case "$1" in
-    --jobs | --workers | --size | --base | --iter | --key-derivation | --aes-backend | --json)
+    --jobs | --workers | --size | --base | --iter | --key-derivation | --aes-backend | --operation | --json)
       (($# >= 2)) || die_usage "$1 needs a value"
       case "$1" in
         --jobs) jobs_list="$2" ;;
@@ -77,6 +81,7 @@ while (($#)); do
         --iter) iter="$2" ;;
         --key-derivation) derivation="$2" ;;
         --aes-backend) backend="$2" ;;
+        --operation) operation="$2" ;;
         --json) json="$2" ;;
       esac
       shift ;;
@@ -98,11 +103,12 @@ case "$target" in
   riscv32imac-unknown-linux-musl | riscv64gc-unknown-linux-musl | aarch64-unknown-linux-musl) ;;
   *) die_usage "unknown target $target (one of ${AESD_TARGETS[*]})" ;;
 esac
+[[ "$operation" == encrypt || "$operation" == decrypt ]] || die_usage "--operation is encrypt or decrypt"
 [[ "$backend" == software || "$backend" == vexriscv ]] || die_usage "--aes-backend is software or vexriscv"
 [[ "$backend" == software || "$target" == riscv32imac-unknown-linux-musl ]] ||
   die_usage "--aes-backend vexriscv is for riscv32imac-unknown-linux-musl only"
 
-apt_install gcc jq qemu-user python3
+apt_install gcc jq qemu-user python3 openssl
 plugin="$(icount_plugin)"
 profile="$(aesd_default_profile "$root")"
 target_dir="$(bench_target_dir "$target")"
@@ -129,10 +135,10 @@ if ((build)); then
   (cd "$root" && CARGO_TARGET_DIR="$target_dir" \
     cargo "+$AESD_NIGHTLY" build --quiet --locked -p aesd-server --bin aesd \
     --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}" "${features[@]}")
-  step "cargo build -p aesd-client --bin aesload (native, to drive the board's aesd)"
-  (cd "$root" && cargo build --quiet --locked -p aesd-client --bin aesload)
+  step "cargo build -p aesd-client --bin aesload --bin aescrypt (native, to drive the board's aesd)"
+  (cd "$root" && cargo build --quiet --locked -p aesd-client --bin aesload --bin aescrypt)
 fi
-for bin in "$dir/aesd" "$native/aesload"; do
+for bin in "$dir/aesd" "$native/aesload" "$native/aescrypt"; do
   [[ -x "$bin" ]] || { echo "aesd-icount.sh: missing $bin (run without --no-build)" >&2; exit 1; }
 done
 
@@ -147,6 +153,43 @@ cleanup() {
 }
 trap cleanup EXIT
 
+printf 'icount bench password\n' >"$work/password"
+# The ciphertexts decryption jobs read: made by openssl (the format's oracle)
+# from random plaintexts, per size and job.
+ciphertexts() {
+  local bytes="$1" jobs="$2" j
+  for ((j = 0; j < jobs; j++)); do
+    local plain="$work/plain-$bytes-$j"
+    [[ -f "$plain.enc" ]] && continue
+    head -c "$bytes" /dev/urandom >"$plain"
+    openssl enc -aes-256-cbc -salt -pbkdf2 -iter "$iter" -pass "file:$work/password" \
+      -in "$plain" -out "$plain.enc"
+  done
+}
+
+# Runs JOBS concurrent jobs of BYTES against the board's aesd on PORT.
+run_jobs() {
+  local port="$1" jobs="$2" bytes="$3"
+  if [[ "$operation" == encrypt ]]; then
+    "$native/aesload" --server "127.0.0.1:$port" --clients "$jobs" --chunk "$jobs" \
+      --size "$bytes" --iter "$iter" --key-derivation "$derivation" --quiet
+    return
+  fi
+  ciphertexts "$bytes" "$jobs"
+  local pids=() j failed=0
+  for ((j = 0; j < jobs; j++)); do
+    "$native/aescrypt" --server "127.0.0.1:$port" --password-file "$work/password" \
+      --iter "$iter" --key-derivation "$derivation" \
+      --in "$work/plain-$bytes-$j.enc" --out "$work/out-$j" decrypt &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  for ((j = 0; j < jobs; j++)); do
+    cmp -s "$work/plain-$bytes-$j" "$work/out-$j" || { echo "decryption $j differs from its plaintext"; failed=1; }
+  done
+  return "$failed"
+}
+
 # Prints the whole-process instruction count of the board aesd serving JOBS
 # concurrent jobs of BYTES each.
 count_run() {
@@ -160,10 +203,8 @@ count_run() {
     "${aesd_args[@]}" --log warn 2>"$work/aesd.log" &
   aesd_pid=$!
   wait_port "$port" 120
-  if ((jobs > 0)) && ! "$native/aesload" --server "127.0.0.1:$port" --clients "$jobs" --chunk "$jobs" \
-    --size "$bytes" --iter "$iter" --key-derivation "$derivation" --quiet \
-    >"$work/load.txt" 2>&1; then
-    echo "aesd-icount.sh: aesload failed against the board's aesd:" >&2
+  if ((jobs > 0)) && ! run_jobs "$port" "$jobs" "$bytes" >"$work/load.txt" 2>&1; then
+    echo "aesd-icount.sh: the $operation jobs failed against the board's aesd:" >&2
     cat "$work/load.txt" "$work/aesd.log" >&2
     exit 1
   fi
@@ -182,8 +223,8 @@ count_run() {
 idle=()
 for _ in $(seq "$repeats"); do idle+=("$(count_run 0 0)"); done
 results=()
-printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s\n' \
-  "$target" "$workers" "$derivation" "$iter" "$backend"
+printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s, %s\n' \
+  "$target" "$workers" "$derivation" "$iter" "$backend" "$operation"
 printf 'process start-up and shutdown, no job: %s instructions\n' "${idle[*]}"
 printf '%-5s %-12s %-28s %-28s %-14s %-16s\n' jobs "bytes/job" "count(SIZE)" "count(BASE)" "instr/byte" "fixed per job"
 IFS=',' read -r -a jobs_values <<<"$jobs_list"
@@ -212,10 +253,10 @@ PY
     awk -F'\t' '{ printf "%-5s %-12s %-28s %-28s %-14s %-16s\n", $1, $2, $3, $4, $5, $6 }'
 done
 if [[ -n "$json" ]]; then
-  printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" --arg backend "$backend" \
+  printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" --arg backend "$backend" --arg operation "$operation" \
     --argjson workers "$workers" --argjson iter "$iter" \
     --argjson idle "$(printf '%s\n' "${idle[@]}" | jq -s 'min')" \
-    '{target: $target, aes_backend: $backend, workers: $workers, key_derivation: $derivation, iterations: $iter,
+    '{target: $target, operation: $operation, aes_backend: $backend, workers: $workers, key_derivation: $derivation, iterations: $iter,
       idle_process_instructions: $idle, runs: .}' >"$json"
   echo "wrote $json"
 fi
