@@ -11,31 +11,21 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args, FromArgMatches, Parser};
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use serde::{Deserialize, Serialize};
 
-use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD};
+use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 
 use aesd_proto::secret_file::permission_warning;
 
 use crate::auth::AccessToken;
-use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
+use crate::backend::AesBackend;
+use crate::defaults;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::{CidrError, TrustedProxies};
 
-/// Default address of the job port.
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:7878";
 /// Smallest data chunk the server can be configured to accept.
 pub const MIN_CHUNK_SIZE: u32 = 4096;
-/// Default lowest PBKDF2 iteration count a job may ask for.
-pub const DEFAULT_MIN_ITERATIONS: u32 = 1000;
-/// Default highest PBKDF2 iteration count a job may ask for: about a
-/// minute of one core on a 100 MHz VexRiscv.
-pub const DEFAULT_MAX_ITERATIONS: u32 = 100_000;
-/// Default cap on open connections.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Default cap on one job's input (16 GiB: hours on a 100 MHz board).
-pub const DEFAULT_MAX_FILE_SIZE: u64 = 16 << 30;
 /// Prefix of the environment variables that configure aesd.
 pub const ENV_PREFIX: &str = "AESD_";
 
@@ -43,136 +33,130 @@ pub const ENV_PREFIX: &str = "AESD_";
 #[derive(Debug, Clone, Default, PartialEq, Args, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct ConfigLayer {
-    /// Address and port of the job port [default: 0.0.0.0:7878]
+    /// Address and port of the job port
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
 
-    /// Worker threads for cryptographic work [default: one per CPU core]
+    /// Worker threads for cryptographic work
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
 
-    /// Jobs processed at once; more wait in the queue [default: 2 × workers]
+    /// Jobs processed at once; more wait in the queue
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_active: Option<usize>,
 
-    /// Jobs that may wait for a slot; past this, clients get a Busy error
-    /// at once [default: 64]
+    /// Jobs that may wait for a slot; past this, clients get a Busy error at
+    /// once
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queue: Option<usize>,
 
-    /// Largest data frame payload accepted, in bytes (4096 to 1048576);
-    /// per-job memory is a few of these [default: 65536]
+    /// Largest data frame payload accepted, in bytes (4096 to 1048576); per-job
+    /// memory is a few of these
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunk_size: Option<u32>,
 
-    /// Lowest PBKDF2 iteration count a job may ask for [default: 1000]
+    /// Lowest PBKDF2 iteration count a job may ask for
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_iter: Option<u32>,
 
-    /// Highest PBKDF2 iteration count a job may ask for [default: 100000]
+    /// Highest PBKDF2 iteration count a job may ask for
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_iter: Option<u32>,
 
-    /// Seconds a new connection has to send its hello [default: 10]
+    /// Seconds a new connection has to send its hello
     #[arg(long, value_name = "SECS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handshake_timeout: Option<f64>,
 
-    /// Seconds a connection may stay silent (or not read our output)
-    /// before it is closed with a Timeout error [default: 60]
+    /// Seconds a connection may stay silent (or not read our output) before it
+    /// is closed with a Timeout error
     #[arg(long, value_name = "SECS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout: Option<f64>,
 
-    /// Seconds in-flight jobs get to finish after SIGINT/SIGTERM before
-    /// they are cut off with a ShuttingDown error [default: 30]
+    /// Seconds in-flight jobs get to finish after SIGINT/SIGTERM before they
+    /// are cut off with a ShuttingDown error
     #[arg(long, value_name = "SECS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_grace: Option<f64>,
 
-    /// Connections open at once; past this a new connection gets a Busy
-    /// error and is closed [default: 1024]
+    /// Connections open at once; past this a new connection gets a Busy error
+    /// and is closed
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
 
-    /// Connections open at once from one IP address [default: 64]
+    /// Connections open at once from one IP address
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
 
-    /// Largest input one job may send, in bytes; past this the job fails
-    /// with limit_exceeded [default: 17179869184 (16 GiB)]
+    /// Largest input one job may send, in bytes; past this the job fails with
+    /// limit_exceeded
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_file_size: Option<u64>,
 
-    /// Jobs one connection may run; then it is closed with
-    /// limit_exceeded [default: 10000]
+    /// Jobs one connection may run; then it is closed with job_limit
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_jobs_per_connection: Option<u64>,
 
-    /// Require clients to send this access token before any job: the
-    /// file's first line, 16 to 256 bytes (clients: --token-file)
-    /// [default: no token required]
+    /// Require clients to send this access token before any job: the file's
+    /// first line, 16 to 256 bytes (clients: --token-file)
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_file: Option<PathBuf>,
 
-    /// Seconds a wrong or missing token waits before its unauthorized
-    /// answer; doubles with each further failure from the same address
-    /// within 10 minutes, up to 32 times [default: 1]
+    /// Seconds a wrong or missing token waits before its unauthorized answer;
+    /// doubles with each further failure from the same address within 10
+    /// minutes, up to 32 times
     #[arg(long, value_name = "SECS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth_failure_delay: Option<f64>,
 
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9878
-    /// [default: off]
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<SocketAddr>,
 
-    /// Board temperature for the metrics: auto (first hwmon sensor, if
-    /// any), off, hwmon:PATH (a temp*_input file) or xadc:0xADDR (LiteX
-    /// XADC temperature CSR via /dev/mem, from csr.json) [default: auto]
+    /// Board temperature for the metrics: auto (first hwmon sensor, if any),
+    /// off, hwmon:PATH (a temp*_input file) or xadc:0xADDR (LiteX XADC
+    /// temperature CSR via /dev/mem, from csr.json)
     #[arg(long, value_name = "SOURCE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<String>,
 
     /// AES implementation: auto (VexRiscv's AES instruction when the device
-    /// tree marks the CPUs with it and its self-test passes, else
-    /// software), software (the CPU's AES instructions if any, else aesd's
-    /// fixsliced AES), or vexriscv (the instruction, or exit 2)
-    /// [default: auto]
+    /// tree marks the CPUs with it and its self-test passes, else software),
+    /// software (the CPU's AES instructions if any, else aesd's fixsliced AES),
+    /// or vexriscv (the instruction, or exit 2)
     #[arg(long, value_name = "BACKEND")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aes_backend: Option<String>,
 
     /// Device tree that `aes-backend = auto` reads the CPUs' features from
-    /// [default: /proc/device-tree]
     #[arg(long, value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_tree: Option<PathBuf>,
 
     /// Load balancers (IP networks, CIDR[,CIDR...], e.g. 10.0.0.5/32) whose
     /// connections must start with a PROXY protocol header (v1 or v2); the
-    /// client address it carries then keys the per-address limits and the
-    /// log. A PROXY header from any other address is refused [default:
-    /// none]
+    /// client address it carries then keys the per-address limits and the log.
+    /// A PROXY header from any other address is refused
     #[arg(long, value_name = "CIDR,...")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trusted_proxies: Option<String>,
 
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
-    /// per-module like "aesd_server=debug") [default: info]
+    /// per-module like "aesd_server=debug")
     #[arg(long, value_name = "FILTER")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
@@ -204,6 +188,27 @@ pub struct Cli {
     /// Print the effective settings as TOML and exit
     #[arg(long)]
     pub print_config: bool,
+}
+
+impl Cli {
+    /// The command line with each setting's default appended to its help
+    /// (`[default: …]`, from [`defaults::shown`]).
+    pub fn command_with_defaults() -> clap::Command {
+        Cli::command().mut_args(|arg| {
+            let shown = arg.get_long().and_then(defaults::shown_for);
+            match (shown, arg.get_help().map(ToString::to_string)) {
+                (Some(shown), Some(help)) => arg.help(format!("{help} [default: {shown}]")),
+                _ => arg,
+            }
+        })
+    }
+
+    /// Parses the process's arguments (exits with clap's message and
+    /// status 2 on a bad command line, like [`Parser::parse`]).
+    pub fn parse_with_defaults() -> Cli {
+        let matches = Cli::command_with_defaults().get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
+    }
 }
 
 const ENV_HELP: &str = "\
@@ -373,20 +378,38 @@ impl Config {
         let config = Config {
             listen: layer
                 .listen
-                .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default address")),
+                .unwrap_or_else(|| defaults::LISTEN.parse().expect("valid default address")),
             workers,
-            max_active: layer.max_active.unwrap_or(2 * workers),
-            max_queue: layer.max_queue.unwrap_or(64),
-            chunk_size: layer.chunk_size.unwrap_or(DEFAULT_DATA_CHUNK),
-            min_iterations: layer.min_iter.unwrap_or(DEFAULT_MIN_ITERATIONS),
-            max_iterations: layer.max_iter.unwrap_or(DEFAULT_MAX_ITERATIONS),
-            handshake_timeout: seconds("handshake-timeout", layer.handshake_timeout, 10.0)?,
-            idle_timeout: seconds("idle-timeout", layer.idle_timeout, 60.0)?,
-            shutdown_grace: seconds("shutdown-grace", layer.shutdown_grace, 30.0)?,
-            max_connections: layer.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
-            max_connections_per_client: layer.max_connections_per_client.unwrap_or(64),
-            max_file_size: layer.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE),
-            max_jobs_per_connection: layer.max_jobs_per_connection.unwrap_or(10_000),
+            max_active: layer
+                .max_active
+                .unwrap_or(defaults::ACTIVE_PER_WORKER * workers),
+            max_queue: layer.max_queue.unwrap_or(defaults::MAX_QUEUE),
+            chunk_size: layer.chunk_size.unwrap_or(defaults::CHUNK_SIZE),
+            min_iterations: layer.min_iter.unwrap_or(defaults::MIN_ITER),
+            max_iterations: layer.max_iter.unwrap_or(defaults::MAX_ITER),
+            handshake_timeout: seconds(
+                "handshake-timeout",
+                layer.handshake_timeout,
+                defaults::HANDSHAKE_TIMEOUT_SECS,
+            )?,
+            idle_timeout: seconds(
+                "idle-timeout",
+                layer.idle_timeout,
+                defaults::IDLE_TIMEOUT_SECS,
+            )?,
+            shutdown_grace: seconds(
+                "shutdown-grace",
+                layer.shutdown_grace,
+                defaults::SHUTDOWN_GRACE_SECS,
+            )?,
+            max_connections: layer.max_connections.unwrap_or(defaults::MAX_CONNECTIONS),
+            max_connections_per_client: layer
+                .max_connections_per_client
+                .unwrap_or(defaults::MAX_CONNECTIONS_PER_CLIENT),
+            max_file_size: layer.max_file_size.unwrap_or(defaults::MAX_FILE_SIZE),
+            max_jobs_per_connection: layer
+                .max_jobs_per_connection
+                .unwrap_or(defaults::MAX_JOBS_PER_CONNECTION),
             access_token: match &layer.token_file {
                 Some(path) => {
                     Some(
@@ -398,7 +421,11 @@ impl Config {
                 }
                 None => None,
             },
-            auth_failure_delay: seconds("auth-failure-delay", layer.auth_failure_delay, 1.0)?,
+            auth_failure_delay: seconds(
+                "auth-failure-delay",
+                layer.auth_failure_delay,
+                defaults::AUTH_FAILURE_DELAY_SECS,
+            )?,
             trusted_proxies: layer
                 .trusted_proxies
                 .as_deref()
@@ -408,9 +435,14 @@ impl Config {
                     key: "trusted-proxies",
                     reason: err.to_string(),
                 })?,
-            log: layer.log.unwrap_or_else(|| "info".to_owned()),
+            log: layer.log.unwrap_or_else(|| defaults::LOG.to_owned()),
             metrics_listen: layer.metrics_listen,
-            temperature: match layer.temperature.as_deref().unwrap_or("auto").parse() {
+            temperature: match layer
+                .temperature
+                .as_deref()
+                .unwrap_or(defaults::TEMPERATURE)
+                .parse()
+            {
                 Ok(source) => source,
                 Err(err) => {
                     return Err(ConfigError::Invalid {
@@ -422,7 +454,7 @@ impl Config {
             aes_backend: layer
                 .aes_backend
                 .as_deref()
-                .unwrap_or("auto")
+                .unwrap_or(defaults::AES_BACKEND)
                 .parse()
                 .map_err(|reason| ConfigError::Invalid {
                     key: "aes-backend",
@@ -430,7 +462,7 @@ impl Config {
                 })?,
             device_tree: layer
                 .device_tree
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DEVICE_TREE)),
+                .unwrap_or_else(|| PathBuf::from(defaults::DEVICE_TREE)),
         };
         config.validate()?;
         Ok(config)

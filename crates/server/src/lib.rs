@@ -8,6 +8,7 @@
 //! # Layout
 //!
 //! * [`config`]: settings from flags, a TOML file and the environment.
+//! * [`defaults`]: every setting's default, as a named constant and as shown.
 //! * [`server`]: the listener, accept loop and graceful shutdown.
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
@@ -33,6 +34,7 @@ pub mod auth;
 pub mod backend;
 pub mod cipher;
 pub mod config;
+pub mod defaults;
 pub mod error;
 pub mod job;
 pub mod lanes;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use aesd_server::Server;
 use aesd_server::config::{Cli, Config, ConfigLayer};
-use clap::Parser;
 use tracing::info;
 
 fn main() -> ExitCode {
@@ -17,7 +16,7 @@ fn main() -> ExitCode {
         eprintln!("aesd: cannot install the AES instruction emulator");
         return ExitCode::FAILURE;
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_with_defaults();
     if let Some(path) = &cli.check_config {
         return check_config(path);
     }

@@ -543,10 +543,7 @@ async fn start_embedded(
         max_queue: Some(waiting.max(64)),
         token_file: args.token_file.clone(),
         min_iter: Some(1),
-        max_iter: Some(
-            args.iterations
-                .max(aesd_server::config::DEFAULT_MAX_ITERATIONS),
-        ),
+        max_iter: Some(args.iterations.max(aesd_server::defaults::MAX_ITER)),
         ..ConfigLayer::default()
     })
     .context("embedded server settings")?;

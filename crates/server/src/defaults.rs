@@ -1,0 +1,198 @@
+//! Every setting's default: a named constant each, and the text `--help`
+//! and the README's settings table show for it ([`shown`]). `resolve()`
+//! fills in the constants, the help text is built from [`shown`], and a
+//! test checks the README's table against it: one source per default.
+
+use aesd_proto::limits::DEFAULT_DATA_CHUNK;
+
+pub use crate::backend::DEFAULT_DEVICE_TREE as DEVICE_TREE;
+
+/// Address of the job port.
+pub const LISTEN: &str = "0.0.0.0:7878";
+/// Jobs that may wait for a slot.
+pub const MAX_QUEUE: usize = 64;
+/// Largest data frame payload accepted, in bytes.
+pub const CHUNK_SIZE: u32 = DEFAULT_DATA_CHUNK;
+/// Lowest PBKDF2 iteration count a job may ask for.
+pub const MIN_ITER: u32 = 1000;
+/// Highest PBKDF2 iteration count a job may ask for: about a minute of one
+/// core on a 100 MHz VexRiscv.
+pub const MAX_ITER: u32 = 100_000;
+/// Seconds a new connection has to send its hello.
+pub const HANDSHAKE_TIMEOUT_SECS: f64 = 10.0;
+/// Seconds a connection may stay silent (or not read).
+pub const IDLE_TIMEOUT_SECS: f64 = 60.0;
+/// Seconds running jobs get after SIGINT/SIGTERM.
+pub const SHUTDOWN_GRACE_SECS: f64 = 30.0;
+/// Connections open at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Connections open at once from one client address.
+pub const MAX_CONNECTIONS_PER_CLIENT: usize = 64;
+/// Largest input of one job (16 GiB: hours on a 100 MHz board).
+pub const MAX_FILE_SIZE: u64 = 16 << 30;
+/// Jobs one connection may run.
+pub const MAX_JOBS_PER_CONNECTION: u64 = 10_000;
+/// Seconds before a wrong or missing token is answered.
+pub const AUTH_FAILURE_DELAY_SECS: f64 = 1.0;
+/// Log filter.
+pub const LOG: &str = "info";
+/// Board temperature source.
+pub const TEMPERATURE: &str = "auto";
+/// AES implementation.
+pub const AES_BACKEND: &str = "auto";
+/// Active jobs per worker thread (`max-active` = this × workers).
+pub const ACTIVE_PER_WORKER: usize = 2;
+
+/// Each setting's default as users read it, by flag name (without `--`):
+/// what `--help` appends as `[default: …]` and what the README's settings
+/// table says.
+pub fn shown() -> Vec<(&'static str, String)> {
+    vec![
+        ("listen", LISTEN.to_owned()),
+        ("workers", "one per core".to_owned()),
+        ("max-active", format!("{ACTIVE_PER_WORKER} × workers")),
+        ("max-queue", MAX_QUEUE.to_string()),
+        ("chunk-size", CHUNK_SIZE.to_string()),
+        ("min-iter", MIN_ITER.to_string()),
+        ("max-iter", MAX_ITER.to_string()),
+        ("handshake-timeout", HANDSHAKE_TIMEOUT_SECS.to_string()),
+        ("idle-timeout", IDLE_TIMEOUT_SECS.to_string()),
+        ("shutdown-grace", SHUTDOWN_GRACE_SECS.to_string()),
+        ("max-connections", MAX_CONNECTIONS.to_string()),
+        (
+            "max-connections-per-client",
+            MAX_CONNECTIONS_PER_CLIENT.to_string(),
+        ),
+        (
+            "max-file-size",
+            format!("{MAX_FILE_SIZE} ({} GiB)", MAX_FILE_SIZE >> 30),
+        ),
+        (
+            "max-jobs-per-connection",
+            MAX_JOBS_PER_CONNECTION.to_string(),
+        ),
+        ("token-file", "none".to_owned()),
+        ("auth-failure-delay", AUTH_FAILURE_DELAY_SECS.to_string()),
+        ("metrics-listen", "off".to_owned()),
+        ("temperature", TEMPERATURE.to_owned()),
+        ("aes-backend", AES_BACKEND.to_owned()),
+        ("device-tree", DEVICE_TREE.to_owned()),
+        ("trusted-proxies", "none".to_owned()),
+        ("log", LOG.to_owned()),
+    ]
+}
+
+/// The shown default of one flag.
+pub fn shown_for(flag: &str) -> Option<String> {
+    shown()
+        .into_iter()
+        .find(|(name, _)| *name == flag)
+        .map(|(_, text)| text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Cli, Config, ConfigLayer};
+
+    /// The flags of the settings (all of `ConfigLayer`'s arguments).
+    fn setting_flags() -> Vec<String> {
+        use clap::{Args, Command};
+        ConfigLayer::augment_args(Command::new("settings"))
+            .get_arguments()
+            .filter_map(|arg| arg.get_long().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn every_setting_has_one_shown_default_and_the_help_shows_it() {
+        let flags = setting_flags();
+        let shown = shown();
+        assert_eq!(shown.len(), flags.len(), "one default per setting");
+        let command = Cli::command_with_defaults();
+        let helps: Vec<(String, String)> = command
+            .get_arguments()
+            .filter_map(|arg| Some((arg.get_long()?.to_owned(), arg.get_help()?.to_string())))
+            .collect();
+        for flag in &flags {
+            let text = shown_for(flag).unwrap_or_else(|| panic!("--{flag} has no shown default"));
+            let (_, help) = helps
+                .iter()
+                .find(|(long, _)| long == flag)
+                .unwrap_or_else(|| panic!("--{flag} has no help"));
+            assert!(
+                help.ends_with(&format!("[default: {text}]")),
+                "--{flag}'s help ends with [default: {text}]: {help}"
+            );
+            assert_eq!(
+                help.matches("[default:").count(),
+                1,
+                "--{flag}: no default written into its doc comment as well: {help}"
+            );
+        }
+    }
+
+    /// The README's settings table: every `--flag` row's default cell is
+    /// the shown default (a row naming two flags, `a / b`, has two).
+    #[test]
+    fn the_readme_table_shows_the_same_defaults() {
+        let readme = include_str!("../../../README.md");
+        let table = readme
+            .split("### aesd\n")
+            .nth(1)
+            .expect("README has the aesd settings section");
+        let flags = setting_flags();
+        let mut seen = Vec::new();
+        for line in table
+            .lines()
+            .skip_while(|l| !l.starts_with("| flag"))
+            .skip(2)
+        {
+            if !line.starts_with('|') {
+                break;
+            }
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let names: Vec<&str> = cells[1]
+                .split('`')
+                .filter_map(|part| part.strip_prefix("--"))
+                .map(|part| part.split(' ').next().unwrap_or(part))
+                .filter(|name| flags.iter().any(|flag| flag == name))
+                .collect();
+            if names.is_empty() {
+                continue; // --config, --check-config, --print-config
+            }
+            let defaults: Vec<String> = cells[2]
+                .split(" / ")
+                .map(|cell| cell.replace('`', ""))
+                .collect();
+            assert_eq!(defaults.len(), names.len(), "row {line}");
+            for (name, default) in names.iter().zip(&defaults) {
+                assert_eq!(
+                    Some(default.clone()),
+                    shown_for(name),
+                    "README row for --{name}"
+                );
+                seen.push(name.to_string());
+            }
+        }
+        for flag in &flags {
+            assert!(seen.contains(flag), "README's table lacks --{flag}");
+        }
+    }
+
+    #[test]
+    fn resolve_fills_in_the_constants() {
+        let config = Config::resolve(ConfigLayer::default()).expect("defaults are valid");
+        assert_eq!(config.listen.to_string(), LISTEN);
+        assert_eq!(config.max_active, ACTIVE_PER_WORKER * config.workers);
+        assert_eq!(config.max_queue, MAX_QUEUE);
+        assert_eq!(config.chunk_size, CHUNK_SIZE);
+        assert_eq!(
+            (config.min_iterations, config.max_iterations),
+            (MIN_ITER, MAX_ITER)
+        );
+        assert_eq!(config.idle_timeout.as_secs_f64(), IDLE_TIMEOUT_SECS);
+        assert_eq!(config.max_file_size, MAX_FILE_SIZE);
+        assert_eq!(config.max_jobs_per_connection, MAX_JOBS_PER_CONNECTION);
+    }
+}
