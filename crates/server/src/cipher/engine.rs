@@ -22,9 +22,7 @@ use aes::Aes256;
 use aesd_cipher::KeySchedule;
 use aesd_cipher::cbc::CbcLane;
 use aesd_vexriscv::Aes256Key as VexKey;
-use cbc::cipher::{
-    Array, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit,
-};
+use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
 
 use super::BLOCK;
 
@@ -118,13 +116,8 @@ impl Engine {
 pub enum Chain {
     /// For [`Engine::Fixsliced`].
     Fixsliced {
-        /// The expanded key, for calls with several lanes.
+        /// The expanded key.
         key: Box<KeySchedule>,
-        /// The same key for the `aes` crate's fixsliced AES, for a chain
-        /// that runs alone (8 instructions per byte fewer on rv32imac:
-        /// 256 against 264 for the whole job, measured with
-        /// scripts/bench/aesd-icount.sh; both are constant time).
-        alone: Box<Aes256>,
         /// The chaining value.
         iv: [u8; BLOCK],
     },
@@ -151,7 +144,6 @@ impl Chain {
         match engine {
             Engine::Fixsliced => Chain::Fixsliced {
                 key: Box::new(KeySchedule::new(key)),
-                alone: Box::new(Aes256::new(key.into())),
                 iv: *iv,
             },
             Engine::Hardware => Chain::Hardware(Box::new(CbcEncryptor::new(key.into(), iv.into()))),
@@ -224,22 +216,18 @@ impl Drop for DecryptChain {
 }
 
 /// Continues each chain over its whole blocks, the fixsliced ones together
-/// (up to [`aesd_cipher::LANES`] per call; one left alone takes the `aes`
-/// crate's AES, which is a little faster for a single chain).
+/// (up to [`aesd_cipher::LANES`] per call).
 pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     let mut lanes: Vec<CbcLane<'_>> = Vec::with_capacity(aesd_cipher::LANES);
-    let mut alone_keys: Vec<&Aes256> = Vec::with_capacity(aesd_cipher::LANES);
     let mut vex_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
     for (chain, data) in chains.iter_mut() {
         match &mut **chain {
-            Chain::Fixsliced { key, alone, iv } => {
+            Chain::Fixsliced { key, iv } => {
                 if lanes.len() == aesd_cipher::LANES {
                     aesd_cipher::cbc::encrypt_lanes(&mut lanes);
                     lanes.clear();
-                    alone_keys.clear();
                 }
                 lanes.push(CbcLane { key, iv, data });
-                alone_keys.push(alone);
             }
             Chain::Hardware(cipher) => {
                 let (blocks, rest) = Array::slice_as_chunks_mut(data);
@@ -254,27 +242,9 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     if !vex_lanes.is_empty() {
         aesd_vexriscv::aes::cbc_encrypt_lanes::<VexInsn>(&mut vex_lanes);
     }
-    match (lanes.as_mut_slice(), alone_keys.as_slice()) {
-        ([], _) => {}
-        ([lane], [key]) => encrypt_alone(key, lane.iv, lane.data),
-        (lanes, _) => aesd_cipher::cbc::encrypt_lanes(lanes),
+    if !lanes.is_empty() {
+        aesd_cipher::cbc::encrypt_lanes(&mut lanes);
     }
-}
-
-/// CBC-encrypts one chain's whole blocks with the `aes` crate's AES.
-fn encrypt_alone(key: &Aes256, iv: &mut [u8; BLOCK], data: &mut [u8]) {
-    let mut chain = Array::from(*iv);
-    let (blocks, rest) = Array::slice_as_chunks_mut(data);
-    debug_assert!(rest.is_empty());
-    for block in blocks {
-        for (byte, previous) in block.iter_mut().zip(chain.iter()) {
-            *byte ^= previous;
-        }
-        key.encrypt_block(block);
-        chain = *block;
-    }
-    iv.copy_from_slice(&chain);
-    zeroize::Zeroize::zeroize(chain.as_mut_slice());
 }
 
 #[cfg(test)]
@@ -290,7 +260,7 @@ mod tests {
     }
 
     /// Every engine, with 1 to 5 chains of different lengths continued over
-    /// two calls (so lone chains, full calls and a lone rest all occur),
+    /// two calls (so lone chains, full calls and a partial last call occur),
     /// gives the reference's ciphertext.
     #[test]
     fn every_engine_and_grouping_matches_the_reference() {
