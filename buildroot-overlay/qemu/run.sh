@@ -306,9 +306,6 @@ except OSError:
     sys.exit(1)
 EOF
 }
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 # Ports given by hand must be free now (qemu would fail to bind them).
 given_aesd="$port_aesd"
 given_metrics="$port_metrics"

@@ -29,6 +29,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 overlay_dir=$(cd "$here/.." && pwd)
 repo=$(cd "$overlay_dir/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$repo/scripts/lib.sh" # free_port
 musl=x86_64-unknown-linux-musl
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 bin_dir=$target_dir/$musl/release
@@ -212,18 +214,6 @@ gone() {
 	[ -z "$state" ] || [ "$state" = Z ] || [ "$state" = X ]
 }
 
-# A free TCP port on 127.0.0.1 below the ephemeral range.
-free_port() {
-	local port
-	for _ in $(seq 1 100); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return 0
-		fi
-	done
-	return 1
-}
 
 aescrypt() {
 	"$bin_dir/aescrypt" "$@"
