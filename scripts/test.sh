@@ -50,7 +50,6 @@ step "firmware/ (VexRiscv RTL benchmark): host tests and lints, bare-metal riscv
 # sim SoC) does not fit in CI's time; docs/performance.md "Measured on the RTL".
 (cd firmware && cargo fmt -- --check && cargo clippy --all-targets --locked -- -D warnings &&
   cargo test --locked --quiet)
-apt_install gcc-riscv64-unknown-elf
 bash scripts/bench/vexriscv-cycles.sh --build-only
 
 step "buildroot-overlay/: init script in a busybox chroot, assemble, configs"

@@ -26,9 +26,10 @@
 #                    the nightly's rust-src, not the simulator)
 # The full run (64 KiB, 1000 PBKDF2 iterations) simulates for about 3 minutes
 # here, --quick for about 6 s; compiling the simulator once takes about 2.
-# Prerequisites: bash soc/setup.sh --with-sim (Verilator, RISC-V GCC, the
-# LiteX packages in soc/.venv); the pinned nightly's rust-src (core is built
-# for riscv32imac-unknown-none-elf with -Zbuild-std).
+# Prerequisites are installed by the script itself (idempotent): bash
+# soc/setup.sh --with-sim (Verilator, RISC-V GCC, the LiteX packages in
+# soc/.venv; only the GCC with --build-only); the pinned nightly's rust-src
+# (core is built for riscv32imac-unknown-none-elf with -Zbuild-std).
 # Env: AESD_RTL_CACHE (Verilator build cache, default ~/.cache/aesd-rtl),
 #      AESD_SOC_VENV (default soc/.venv), CARGO_TARGET_DIR.
 # Exit status: 0 every check passed; 1 a check failed, the simulation timed
@@ -78,6 +79,14 @@ fi
 
 venv="${AESD_SOC_VENV:-$root/soc/.venv}"
 python="$venv/bin/python"
+# The prerequisites install themselves (idempotent): the RISC-V GCC for the
+# firmware's C code, and for a simulation everything soc/setup.sh --with-sim
+# brings (Verilator, the LiteX packages in the venv).
+if ((build_only)); then
+  apt_install gcc-riscv64-unknown-elf
+else
+  bash "$root/soc/setup.sh" --with-sim
+fi
 missing=()
 tools=(riscv64-unknown-elf-gcc riscv64-unknown-elf-objcopy)
 if ((!build_only)); then
