@@ -51,16 +51,47 @@ die() {
 
 while [ $# -gt 0 ]; do
 	case "$1" in
-		--target) target=${2:?--target needs a value}; shift 2 ;;
-		--target=*) target=${1#*=}; shift ;;
-		--bin) bin_dir=${2:?--bin needs a value}; shift 2 ;;
-		--bin=*) bin_dir=${1#*=}; shift ;;
-		--out) out=${2:?--out needs a value}; shift 2 ;;
-		--out=*) out=${1#*=}; shift ;;
-		--tar) tarball=${2:?--tar needs a value}; shift 2 ;;
-		--tar=*) tarball=${1#*=}; shift ;;
-		-h | --help) usage; exit 0 ;;
-		*) echo "assemble.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+		--target)
+			target=${2:?--target needs a value}
+			shift 2
+			;;
+		--target=*)
+			target=${1#*=}
+			shift
+			;;
+		--bin)
+			bin_dir=${2:?--bin needs a value}
+			shift 2
+			;;
+		--bin=*)
+			bin_dir=${1#*=}
+			shift
+			;;
+		--out)
+			out=${2:?--out needs a value}
+			shift 2
+			;;
+		--out=*)
+			out=${1#*=}
+			shift
+			;;
+		--tar)
+			tarball=${2:?--tar needs a value}
+			shift 2
+			;;
+		--tar=*)
+			tarball=${1#*=}
+			shift
+			;;
+		-h | --help)
+			usage
+			exit 0
+			;;
+		*)
+			echo "assemble.sh: unknown argument: $1" >&2
+			usage >&2
+			exit 2
+			;;
 	esac
 done
 

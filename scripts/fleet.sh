@@ -59,26 +59,65 @@ profile=release
 proxy_addr=127.0.0.2
 while (($#)); do
   case "$1" in
-    --boards) boards="${2:?--boards needs a number}"; shift ;;
-    --suite) suite="${2:?--suite needs a name}"; shift ;;
-    --scale) scale="${2:?--scale needs a factor}"; shift ;;
-    --workers) workers="${2:?--workers needs a number}"; shift ;;
-    --quick) suite=basic2,basic3; scale=0.02 ;;
-    --json) json="${2:?--json needs a file}"; shift ;;
-    --out) out="${2:?--out needs a directory}"; shift ;;
-    --profile) profile="${2:?--profile needs release or debug}"; shift ;;
+    --boards)
+      boards="${2:?--boards needs a number}"
+      shift
+      ;;
+    --suite)
+      suite="${2:?--suite needs a name}"
+      shift
+      ;;
+    --scale)
+      scale="${2:?--scale needs a factor}"
+      shift
+      ;;
+    --workers)
+      workers="${2:?--workers needs a number}"
+      shift
+      ;;
+    --quick)
+      suite=basic2,basic3
+      scale=0.02
+      ;;
+    --json)
+      json="${2:?--json needs a file}"
+      shift
+      ;;
+    --out)
+      out="${2:?--out needs a directory}"
+      shift
+      ;;
+    --profile)
+      profile="${2:?--profile needs release or debug}"
+      shift
+      ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) echo "fleet.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    -h | --help)
+      sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+      exit 0
+      ;;
+    *)
+      echo "fleet.sh: unknown option '$1' (try --help)" >&2
+      exit 2
+      ;;
   esac
   shift
 done
-[[ "$boards" =~ ^[1-9][0-9]?$ ]] || { echo "fleet.sh: --boards must be 1 to 99" >&2; exit 2; }
-[[ "$workers" =~ ^[1-9][0-9]*$ ]] || { echo "fleet.sh: --workers must be at least 1" >&2; exit 2; }
+[[ "$boards" =~ ^[1-9][0-9]?$ ]] || {
+  echo "fleet.sh: --boards must be 1 to 99" >&2
+  exit 2
+}
+[[ "$workers" =~ ^[1-9][0-9]*$ ]] || {
+  echo "fleet.sh: --workers must be at least 1" >&2
+  exit 2
+}
 case "$profile" in
   release) profile_flag=(--release) ;;
   debug) profile_flag=() ;;
-  *) echo "fleet.sh: --profile must be release or debug" >&2; exit 2 ;;
+  *)
+    echo "fleet.sh: --profile must be release or debug" >&2
+    exit 2
+    ;;
 esac
 
 apt_install haproxy prometheus
@@ -89,7 +128,10 @@ fi
 bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
 aesd="$bin/aesd"
 aesload="$bin/aesload"
-[[ -x "$aesd" && -x "$aesload" ]] || { echo "fleet.sh: no $profile aesd/aesload in $bin (drop --no-build)" >&2; exit 2; }
+[[ -x "$aesd" && -x "$aesload" ]] || {
+  echo "fleet.sh: no $profile aesd/aesload in $bin (drop --no-build)" >&2
+  exit 2
+}
 
 keep=1
 if [[ -z "$out" ]]; then
@@ -150,7 +192,10 @@ stats="$(free_port)"
   done
   printf '\nlisten stats\n    mode http\n    bind 127.0.0.1:%s\n    stats enable\n    stats uri /stats\n' "$stats"
 } >"$out/haproxy.cfg"
-grep -q "source $proxy_addr" "$out/haproxy.cfg" || { echo "fleet.sh: the shipped haproxy.cfg changed shape (default-server)" >&2; exit 2; }
+grep -q "source $proxy_addr" "$out/haproxy.cfg" || {
+  echo "fleet.sh: the shipped haproxy.cfg changed shape (default-server)" >&2
+  exit 2
+}
 haproxy -c -q -f "$out/haproxy.cfg"
 haproxy -db -f "$out/haproxy.cfg" 2>"$out/haproxy.log" &
 pids+=("$!")

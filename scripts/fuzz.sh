@@ -41,16 +41,34 @@ jobs=1
 targets=()
 while (($#)); do
   case "$1" in
-    --time) time_per_target="${2:?--time needs seconds}"; shift ;;
-    --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
-    -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    --time)
+      time_per_target="${2:?--time needs seconds}"
+      shift
+      ;;
+    --jobs)
+      jobs="${2:?--jobs needs a number}"
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+      exit 0
+      ;;
     frame_decoder | session | proxy_header) targets+=("$1") ;;
-    *) echo "fuzz.sh: unknown option or target '$1' (try --help)" >&2; exit 2 ;;
+    *)
+      echo "fuzz.sh: unknown option or target '$1' (try --help)" >&2
+      exit 2
+      ;;
   esac
   shift
 done
-[[ "$time_per_target" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --time must be whole seconds" >&2; exit 2; }
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs must be at least 1" >&2; exit 2; }
+[[ "$time_per_target" =~ ^[0-9]+$ ]] || {
+  echo "fuzz.sh: --time must be whole seconds" >&2
+  exit 2
+}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
+  echo "fuzz.sh: --jobs must be at least 1" >&2
+  exit 2
+}
 ((${#targets[@]})) || targets=(frame_decoder session proxy_header)
 
 apt_install python3 g++
@@ -127,8 +145,8 @@ for target in "${targets[@]}"; do
   if cargo fuzz run --target-dir "$fuzz_target" "$target" "corpus/$target" -- "${args[@]}" 2>&1 | tee "$log" | grep -E '^(#[0-9]+ +(INITED|DONE)|Done|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)'; then
     :
   fi
-  if grep -qE '^(==[0-9]+==ERROR|SUMMARY: libFuzzer|Test unit written)|panicked at' "$log" \
-    || ! grep -q '^Done [0-9]* runs' "$log"; then
+  if grep -qE '^(==[0-9]+==ERROR|SUMMARY: libFuzzer|Test unit written)|panicked at' "$log" ||
+    ! grep -q '^Done [0-9]* runs' "$log"; then
     echo "fuzz.sh: $target FAILED; log: $log" >&2
     grep -E 'panicked at|Test unit written' "$log" >&2 || tail -20 "$log" >&2
     echo "fuzz.sh: replay with: (cd fuzz && cargo fuzz run --target-dir $fuzz_target $target artifacts/$target/<file>)" >&2

@@ -32,8 +32,11 @@ apt_install() {
 rustup_components() {
   local component
   for component in "$@"; do
-    rustup component list --installed 2>/dev/null | grep -q "^${component}" \
-      || { step "rustup component add $component"; rustup component add "$component"; }
+    rustup component list --installed 2>/dev/null | grep -q "^${component}" ||
+      {
+        step "rustup component add $component"
+        rustup component add "$component"
+      }
   done
 }
 

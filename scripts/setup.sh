@@ -13,18 +13,28 @@ all=0
 for arg in "$@"; do
   case "$arg" in
     --all) all=1 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+    -h | --help)
+      sed -n '2,7p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "setup.sh: unknown option $arg (try --help)" >&2
+      exit 2
+      ;;
   esac
 done
 
-command -v cargo >/dev/null || { echo "setup.sh: Rust (rustup, cargo) is required: https://rustup.rs" >&2; exit 1; }
+command -v cargo >/dev/null || {
+  echo "setup.sh: Rust (rustup, cargo) is required: https://rustup.rs" >&2
+  exit 1
+}
 
 # openssl: the oracle for the file format in the tests.
-# The shellcheck package lints the project's shell scripts in the tests.
+# The shellcheck package lints the project's shell scripts in the tests, and
+# shfmt checks their formatting (.editorconfig).
 # prometheus (with promtool): the metrics tests scrape aesd with the real one.
 # haproxy: the fleet tests check and run the shipped config (scripts/fleet.sh).
-apt_install openssl ca-certificates shellcheck prometheus haproxy
+apt_install openssl ca-certificates shellcheck shfmt prometheus haproxy
 # The pinned nightly of rust-toolchain.toml (host builds use it too).
 bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy

@@ -40,15 +40,42 @@ interval=5
 out="$root/target/soak"
 while (($#)); do
   case "$1" in
-    --minutes) minutes="${2:?}"; shift ;;
-    --rate) rate="${2:?}"; shift ;;
-    --size) size="${2:?}"; shift ;;
-    --warmup) warmup="${2:?}"; shift ;;
-    --max-slope) max_slope="${2:?}"; shift ;;
-    --interval) interval="${2:?}"; shift ;;
-    --out) out="${2:?}"; shift ;;
-    -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) echo "soak.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+    --minutes)
+      minutes="${2:?}"
+      shift
+      ;;
+    --rate)
+      rate="${2:?}"
+      shift
+      ;;
+    --size)
+      size="${2:?}"
+      shift
+      ;;
+    --warmup)
+      warmup="${2:?}"
+      shift
+      ;;
+    --max-slope)
+      max_slope="${2:?}"
+      shift
+      ;;
+    --interval)
+      interval="${2:?}"
+      shift
+      ;;
+    --out)
+      out="${2:?}"
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+      exit 0
+      ;;
+    *)
+      echo "soak.sh: unknown option $1 (try --help)" >&2
+      exit 2
+      ;;
   esac
   shift
 done
@@ -60,7 +87,10 @@ for value in "$minutes" "$interval" "$max_slope"; do
 done
 duration=$((minutes * 60))
 if [[ -z "$warmup" ]]; then warmup=$((duration / 5 < 60 ? duration / 5 : 60)); fi
-[[ "$warmup" =~ ^[0-9]+$ ]] || { echo "soak.sh: --warmup must be whole seconds" >&2; exit 2; }
+[[ "$warmup" =~ ^[0-9]+$ ]] || {
+  echo "soak.sh: --warmup must be whole seconds" >&2
+  exit 2
+}
 
 step "soak: build (release)"
 (cd "$root" && cargo build --release --locked --quiet -p aesd-server -p aesd-client)
@@ -78,7 +108,11 @@ for _ in $(seq 100); do
   [[ -n "$addr" ]] && break
   sleep 0.1
 done
-[[ -n "$addr" ]] || { echo "soak.sh: aesd did not start; its log:" >&2; cat "$port_file" >&2; exit 1; }
+[[ -n "$addr" ]] || {
+  echo "soak.sh: aesd did not start; its log:" >&2
+  cat "$port_file" >&2
+  exit 1
+}
 
 sample() { # seconds-since-start rss-kib fds
   local rss fds

@@ -13,8 +13,14 @@ only_rust=0
 for arg in "$@"; do
   case "$arg" in
     --rust) only_rust=1 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
-    *) echo "test.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+    -h | --help)
+      sed -n '2,6p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "test.sh: unknown option $arg (try --help)" >&2
+      exit 2
+      ;;
   esac
 done
 
@@ -23,6 +29,10 @@ bash scripts/setup.sh
 step "shellcheck"
 mapfile -t scripts < <(git ls-files '*.sh' 'buildroot-overlay/**/S*' | sort -u)
 [ "${#scripts[@]}" -eq 0 ] || shellcheck -x "${scripts[@]}"
+
+step "shfmt (the shell scripts' formatting, .editorconfig; fix with: shfmt -w \$(shfmt -f .))"
+mapfile -t formatted < <(git ls-files -z | xargs -0 shfmt -f | sort)
+shfmt -d "${formatted[@]}"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -23,7 +23,7 @@ repo="$(cd "$here/../.." && pwd)"
 # (which equal the ones in Debian's signed Sources index).
 LINUX_PACKAGE="linux-source-6.1"
 LINUX_TARBALL="/usr/src/linux-source-6.1.tar.xz"
-OPENSBI_SUITE="trixie"          # bookworm's opensbi 1.1 is not downloadable here
+OPENSBI_SUITE="trixie" # bookworm's opensbi 1.1 is not downloadable here
 OPENSBI_DEBIAN_VERSION="1.6-1"
 OPENSBI_ORIG="opensbi_1.6.orig.tar.gz"
 OPENSBI_SHA256="d11702103f177a2914e94eec57ce5ed820296d874f6b6525c4482e55d71a3667"
@@ -88,21 +88,36 @@ trap 'echo "build.sh: unexpected failure at line $LINENO (exit $?)" >&2' ERR
 while (($#)); do
 	case "$1" in
 		--rebuild) rebuild=1 ;;
-		--jobs) jobs="${2:?--jobs needs a value}"; shift ;;
+		--jobs)
+			jobs="${2:?--jobs needs a value}"
+			shift
+			;;
 		--jobs=*) jobs="${1#*=}" ;;
-		-h | --help) usage; exit 0 ;;
-		*) echo "build.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+		-h | --help)
+			usage
+			exit 0
+			;;
+		*)
+			echo "build.sh: unknown argument $1 (try --help)" >&2
+			exit 2
+			;;
 	esac
 	shift
 done
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "build.sh: --jobs needs a positive number, not '$jobs'" >&2; exit 2; }
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
+	echo "build.sh: --jobs needs a positive number, not '$jobs'" >&2
+	exit 2
+}
 
 out="$AESD_QEMU_HOME/out"
 logs="$AESD_QEMU_HOME/logs"
 src="$AESD_QEMU_HOME/src"
 
 log() { printf '[qemu-build] %s\n' "$*" >&2; }
-die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
+die() {
+	printf 'build.sh: %s\n' "$*" >&2
+	exit 1
+}
 
 # run_logged NAME CMD...: runs CMD with its output appended to logs/NAME.log;
 # on failure shows the end of the log and exits 1.

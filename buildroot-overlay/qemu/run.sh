@@ -114,25 +114,70 @@ jobs="${AESD_JOBS:-2}"
 keep=0
 verbose=0
 
-need() { [[ $# -ge 2 && -n "$2" ]] || { echo "run.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
+need() { [[ $# -ge 2 && -n "$2" ]] || {
+	echo "run.sh: $1 needs a value (try --help)" >&2
+	exit 2
+}; }
 while (($#)); do
 	case "$1" in
 		--smoke) smoke=1 ;;
-		--overlay) need "$@"; overlay="$2"; shift ;;
-		--port-aesd) need "$@"; port_aesd="$2"; shift ;;
-		--port-metrics) need "$@"; port_metrics="$2"; shift ;;
-		--timeout) need "$@"; timeout_s="$2"; shift ;;
-		--load) need "$@"; load="$2"; shift ;;
-		--aesload) need "$@"; aesload="$2"; shift ;;
-		--json) need "$@"; json_out="$2"; shift ;;
-		--log) need "$@"; log_out="$2"; shift ;;
+		--overlay)
+			need "$@"
+			overlay="$2"
+			shift
+			;;
+		--port-aesd)
+			need "$@"
+			port_aesd="$2"
+			shift
+			;;
+		--port-metrics)
+			need "$@"
+			port_metrics="$2"
+			shift
+			;;
+		--timeout)
+			need "$@"
+			timeout_s="$2"
+			shift
+			;;
+		--load)
+			need "$@"
+			load="$2"
+			shift
+			;;
+		--aesload)
+			need "$@"
+			aesload="$2"
+			shift
+			;;
+		--json)
+			need "$@"
+			json_out="$2"
+			shift
+			;;
+		--log)
+			need "$@"
+			log_out="$2"
+			shift
+			;;
 		--rebuild) rebuild=1 ;;
 		--build-only) build_only=1 ;;
-		--jobs) need "$@"; jobs="$2"; shift ;;
+		--jobs)
+			need "$@"
+			jobs="$2"
+			shift
+			;;
 		--keep) keep=1 ;;
 		-v | --verbose) verbose=1 ;;
-		-h | --help) usage; exit 0 ;;
-		*) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+		-h | --help)
+			usage
+			exit 0
+			;;
+		*)
+			echo "run.sh: unknown argument $1 (try --help)" >&2
+			exit 2
+			;;
 	esac
 	shift
 done
@@ -146,8 +191,14 @@ if [[ -n "$port_aesd" && "$port_aesd" == "$port_metrics" ]]; then
 	echo "run.sh: --port-aesd and --port-metrics must differ" >&2
 	exit 2
 fi
-[[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout needs a positive number of seconds, not '$timeout_s'" >&2; exit 2; }
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs needs a positive number, not '$jobs'" >&2; exit 2; }
+[[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || {
+	echo "run.sh: --timeout needs a positive number of seconds, not '$timeout_s'" >&2
+	exit 2
+}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
+	echo "run.sh: --jobs needs a positive number, not '$jobs'" >&2
+	exit 2
+}
 if [[ -n "$overlay" && ! -d "$overlay" ]]; then
 	echo "run.sh: --overlay $overlay is not a directory" >&2
 	exit 2
@@ -210,14 +261,23 @@ target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 if [[ -z "$overlay" ]]; then
 	say "riscv32imac aesd: scripts/cross/setup.sh + build-all.sh (log: $run/cargo-riscv32.log)"
 	"$repo/scripts/cross/setup.sh" >>"$run/cargo-riscv32.log" 2>&1 ||
-		{ tail -n 30 "$run/cargo-riscv32.log" >&2; build_fail "scripts/cross/setup.sh failed"; }
+		{
+			tail -n 30 "$run/cargo-riscv32.log" >&2
+			build_fail "scripts/cross/setup.sh failed"
+		}
 	"$repo/scripts/cross/build-all.sh" --no-check "$TARGET" >>"$run/cargo-riscv32.log" 2>&1 ||
-		{ grep -v '^ *Compiling' "$run/cargo-riscv32.log" | tail -n 30 >&2; build_fail "scripts/cross/build-all.sh $TARGET failed"; }
+		{
+			grep -v '^ *Compiling' "$run/cargo-riscv32.log" | tail -n 30 >&2
+			build_fail "scripts/cross/build-all.sh $TARGET failed"
+		}
 	profile="$(aesd_default_profile "$repo")"
 	[[ "$profile" == dev ]] && profile=debug
 	"$repo/buildroot-overlay/assemble.sh" --target "$TARGET" --bin "$target_dir/$TARGET/$profile" \
 		--out "$run/overlay" >"$run/assemble.log" 2>&1 ||
-		{ cat "$run/assemble.log" >&2; build_fail "buildroot-overlay/assemble.sh failed"; }
+		{
+			cat "$run/assemble.log" >&2
+			build_fail "buildroot-overlay/assemble.sh failed"
+		}
 	overlay="$run/overlay"
 else
 	overlay="$(cd "$overlay" && pwd)"
@@ -229,7 +289,10 @@ fi
 if ((smoke)) && [[ -z "$aesload" ]]; then
 	say "host aesload: cargo build --release --locked -p aesd-client (log: $run/cargo-host.log)"
 	(cd "$repo" && cargo build --release --locked -p aesd-client --bin aesload) >"$run/cargo-host.log" 2>&1 ||
-		{ grep -v '^ *Compiling' "$run/cargo-host.log" | tail -n 30 >&2; build_fail "building the host aesload failed"; }
+		{
+			grep -v '^ *Compiling' "$run/cargo-host.log" | tail -n 30 >&2
+			build_fail "building the host aesload failed"
+		}
 	aesload="$target_dir/release/aesload"
 fi
 
@@ -271,7 +334,7 @@ fi
 ) || build_fail "could not copy buildroot-overlay/qemu/guest into the initramfs"
 
 # gen_init_cpio's list: every entry owned by root, with its mode on disk.
-odd="$(cd "$root" && find . -mindepth 1 \( -name '*[[:space:]]*' -o \( ! -type d ! -type f ! -type l \) \) -printf '/%P ' )"
+odd="$(cd "$root" && find . -mindepth 1 \( -name '*[[:space:]]*' -o \( ! -type d ! -type f ! -type l \) \) -printf '/%P ')"
 [[ -z "$odd" ]] || build_fail "the initramfs cannot hold these (white space in the name, or not a file, folder or symlink): $odd"
 {
 	(cd "$root" && find . -mindepth 1 -printf '%y %m %P %l\n' | LC_ALL=C sort -k3) |
@@ -285,7 +348,10 @@ odd="$(cd "$root" && find . -mindepth 1 \( -name '*[[:space:]]*' -o \( ! -type d
 	echo "nod /dev/console 0600 0 0 c 5 1"
 } >"$run/initramfs.list" || build_fail "could not list the initramfs"
 "$images/gen_init_cpio" "$run/initramfs.list" 2>"$run/gen_init_cpio.log" | gzip -6 >"$run/initramfs.cpio.gz" ||
-	{ cat "$run/gen_init_cpio.log" >&2; build_fail "gen_init_cpio failed"; }
+	{
+		cat "$run/gen_init_cpio.log" >&2
+		build_fail "gen_init_cpio failed"
+	}
 say "initramfs: $(stat -c %s "$run/initramfs.cpio.gz") bytes ($(wc -l <"$run/initramfs.list") entries)"
 
 if ((build_only)); then
@@ -420,7 +486,10 @@ while :; do
 			exit 4
 		fi
 	done
-	((attempt < 3)) || { echo "run.sh: qemu could not bind free ports after 3 attempts: $(cat "$run/qemu.err")" >&2; exit 4; }
+	((attempt < 3)) || {
+		echo "run.sh: qemu could not bind free ports after 3 attempts: $(cat "$run/qemu.err")" >&2
+		exit 4
+	}
 	attempt=$((attempt + 1))
 done
 if ((verbose)); then
@@ -523,7 +592,8 @@ if ((st == 124)); then fail "aesload did not finish within $limit s (--timeout)"
 if ((st != 0)); then
 	fail "aesload exit $st: not every transfer verified through the emulated board: $(tail -n 12 "$run/aesload.err" | tr '\n' ' ')"
 fi
-summary="$(python3 - "$run/aesload.json" <<'EOF'
+summary="$(
+	python3 - "$run/aesload.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 s = d["summary"]

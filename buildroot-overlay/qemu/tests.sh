@@ -45,14 +45,29 @@ EOF
 while (($#)); do
 	case "$1" in
 		--keep) keep=1 ;;
-		--timeout) timeout_s="${2:?--timeout needs a value}"; shift ;;
-		--aesload) aesload="${2:?--aesload needs a value}"; shift ;;
-		-h | --help) usage; exit 0 ;;
-		*) echo "tests.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+		--timeout)
+			timeout_s="${2:?--timeout needs a value}"
+			shift
+			;;
+		--aesload)
+			aesload="${2:?--aesload needs a value}"
+			shift
+			;;
+		-h | --help)
+			usage
+			exit 0
+			;;
+		*)
+			echo "tests.sh: unknown argument $1 (try --help)" >&2
+			exit 2
+			;;
 	esac
 	shift
 done
-[[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "tests.sh: --timeout needs a positive number" >&2; exit 2; }
+[[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || {
+	echo "tests.sh: --timeout needs a positive number" >&2
+	exit 2
+}
 if [[ -n "$aesload" && ! -x "$aesload" ]]; then
 	echo "tests.sh: --aesload $aesload is not an executable file" >&2
 	exit 2
@@ -63,20 +78,35 @@ cleanup() {
 	if ((keep)); then echo "tests.sh: work folder kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-setup_fail() { echo "tests.sh: setup failed: $*" >&2; exit 3; }
+setup_fail() {
+	echo "tests.sh: setup failed: $*" >&2
+	exit 3
+}
 
 echo "==> setup: build.sh, the riscv32imac aesd, the overlay, the host aesload" >&2
 "$here/build.sh" || setup_fail "buildroot-overlay/qemu/build.sh"
-"$repo/scripts/cross/setup.sh" >"$work/setup.log" 2>&1 || { tail -n 20 "$work/setup.log" >&2; setup_fail "scripts/cross/setup.sh"; }
+"$repo/scripts/cross/setup.sh" >"$work/setup.log" 2>&1 || {
+	tail -n 20 "$work/setup.log" >&2
+	setup_fail "scripts/cross/setup.sh"
+}
 "$repo/scripts/cross/build-all.sh" --no-check "$TARGET" >"$work/build-all.log" 2>&1 ||
-	{ tail -n 20 "$work/build-all.log" >&2; setup_fail "scripts/cross/build-all.sh $TARGET"; }
+	{
+		tail -n 20 "$work/build-all.log" >&2
+		setup_fail "scripts/cross/build-all.sh $TARGET"
+	}
 profile="$(aesd_default_profile "$repo")"
 [[ "$profile" == dev ]] && profile=debug
 "$repo/buildroot-overlay/assemble.sh" --target "$TARGET" --bin "${CARGO_TARGET_DIR:-$repo/target}/$TARGET/$profile" \
-	--out "$work/good" >"$work/assemble.log" 2>&1 || { cat "$work/assemble.log" >&2; setup_fail "assemble.sh"; }
+	--out "$work/good" >"$work/assemble.log" 2>&1 || {
+	cat "$work/assemble.log" >&2
+	setup_fail "assemble.sh"
+}
 if [[ -z "$aesload" ]]; then
 	(cd "$repo" && cargo build --release --locked -p aesd-client --bin aesload) >"$work/cargo-host.log" 2>&1 ||
-		{ tail -n 20 "$work/cargo-host.log" >&2; setup_fail "cargo build -p aesd-client"; }
+		{
+			tail -n 20 "$work/cargo-host.log" >&2
+			setup_fail "cargo build -p aesd-client"
+		}
 	aesload="${CARGO_TARGET_DIR:-$repo/target}/release/aesload"
 fi
 
@@ -90,7 +120,10 @@ check() {
 	shift 2
 	local dir="$work/$name" out="$work/$name.out" st=0 t0=$SECONDS
 	cp -a "$work/good" "$dir"
-	(cd "$dir" && "$@") || { echo "tests.sh: preparing case $name failed: $*" >&2; exit 3; }
+	(cd "$dir" && "$@") || {
+		echo "tests.sh: preparing case $name failed: $*" >&2
+		exit 3
+	}
 	if diff -r "$work/good" "$dir" >/dev/null 2>&1 && [[ "$(stat -c %a "$work/good/etc/init.d/S50aesd")" == "$(stat -c %a "$dir/etc/init.d/S50aesd" 2>/dev/null)" ]]; then
 		echo "tests.sh: preparing case $name changed nothing in the overlay: $*" >&2
 		exit 3

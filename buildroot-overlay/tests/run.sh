@@ -44,8 +44,14 @@ for arg in "$@"; do
 		--no-build) build=0 ;;
 		--keep) keep=1 ;;
 		-v | --verbose) verbose=1 ;;
-		-h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-		*) echo "run.sh: unknown argument: $arg" >&2; exit 2 ;;
+		-h | --help)
+			sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+			exit 0
+			;;
+		*)
+			echo "run.sh: unknown argument: $arg" >&2
+			exit 2
+			;;
 	esac
 done
 
@@ -93,7 +99,10 @@ kill_pids() {
 cleanup() {
 	local rc=$? pids
 	trap - EXIT INT TERM
-	mapfile -t pids < <(sandbox_pids; cat "$host_pids_file" 2>/dev/null)
+	mapfile -t pids < <(
+		sandbox_pids
+		cat "$host_pids_file" 2>/dev/null
+	)
 	if [ "${#pids[@]}" -gt 0 ]; then
 		kill_pids "${pids[@]}"
 	fi
@@ -213,7 +222,6 @@ gone() {
 	state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
 	[ -z "$state" ] || [ "$state" = Z ] || [ "$state" = X ]
 }
-
 
 aescrypt() {
 	"$bin_dir/aescrypt" "$@"
@@ -422,7 +430,10 @@ unit_copy() {
 }
 
 t_systemd_verify() {
-	command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze not installed"; return 77; }
+	command -v systemd-analyze >/dev/null 2>&1 || {
+		echo "systemd-analyze not installed"
+		return 77
+	}
 	local unit output
 	unit=$(unit_copy)
 	output=$(systemd-analyze verify "$unit" 2>&1) || die "systemd-analyze verify failed:" "$output"
@@ -430,7 +441,10 @@ t_systemd_verify() {
 }
 
 t_systemd_security() {
-	command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze not installed"; return 77; }
+	command -v systemd-analyze >/dev/null 2>&1 || {
+		echo "systemd-analyze not installed"
+		return 77
+	}
 	local unit output
 	unit=$(unit_copy)
 	# Exposure on systemd's 0-10 scale; --threshold is in tenths. 2.0 or less is "OK".

@@ -55,7 +55,10 @@ root="$(cd "$here/../.." && pwd)"
 . "$here/lib.sh"
 
 usage() { sed -n '2,43s/^# \{0,1\}//p' "$0"; }
-die_usage() { echo "aesd-icount.sh: $* (try --help)" >&2; exit 2; }
+die_usage() {
+  echo "aesd-icount.sh: $* (try --help)" >&2
+  exit 2
+}
 
 jobs_list="1,2"
 workers=1
@@ -84,10 +87,18 @@ while (($#)); do
         --operation) operation="$2" ;;
         --json) json="$2" ;;
       esac
-      shift ;;
-    --quick) jobs_list=2; size=1048576; repeats=1 ;;
+      shift
+      ;;
+    --quick)
+      jobs_list=2
+      size=1048576
+      repeats=1
+      ;;
     --no-build) build=0 ;;
-    -h | --help) usage; exit 0 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
     -*) die_usage "unknown option $1" ;;
     *) target="$1" ;;
   esac
@@ -139,7 +150,10 @@ if ((build)); then
   (cd "$root" && cargo build --quiet --locked -p aesd-client --bin aesload --bin aescrypt)
 fi
 for bin in "$dir/aesd" "$native/aesload" "$native/aescrypt"; do
-  [[ -x "$bin" ]] || { echo "aesd-icount.sh: missing $bin (run without --no-build)" >&2; exit 1; }
+  [[ -x "$bin" ]] || {
+    echo "aesd-icount.sh: missing $bin (run without --no-build)" >&2
+    exit 1
+  }
 done
 
 plugin_args="threads=1"
@@ -185,7 +199,10 @@ run_jobs() {
   done
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
   for ((j = 0; j < jobs; j++)); do
-    cmp -s "$work/plain-$bytes-$j" "$work/out-$j" || { echo "decryption $j differs from its plaintext"; failed=1; }
+    cmp -s "$work/plain-$bytes-$j" "$work/out-$j" || {
+      echo "decryption $j differs from its plaintext"
+      failed=1
+    }
   done
   return "$failed"
 }
@@ -234,7 +251,8 @@ for jobs in "${jobs_values[@]}"; do
     big+=("$(count_run "$jobs" "$size")")
     small+=("$(count_run "$jobs" "$base")")
   done
-  line="$(python3 - "$jobs" "$size" "$base" "${big[*]}" "${small[*]}" "${idle[*]}" <<'PY'
+  line="$(
+    python3 - "$jobs" "$size" "$base" "${big[*]}" "${small[*]}" "${idle[*]}" <<'PY'
 import json, sys
 jobs, size, base = map(int, sys.argv[1:4])
 big = [int(x) for x in sys.argv[4].split()]
@@ -247,7 +265,7 @@ print(json.dumps({"jobs": jobs, "bytes_per_job": size, "base_bytes_per_job": bas
                   "instructions_per_byte": round(per_byte, 1),
                   "fixed_instructions_per_job": round(fixed)}))
 PY
-)"
+  )"
   results+=("$line")
   jq -r '"\(.jobs)\t\(.bytes_per_job)\t\(.counts | map(tostring) | join(" "))\t\(.base_counts | map(tostring) | join(" "))\t\(.instructions_per_byte)\t\(.fixed_instructions_per_job)"' <<<"$line" |
     awk -F'\t' '{ printf "%-5s %-12s %-28s %-28s %-14s %-16s\n", $1, $2, $3, $4, $5, $6 }'

@@ -38,7 +38,10 @@ root="$(cd "$here/../.." && pwd)"
 . "$here/lib.sh"
 
 usage() { sed -n '2,30s/^# \{0,1\}//p' "$0"; }
-die_usage() { echo "cross.sh: $* (try --help)" >&2; exit 2; }
+die_usage() {
+  echo "cross.sh: $* (try --help)" >&2
+  exit 2
+}
 
 filter='^(aes256cbc_(en|de)crypt/(1024|65536)|pbkdf2_sha256/10000|frame_data_64KiB/(encode|decode)|loopback_encrypt_1MiB/1)$'
 full=0
@@ -48,13 +51,24 @@ profile=""
 targets=()
 while (($#)); do
   case "$1" in
-    --filter) (($# >= 2)) || die_usage "--filter needs a value"; filter="$2"; shift ;;
+    --filter)
+      (($# >= 2)) || die_usage "--filter needs a value"
+      filter="$2"
+      shift
+      ;;
     --all) filter='.' ;;
     --full) full=1 ;;
     --build-only) run=0 ;;
     --no-build) build=0 ;;
-    --profile) (($# >= 2)) || die_usage "--profile needs a value"; profile="$2"; shift ;;
-    -h | --help) usage; exit 0 ;;
+    --profile)
+      (($# >= 2)) || die_usage "--profile needs a value"
+      profile="$2"
+      shift
+      ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
     -*) die_usage "unknown option $1" ;;
     *) targets+=("$1") ;;
   esac
@@ -83,14 +97,20 @@ for t in "${targets[@]}"; do
     mkdir -p "$dir"
     for name in throughput cost; do
       src="$(awk -v name="$name" '$1 == name { print $2 }' <<<"$built")"
-      [[ -n "$src" && -x "$src" ]] || { echo "cross.sh: $t: cargo built no $name executable" >&2; exit 1; }
+      [[ -n "$src" && -x "$src" ]] || {
+        echo "cross.sh: $t: cargo built no $name executable" >&2
+        exit 1
+      }
       cp "$src" "$dir/$name.tmp"
       mv "$dir/$name.tmp" "$dir/$name"
     done
     printf '%s\n' "$profile" >"$dir/profile"
     secs[$t]=$((SECONDS - start))
   fi
-  [[ -x "$dir/throughput" ]] || { echo "cross.sh: $t: no $dir/throughput; run without --no-build" >&2; exit 1; }
+  [[ -x "$dir/throughput" ]] || {
+    echo "cross.sh: $t: no $dir/throughput; run without --no-build" >&2
+    exit 1
+  }
 done
 
 if ((!run)); then

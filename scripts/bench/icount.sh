@@ -55,7 +55,10 @@ root="$(cd "$here/../.." && pwd)"
 . "$here/lib.sh"
 
 usage() { sed -n '2,47s/^# \{0,1\}//p' "$0"; }
-die_usage() { echo "icount.sh: $* (try --help)" >&2; exit 2; }
+die_usage() {
+  echo "icount.sh: $* (try --help)" >&2
+  exit 2
+}
 
 quick=0
 openssl=1
@@ -82,10 +85,14 @@ while (($#)); do
         --opt-level) opt_level="$2" ;;
         --config) configs+=("$2") ;;
       esac
-      shift ;;
+      shift
+      ;;
     --no-build) build=0 ;;
     --no-openssl) openssl=0 ;;
-    -h | --help) usage; exit 0 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
     -*) die_usage "unknown option $1" ;;
     *) targets+=("$1") ;;
   esac
@@ -95,8 +102,8 @@ done
 [[ "$iter" =~ ^[1-9][0-9]*$ ]] || die_usage "--iter must be a positive number"
 [[ "$chunk" =~ ^[1-9][0-9]*$ ]] || die_usage "--chunk must be a positive number of bytes"
 [[ "$cpis" =~ ^[0-9]*\.?[0-9]+(,[0-9]*\.?[0-9]+)*$ ]] || die_usage "--cpi takes numbers separated by commas"
-awk -v list="$cpis" 'BEGIN { n = split(list, c, ","); for (i = 1; i <= n; i++) if (c[i] + 0 <= 0) exit 1 }' \
-  || die_usage "--cpi values must be positive"
+awk -v list="$cpis" 'BEGIN { n = split(list, c, ","); for (i = 1; i <= n; i++) if (c[i] + 0 <= 0) exit 1 }' ||
+  die_usage "--cpi values must be positive"
 [[ -z "$opt_level" || "$opt_level" =~ ^([0-3]|s|z)$ ]] || die_usage "--opt-level is 0-3, s or z"
 ((size % 16 == 0)) || die_usage "--size must be a multiple of 16 (decrypt works on whole blocks)"
 ((chunk % 16 == 0 && chunk <= 1048576)) || die_usage "--chunk must be a multiple of 16 up to 1048576"
@@ -196,10 +203,10 @@ openssl_cbc_build() {
     mkdir -p "$src.tmp"
     tar -xzf "$crate" -C "$src.tmp" --strip-components=2 "openssl-src-$OPENSSL_SRC_CRATE/openssl"
     step "OpenSSL: Configure linux-generic32 no-asm, generate the AES files' headers"
-    (cd "$src.tmp" \
-      && perl Configure linux-generic32 no-asm no-shared no-threads no-tests no-docs no-apps \
-        no-module no-dso no-engine no-async >/dev/null \
-      && make include/openssl/configuration.h include/openssl/opensslv.h \
+    (cd "$src.tmp" &&
+      perl Configure linux-generic32 no-asm no-shared no-threads no-tests no-docs no-apps \
+        no-module no-dso no-engine no-async >/dev/null &&
+      make include/openssl/configuration.h include/openssl/opensslv.h \
         include/openssl/crypto.h include/openssl/safestack.h >/dev/null) >&2
     rm -rf "$src"
     mv "$src.tmp" "$src"
@@ -229,10 +236,16 @@ for t in "${targets[@]}"; do
     mkdir -p "$AESD_BENCH_CACHE"
     printf '%s\n' "${cost_bin[$t]}" >"$record-$t"
   else
-    [[ -f "$record-$t" ]] || { echo "icount.sh: no recorded build for $t; run without --no-build" >&2; exit 1; }
+    [[ -f "$record-$t" ]] || {
+      echo "icount.sh: no recorded build for $t; run without --no-build" >&2
+      exit 1
+    }
     cost_bin[$t]="$(cat "$record-$t")"
   fi
-  [[ -x "${cost_bin[$t]}" ]] || { echo "icount.sh: $t: no cost executable (${cost_bin[$t]:-none})" >&2; exit 1; }
+  [[ -x "${cost_bin[$t]}" ]] || {
+    echo "icount.sh: $t: no cost executable (${cost_bin[$t]:-none})" >&2
+    exit 1
+  }
 done
 
 if ((quick)); then
@@ -266,8 +279,12 @@ measure() {
 start=$SECONDS
 for t in "${targets[@]}"; do
   step "$t: cost check under qemu"
-  "$root/scripts/cross/qemu-run.sh" "$t" "${cost_bin[$t]}" check >"$work/check" \
-    || { cat "$work/check" >&2; echo "icount.sh: $t: the cost self-check failed" >&2; exit 1; }
+  "$root/scripts/cross/qemu-run.sh" "$t" "${cost_bin[$t]}" check >"$work/check" ||
+    {
+      cat "$work/check" >&2
+      echo "icount.sh: $t: the cost self-check failed" >&2
+      exit 1
+    }
   tail -n 1 "$work/check" >&2
   for w in "${workloads[@]}"; do
     read -r name n <<<"$w"

@@ -62,8 +62,8 @@ bench_build() {
   (cd "$root" && CARGO_TARGET_DIR="$(bench_target_dir "$triple")" \
     cargo "+$AESD_NIGHTLY" bench --no-run --locked -p aesd-bench "${benches[@]}" \
     --profile "$profile" --target "$triple" --jobs "${AESD_JOBS:-2}" "${config[@]}" \
-    --message-format=json-render-diagnostics) \
-    | jq -r 'select(.reason == "compiler-artifact" and .executable != null)
+    --message-format=json-render-diagnostics) |
+    jq -r 'select(.reason == "compiler-artifact" and .executable != null)
              | "\(.target.name) \(.executable)"'
 }
 
@@ -81,7 +81,10 @@ icount_plugin() {
     mv "$plugin.tmp" "$plugin"
   fi
   case "$plugin" in
-    *[[:space:],]*) echo "the plugin path may not contain spaces or commas: $plugin" >&2; return 1 ;;
+    *[[:space:],]*)
+      echo "the plugin path may not contain spaces or commas: $plugin" >&2
+      return 1
+      ;;
   esac
   echo "$plugin"
 }

@@ -19,8 +19,14 @@ set -euo pipefail
 
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
-  *) echo "openssl-compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  -h | --help)
+    sed -n '2,20s/^# \{0,1\}//p' "$0"
+    exit 0
+    ;;
+  *)
+    echo "openssl-compare.sh: unknown argument $1 (try --help)" >&2
+    exit 2
+    ;;
 esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -48,9 +54,12 @@ ours="$(jq -n \
   '$bench[0].throughput.Bytes / ($est[0].mean.point_estimate / 1e9)')"
 
 step "openssl speed -elapsed -evp aes-256-cbc -bytes $size -seconds $seconds"
-theirs="$(openssl speed -mr -elapsed -evp aes-256-cbc -bytes "$size" -seconds "$seconds" 2>/dev/null \
-  | awk -F: '$1 == "+F" && $3 == "AES-256-CBC" { print $4 }')"
-[ -n "$theirs" ] || { echo "no AES-256-CBC figure in openssl speed's output" >&2; exit 1; }
+theirs="$(openssl speed -mr -elapsed -evp aes-256-cbc -bytes "$size" -seconds "$seconds" 2>/dev/null |
+  awk -F: '$1 == "+F" && $3 == "AES-256-CBC" { print $4 }')"
+[ -n "$theirs" ] || {
+  echo "no AES-256-CBC figure in openssl speed's output" >&2
+  exit 1
+}
 
 awk -v ours="$ours" -v theirs="$theirs" -v size="$size" 'BEGIN {
   printf "aesd EncryptStream::update, %d B chunks:   %10.1f MB/s\n", size, ours / 1e6

@@ -51,15 +51,39 @@ build_only=0
 opt_level=3
 while (($#)); do
   case "$1" in
-    --quick) bytes=1024; iterations=64 ;;
-    --bytes) bytes="${2:?--bytes needs a value}"; shift ;;
-    --json) json="${2:?--json needs a value}"; shift ;;
-    --corrupt) corrupt="${2:?--corrupt needs a check name}"; shift ;;
-    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    --quick)
+      bytes=1024
+      iterations=64
+      ;;
+    --bytes)
+      bytes="${2:?--bytes needs a value}"
+      shift
+      ;;
+    --json)
+      json="${2:?--json needs a value}"
+      shift
+      ;;
+    --corrupt)
+      corrupt="${2:?--corrupt needs a check name}"
+      shift
+      ;;
+    --timeout)
+      timeout="${2:?--timeout needs a value}"
+      shift
+      ;;
     --build-only) build_only=1 ;;
-    --opt-level) opt_level="${2:?--opt-level needs a value}"; shift ;;
-    -h | --help) sed -n '2,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "vexriscv-cycles.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+    --opt-level)
+      opt_level="${2:?--opt-level needs a value}"
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,37s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "vexriscv-cycles.sh: unknown option $1 (try --help)" >&2
+      exit 2
+      ;;
   esac
   shift
 done
@@ -70,7 +94,10 @@ fi
 case "$opt_level" in
   [0-3]) opt_config="profile.release.opt-level=$opt_level" ;;
   s | z) opt_config="profile.release.opt-level=\"$opt_level\"" ;;
-  *) echo "vexriscv-cycles.sh: --opt-level must be 0-3, s or z" >&2; exit 2 ;;
+  *)
+    echo "vexriscv-cycles.sh: --opt-level must be 0-3, s or z" >&2
+    exit 2
+    ;;
 esac
 if ! [[ "$timeout" =~ ^[1-9][0-9]*$ ]]; then
   echo "vexriscv-cycles.sh: --timeout must be a positive number of seconds" >&2
@@ -147,9 +174,17 @@ if [[ ! -x "$sim/gateware/obj_dir/Vsim" ]]; then
   (cd "$sim.tmp" && PATH="$venv/bin:$PATH" "$python" -m litex.tools.litex_sim "${sim_args[@]}" \
     --rom-init placeholder.bin --no-compile-software --no-compile-gateware --non-interactive \
     --output-dir "$sim.tmp" --csr-json "$sim.tmp/csr.json") >"$sim.tmp/generate.log" 2>&1 ||
-    { tail -n 30 "$sim.tmp/generate.log" >&2; echo "vexriscv-cycles.sh: litex_sim failed ($sim.tmp/generate.log)" >&2; exit 1; }
+    {
+      tail -n 30 "$sim.tmp/generate.log" >&2
+      echo "vexriscv-cycles.sh: litex_sim failed ($sim.tmp/generate.log)" >&2
+      exit 1
+    }
   (cd "$sim.tmp/gateware" && nice -n 10 bash build_sim.sh) >"$sim.tmp/verilator.log" 2>&1 ||
-    { tail -n 30 "$sim.tmp/verilator.log" >&2; echo "vexriscv-cycles.sh: Verilator build failed ($sim.tmp/verilator.log)" >&2; exit 1; }
+    {
+      tail -n 30 "$sim.tmp/verilator.log" >&2
+      echo "vexriscv-cycles.sh: Verilator build failed ($sim.tmp/verilator.log)" >&2
+      exit 1
+    }
   rm -rf "$sim"
   mv "$sim.tmp" "$sim"
 fi
@@ -189,9 +224,18 @@ start=$SECONDS
 vsim_pid=$!
 status=""
 while true; do
-  if grep -q '^DONE ' "$log"; then status=finished; break; fi
-  if ! kill -0 "$vsim_pid" 2>/dev/null; then status=exited; break; fi
-  if ((SECONDS - start >= timeout)); then status=timeout; break; fi
+  if grep -q '^DONE ' "$log"; then
+    status=finished
+    break
+  fi
+  if ! kill -0 "$vsim_pid" 2>/dev/null; then
+    status=exited
+    break
+  fi
+  if ((SECONDS - start >= timeout)); then
+    status=timeout
+    break
+  fi
   sleep 1
 done
 elapsed=$((SECONDS - start))

@@ -31,10 +31,22 @@ size=262144
 json=""
 while (($#)); do
   case "$1" in
-    --size) size="${2:?--size needs a value}"; shift ;;
-    --json) json="${2:?--json needs a value}"; shift ;;
-    -h | --help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "vexriscv-icount.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+    --size)
+      size="${2:?--size needs a value}"
+      shift
+      ;;
+    --json)
+      json="${2:?--json needs a value}"
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,19s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "vexriscv-icount.sh: unknown option $1 (try --help)" >&2
+      exit 2
+      ;;
   esac
   shift
 done

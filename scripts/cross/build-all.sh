@@ -27,11 +27,20 @@ extra=()
 targets=()
 while (($#)); do
   case "$1" in
-    --profile) profile="${2?--profile needs a value}"; shift ;;
+    --profile)
+      profile="${2?--profile needs a value}"
+      shift
+      ;;
     --no-check) check=0 ;;
     --min-size) extra=("-Zbuild-std=std,panic_abort" -Zbuild-std-features=optimize_for_size) ;;
-    -h | --help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    -*) echo "build-all.sh: unknown option $1" >&2; exit 2 ;;
+    -h | --help)
+      sed -n '2,17s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    -*)
+      echo "build-all.sh: unknown option $1" >&2
+      exit 2
+      ;;
     *) targets+=("$1") ;;
   esac
   shift
@@ -76,7 +85,11 @@ for b in "${bins[@]}"; do
   printf '| %-10s |' "$b"
   for t in "${targets[@]}"; do
     f="$target_dir/$t/$pdir/$b"
-    if [[ ! -f "$f" ]]; then printf ' %-30s |' "missing"; status=1; continue; fi
+    if [[ ! -f "$f" ]]; then
+      printf ' %-30s |' "missing"
+      status=1
+      continue
+    fi
     size=$(stat -c %s "$f")
     if readelf -lW "$f" | grep -qE '^[[:space:]]+(INTERP|DYNAMIC)[[:space:]]'; then
       st="DYNAMIC!"

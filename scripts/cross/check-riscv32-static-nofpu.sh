@@ -30,7 +30,10 @@ bins=()
 while (($#)); do
   case "$1" in
     --no-run) run=0 ;;
-    --args) read -r -a run_args <<<"${2?--args needs a value}"; shift ;;
+    --args)
+      read -r -a run_args <<<"${2?--args needs a value}"
+      shift
+      ;;
     --control)
       pkg="$root/target/cross-selftest"
       "$here/selftest.sh" --build-only riscv32imac-unknown-linux-musl >/dev/null
@@ -46,8 +49,14 @@ while (($#)); do
       echo "control ok: the riscv32gc build was rejected"
       exit 0
       ;;
-    -h | --help) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    -*) echo "unknown option $1" >&2; exit 2 ;;
+    -h | --help)
+      sed -n '2,21s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    -*)
+      echo "unknown option $1" >&2
+      exit 2
+      ;;
     *) bins+=("$1") ;;
   esac
   shift
@@ -68,7 +77,10 @@ for bin in "${bins[@]}"; do
   echo "== $bin"
   bad=0
   pass() { printf '  PASS %s\n' "$*"; }
-  fail() { printf '  FAIL %s\n' "$*"; bad=1; }
+  fail() {
+    printf '  FAIL %s\n' "$*"
+    bad=1
+  }
 
   hdr="$(readelf -hW "$bin")"
   if grep -q 'Class:[[:space:]]*ELF32' <<<"$hdr" && grep -q 'Machine:[[:space:]]*RISC-V' <<<"$hdr"; then
@@ -140,6 +152,9 @@ for bin in "${bins[@]}"; do
     fi
   fi
 
-  if ((bad)); then echo "  => FAIL"; status=1; else echo "  => PASS"; fi
+  if ((bad)); then
+    echo "  => FAIL"
+    status=1
+  else echo "  => PASS"; fi
 done
 exit "$status"

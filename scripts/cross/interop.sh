@@ -13,10 +13,16 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=scripts/lib.sh
 . "$here/../lib.sh"
-[[ $# -eq 3 ]] || { echo "usage: $0 TARGET BOARD_BIN_DIR NATIVE_BIN_DIR" >&2; exit 2; }
+[[ $# -eq 3 ]] || {
+  echo "usage: $0 TARGET BOARD_BIN_DIR NATIVE_BIN_DIR" >&2
+  exit 2
+}
 target=$1 board=$2 native=$3
 for bin in "$board/aesd" "$board/aescrypt" "$native/aesd" "$native/aesload"; do
-  [[ -x "$bin" ]] || { echo "interop.sh: missing $bin" >&2; exit 2; }
+  [[ -x "$bin" ]] || {
+    echo "interop.sh: missing $bin" >&2
+    exit 2
+  }
 done
 
 work="$(mktemp -d)"
@@ -29,7 +35,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "interop.sh [$target]: $*" >&2; exit 1; }
+fail() {
+  echo "interop.sh [$target]: $*" >&2
+  exit 1
+}
 
 # 1. Board aesd, native aesload.
 port=$(free_port)

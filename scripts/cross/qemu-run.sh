@@ -27,7 +27,10 @@ case "$target" in
   riscv64gc-unknown-linux-musl) cmd=(qemu-riscv64 -cpu rv64) ;;
   aarch64-unknown-linux-musl) cmd=(qemu-aarch64 -cpu cortex-a72) ;;
   x86_64-unknown-linux-*) exec "$bin" "$@" ;;
-  *) echo "qemu-run.sh: no CPU model for target $target" >&2; exit 2 ;;
+  *)
+    echo "qemu-run.sh: no CPU model for target $target" >&2
+    exit 2
+    ;;
 esac
 if ! command -v "${cmd[0]}" >/dev/null; then
   echo "qemu-run.sh: ${cmd[0]} not found; run scripts/cross/setup.sh" >&2

@@ -14,7 +14,10 @@ root="$(cd "$here/../.." && pwd)"
 . "$here/env.sh"
 
 run=1
-if [[ "${1:-}" == --build-only ]]; then run=0; shift; fi
+if [[ "${1:-}" == --build-only ]]; then
+  run=0
+  shift
+fi
 targets=("$@")
 if ((${#targets[@]} == 0)); then targets=("${AESD_TARGETS[@]}"); fi
 

@@ -30,8 +30,14 @@ for a in "$@"; do
     --toolchain-only) toolchain_only=1 ;;
     --force-std) force_std=1 ;;
     --selftest) selftest=1 ;;
-    -h | --help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown argument $a" >&2; exit 2 ;;
+    -h | --help)
+      sed -n '2,19s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "setup.sh: unknown argument $a" >&2
+      exit 2
+      ;;
   esac
 done
 jobs="${AESD_JOBS:-2}"
@@ -160,7 +166,10 @@ WRAPPER
     RUST_TARGET_PATH="$root/targets" \
       RUSTC_WRAPPER="$stdbuild/rustc-wrapper" \
       CARGO_TARGET_DIR="$stdbuild/target" \
-      CARGO_ENCODED_RUSTFLAGS="$(IFS=$'\x1f'; echo "${flags[*]}")" \
+      CARGO_ENCODED_RUSTFLAGS="$(
+        IFS=$'\x1f'
+        echo "${flags[*]}"
+      )" \
       cargo "+$AESD_NIGHTLY" build --quiet --release --jobs "$jobs" \
       -Zbuild-std=std,panic_abort,test --target "$t" \
       --message-format=json-render-diagnostics >"$json"

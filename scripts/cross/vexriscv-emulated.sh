@@ -27,12 +27,18 @@ root="$(cd "$here/../.." && pwd)"
 . "$root/scripts/lib.sh"
 # shellcheck source=scripts/cross/env.sh
 . "$here/env.sh"
-[[ $# -eq 2 ]] || { echo "usage: $0 PROFILE NATIVE_BIN_DIR" >&2; exit 2; }
+[[ $# -eq 2 ]] || {
+  echo "usage: $0 PROFILE NATIVE_BIN_DIR" >&2
+  exit 2
+}
 profile=$1 native=$2
 target=riscv32imac-unknown-linux-musl
 board_aesd="${CARGO_TARGET_DIR:-$root/target}/$target/$profile/aesd"
 for bin in "$board_aesd" "$native/aesload" "$native/aescrypt"; do
-  [[ -x "$bin" ]] || { echo "vexriscv-emulated.sh: missing $bin" >&2; exit 2; }
+  [[ -x "$bin" ]] || {
+    echo "vexriscv-emulated.sh: missing $bin" >&2
+    exit 2
+  }
 done
 
 work="$(mktemp -d)"
@@ -53,7 +59,10 @@ if grep -aq "cannot install the AES instruction emulator" "$shipped"; then
   exit 1
 fi
 grep -aq "cannot install the AES instruction emulator" "$emulated" ||
-  { echo "vexriscv-emulated.sh: the test build lacks the emulator" >&2; exit 1; }
+  {
+    echo "vexriscv-emulated.sh: the test build lacks the emulator" >&2
+    exit 1
+  }
 
 pid=""
 cleanup() {
@@ -61,7 +70,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "vexriscv-emulated.sh: $*" >&2; exit 1; }
+fail() {
+  echo "vexriscv-emulated.sh: $*" >&2
+  exit 1
+}
 
 # A device tree whose CPU node has the property aesd looks for.
 mkdir -p "$work/dt/cpus/cpu@0" "$work/dt-plain/cpus/cpu@0"

@@ -15,7 +15,10 @@ case "$triple" in
   aarch64-unknown-linux-musl) zt=(-target aarch64-linux-musl) ;;
   # Control target only (hard-float rv32gc), for the no-FPU check.
   riscv32gc-unknown-linux-musl) zt=(-target riscv32-linux-musl -mcpu=baseline_rv32) ;;
-  *) echo "zigcc: unknown target $triple" >&2; exit 2 ;;
+  *)
+    echo "zigcc: unknown target $triple" >&2
+    exit 2
+    ;;
 esac
 if [[ ! -x "$AESD_ZIG" ]]; then
   echo "zigcc: $AESD_ZIG not found; run scripts/cross/setup.sh" >&2
