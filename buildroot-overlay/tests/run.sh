@@ -29,8 +29,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 overlay_dir=$(cd "$here/.." && pwd)
 repo=$(cd "$overlay_dir/.." && pwd)
-# shellcheck source=scripts/lib.sh
-. "$repo/scripts/lib.sh" # free_port
+# free_port (scripts/lib.sh is checked on its own by scripts/test.sh)
+# shellcheck disable=SC1091
+. "$repo/scripts/lib.sh"
 musl=x86_64-unknown-linux-musl
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 bin_dir=$target_dir/$musl/release
