@@ -20,6 +20,7 @@ use aesd_proto::secret_file::permission_warning;
 
 use crate::auth::AccessToken;
 use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
+use crate::client_key::DEFAULT_IPV6_PREFIX;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::{CidrError, TrustedProxies};
 
@@ -36,6 +37,13 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 100_000;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Default cap on one job's input (16 GiB: hours on a 100 MHz board).
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 16 << 30;
+/// Default cap on one client's queued jobs: enough for a client that
+/// pipelines a few jobs, while the 64-place queue still holds 16 clients.
+pub const DEFAULT_MAX_QUEUED_PER_CLIENT: usize = 4;
+/// Default minimum input rate of a running job, bytes/s: a trickle that
+/// holds a slot is cut, a slow link (a 9600-baud modem is 960 B/s) is
+/// roughly the floor.
+pub const DEFAULT_MIN_INPUT_RATE: u32 = 1024;
 /// Prefix of the environment variables that configure aesd.
 pub const ENV_PREFIX: &str = "AESD_";
 
@@ -107,6 +115,40 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
+
+    /// Leading bits of an IPv6 address that identify one client for every
+    /// per-client limit (0 to 128; IPv4 clients are their address)
+    /// [default: 64]
+    #[arg(long, value_name = "BITS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_ipv6_prefix: Option<u8>,
+
+    /// Jobs one client may have processed at once; its further jobs wait
+    /// in the queue while slots stay free for others [default: half of
+    /// max-active, rounded up]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_active_per_client: Option<usize>,
+
+    /// Jobs one client may have waiting in the queue; past this its jobs
+    /// get a Busy error at once (the connection stays open) [default: 4]
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queued_per_client: Option<usize>,
+
+    /// Slowest input a running job may send, in bytes per second of the
+    /// time the server waits for it (not while the server itself is
+    /// busy); a slower job fails with a Timeout error and frees its slot.
+    /// 0 turns the check off [default: 1024]
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_input_rate: Option<u32>,
+
+    /// Seconds of waiting for input over which min-input-rate is measured;
+    /// the first window is a job's grace period [default: 10]
+    #[arg(long, value_name = "SECS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_rate_window: Option<f64>,
 
     /// Largest input one job may send, in bytes; past this the job fails
     /// with limit_exceeded [default: 17179869184 (16 GiB)]
@@ -241,6 +283,16 @@ pub struct Config {
     pub max_connections: usize,
     /// Connections open at once from one IP address.
     pub max_connections_per_client: usize,
+    /// IPv6 prefix length that identifies one client.
+    pub client_ipv6_prefix: u8,
+    /// Jobs one client may have processed at once.
+    pub max_active_per_client: usize,
+    /// Jobs one client may have waiting.
+    pub max_queued_per_client: usize,
+    /// Slowest input a running job may send, bytes/s (0: no minimum).
+    pub min_input_rate: u32,
+    /// Waiting time over which the input rate is measured.
+    pub input_rate_window: Duration,
     /// Largest input of one job, in bytes.
     pub max_file_size: u64,
     /// Jobs per connection.
@@ -370,12 +422,13 @@ impl Config {
     pub fn resolve(layer: ConfigLayer) -> Result<Config, ConfigError> {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let workers = layer.workers.unwrap_or(cores);
+        let max_active = layer.max_active.unwrap_or(2 * workers);
         let config = Config {
             listen: layer
                 .listen
                 .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default address")),
             workers,
-            max_active: layer.max_active.unwrap_or(2 * workers),
+            max_active,
             max_queue: layer.max_queue.unwrap_or(64),
             chunk_size: layer.chunk_size.unwrap_or(DEFAULT_DATA_CHUNK),
             min_iterations: layer.min_iter.unwrap_or(DEFAULT_MIN_ITERATIONS),
@@ -385,6 +438,15 @@ impl Config {
             shutdown_grace: seconds("shutdown-grace", layer.shutdown_grace, 30.0)?,
             max_connections: layer.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
             max_connections_per_client: layer.max_connections_per_client.unwrap_or(64),
+            client_ipv6_prefix: layer.client_ipv6_prefix.unwrap_or(DEFAULT_IPV6_PREFIX),
+            max_active_per_client: layer
+                .max_active_per_client
+                .unwrap_or(max_active.div_ceil(2)),
+            max_queued_per_client: layer
+                .max_queued_per_client
+                .unwrap_or(DEFAULT_MAX_QUEUED_PER_CLIENT),
+            min_input_rate: layer.min_input_rate.unwrap_or(DEFAULT_MIN_INPUT_RATE),
+            input_rate_window: seconds("input-rate-window", layer.input_rate_window, 10.0)?,
             max_file_size: layer.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE),
             max_jobs_per_connection: layer.max_jobs_per_connection.unwrap_or(10_000),
             access_token: match &layer.token_file {
@@ -456,6 +518,15 @@ impl Config {
                 "max-connections and max-connections-per-client must be at least 1".into(),
             );
         }
+        if self.client_ipv6_prefix > 128 {
+            return invalid(
+                "client-ipv6-prefix",
+                format!("must be 0 to 128 bits, got {}", self.client_ipv6_prefix),
+            );
+        }
+        if self.max_active_per_client == 0 {
+            return invalid("max-active-per-client", "must be at least 1".into());
+        }
         if self.max_file_size == 0 || self.max_jobs_per_connection == 0 {
             return invalid(
                 "max-file-size",
@@ -516,6 +587,11 @@ impl Config {
             shutdown_grace: Some(self.shutdown_grace.as_secs_f64()),
             max_connections: Some(self.max_connections),
             max_connections_per_client: Some(self.max_connections_per_client),
+            client_ipv6_prefix: Some(self.client_ipv6_prefix),
+            max_active_per_client: Some(self.max_active_per_client),
+            max_queued_per_client: Some(self.max_queued_per_client),
+            min_input_rate: Some(self.min_input_rate),
+            input_rate_window: Some(self.input_rate_window.as_secs_f64()),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             token_file: self
@@ -597,7 +673,20 @@ mod tests {
         })
         .expect("valid");
         assert_eq!(config.max_active, 6);
+        assert_eq!(config.max_active_per_client, 3);
         assert_eq!(config.listen.port(), 7878);
+        let config = Config::resolve(ConfigLayer {
+            max_active: Some(5),
+            ..ConfigLayer::default()
+        })
+        .expect("valid");
+        assert_eq!(config.max_active_per_client, 3, "half, rounded up");
+        let config = Config::resolve(ConfigLayer {
+            max_active: Some(1),
+            ..ConfigLayer::default()
+        })
+        .expect("valid");
+        assert_eq!(config.max_active_per_client, 1);
     }
 
     #[test]
