@@ -111,7 +111,8 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
 
-    /// Connections open at once from one IP address [default: 64]
+    /// Connections open at once from one client (an IPv4 address or an
+    /// IPv6 prefix, see client-ipv6-prefix) [default: 64]
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
