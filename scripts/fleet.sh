@@ -159,6 +159,7 @@ for i in $(seq "$boards"); do
   metrics_ports+=("$metrics_port")
   "$aesd" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
     --trusted-proxies "$proxy_addr/32" --workers "$workers" --temperature off \
+    --max-active-per-client "$((2 * workers))" --max-queued-per-client 64 \
     --log info 2>"$out/board$i.log" &
   pids+=("$!")
   printf -- '- targets: ["127.0.0.1:%s"]\n  labels:\n    board: board%s\n' "$metrics_port" "$i" >>"$out/targets/boards.yml"

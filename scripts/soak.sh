@@ -99,7 +99,7 @@ aesd="$root/target/release/aesd"
 aesload="$root/target/release/aesload"
 
 port_file="$out/aesd.log"
-"$aesd" --listen 127.0.0.1:0 --log info --max-queue 100000 2>"$port_file" &
+"$aesd" --listen 127.0.0.1:0 --log info --max-queue 100000 --max-active-per-client 65536 --max-queued-per-client 100000 2>"$port_file" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
 addr=""

@@ -217,6 +217,7 @@ count_run() {
     AESD_QEMU_EXTRA="-plugin $plugin,out=$out,$plugin_args -U AESD_QEMU_EXTRA -U PATH" \
     "$root/scripts/cross/qemu-run.sh" "$target" "$dir/aesd" --listen "127.0.0.1:$port" \
     --workers "$workers" --max-active "$((jobs > 2 * workers ? jobs : 2 * workers))" \
+    --max-active-per-client 65536 --max-queued-per-client 64 \
     "${aesd_args[@]}" --log warn 2>"$work/aesd.log" &
   aesd_pid=$!
   wait_port "$port" 120

@@ -441,6 +441,8 @@ async fn aesload_samples_the_server_metrics_into_json_and_plot() {
     let server = start_server(ConfigLayer {
         metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
         temperature: Some(format!("hwmon:{}", sensor.display())),
+        // aesload's 8 clients all come from 127.0.0.1: queue them all.
+        max_queued_per_client: Some(64),
         ..ConfigLayer::default()
     })
     .await;

@@ -39,6 +39,10 @@ fn slow_server() -> ConfigLayer {
     ConfigLayer {
         workers: Some(1),
         max_active: Some(1),
+        // All load comes from 127.0.0.1: queue it all, as before the
+        // per-client caps.
+        max_queued_per_client: Some(1 << 20),
+        min_input_rate: Some(0),
         ..ConfigLayer::default()
     }
 }

@@ -6,12 +6,11 @@
 //! the token's length shows in the answer's timing.
 //!
 //! Failed attempts are slowed down per client address by
-//! [`FailureThrottle`]: the `unauthorized` answer comes after a delay that
+//! [`FailureThrottle`] (per [`ClientKey`]: an IPv6 /64 is one client): the `unauthorized` answer comes after a delay that
 //! doubles with each recent failure from the same address.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,6 +19,8 @@ use aesd_proto::limits::{MAX_TOKEN_LEN, MIN_TOKEN_LEN};
 use aesd_proto::secret_file::{SecretFileError, read_secret_file};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::client_key::ClientKey;
 
 /// The token a server requires, as the digest of the `token-file`'s first
 /// line.
@@ -70,7 +71,7 @@ const MAX_TRACKED: usize = 4096;
 #[derive(Debug)]
 pub struct FailureThrottle {
     base: Duration,
-    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    failures: Mutex<HashMap<ClientKey, (u32, Instant)>>,
 }
 
 impl FailureThrottle {
@@ -85,7 +86,7 @@ impl FailureThrottle {
     /// Records a failure from `peer` and returns how long to wait before
     /// answering it: the base delay, doubled for each earlier failure from
     /// the address within [`FAILURE_MEMORY`], up to 32 × the base.
-    pub fn failed(&self, peer: IpAddr) -> Duration {
+    pub fn failed(&self, peer: ClientKey) -> Duration {
         let now = Instant::now();
         let longest = self.base * (1 << MAX_DOUBLINGS);
         let Ok(mut failures) = self.failures.lock() else {
@@ -107,7 +108,7 @@ impl FailureThrottle {
     }
 
     /// Forgets `peer`'s failures after it authenticated.
-    pub fn succeeded(&self, peer: IpAddr) {
+    pub fn succeeded(&self, peer: ClientKey) {
         if let Ok(mut failures) = self.failures.lock() {
             failures.remove(&peer);
         }
@@ -147,8 +148,8 @@ mod tests {
     #[test]
     fn the_delay_doubles_per_failure_up_to_a_cap_and_resets_on_success() {
         let throttle = FailureThrottle::new(Duration::from_millis(10));
-        let peer: IpAddr = [127, 0, 0, 9].into();
-        let other: IpAddr = [127, 0, 0, 10].into();
+        let peer = ClientKey::of([127, 0, 0, 9].into(), 64);
+        let other = ClientKey::of([127, 0, 0, 10].into(), 64);
         let delays: Vec<u64> = (0..8)
             .map(|_| throttle.failed(peer).as_millis() as u64)
             .collect();

@@ -93,10 +93,43 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
 
-    /// Connections open at once from one IP address
+    /// Connections open at once from one client (an IPv4 address or an
+    /// IPv6 prefix, see client-ipv6-prefix)
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
+
+    /// Leading bits of an IPv6 address that identify one client for every
+    /// per-client limit (0 to 128; IPv4 clients are their address)
+    #[arg(long, value_name = "BITS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_ipv6_prefix: Option<u8>,
+
+    /// Jobs one client may have processed at once; its further jobs wait
+    /// in the queue while the other slots stay free for others
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_active_per_client: Option<usize>,
+
+    /// Jobs one client may have waiting in the queue; past this its jobs
+    /// get a Busy error at once (the connection stays open)
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queued_per_client: Option<usize>,
+
+    /// Slowest input a running job may send, in bytes per second of the
+    /// time the server waits for it (not while the server itself is
+    /// busy); a slower job fails with a Timeout error and frees its slot.
+    /// 0 turns the check off
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_input_rate: Option<u32>,
+
+    /// Seconds of waiting for input over which min-input-rate is measured;
+    /// the first window is a job's grace period
+    #[arg(long, value_name = "SECS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_rate_window: Option<f64>,
 
     /// Largest input one job may send, in bytes; past this the job fails with
     /// limit_exceeded
@@ -246,6 +279,16 @@ pub struct Config {
     pub max_connections: usize,
     /// Connections open at once from one IP address.
     pub max_connections_per_client: usize,
+    /// IPv6 prefix length that identifies one client.
+    pub client_ipv6_prefix: u8,
+    /// Jobs one client may have processed at once.
+    pub max_active_per_client: usize,
+    /// Jobs one client may have waiting.
+    pub max_queued_per_client: usize,
+    /// Slowest input a running job may send, bytes/s (0: no minimum).
+    pub min_input_rate: u32,
+    /// Waiting time over which the input rate is measured.
+    pub input_rate_window: Duration,
     /// Largest input of one job, in bytes.
     pub max_file_size: u64,
     /// Jobs per connection.
@@ -375,15 +418,17 @@ impl Config {
     pub fn resolve(layer: ConfigLayer) -> Result<Config, ConfigError> {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let workers = layer.workers.unwrap_or(cores);
+        let max_active = layer
+            .max_active
+            .unwrap_or(defaults::ACTIVE_PER_WORKER * workers);
+        let max_queue = layer.max_queue.unwrap_or(defaults::MAX_QUEUE);
         let config = Config {
             listen: layer
                 .listen
                 .unwrap_or_else(|| defaults::LISTEN.parse().expect("valid default address")),
             workers,
-            max_active: layer
-                .max_active
-                .unwrap_or(defaults::ACTIVE_PER_WORKER * workers),
-            max_queue: layer.max_queue.unwrap_or(defaults::MAX_QUEUE),
+            max_active,
+            max_queue,
             chunk_size: layer.chunk_size.unwrap_or(defaults::CHUNK_SIZE),
             min_iterations: layer.min_iter.unwrap_or(defaults::MIN_ITER),
             max_iterations: layer.max_iter.unwrap_or(defaults::MAX_ITER),
@@ -406,6 +451,19 @@ impl Config {
             max_connections_per_client: layer
                 .max_connections_per_client
                 .unwrap_or(defaults::MAX_CONNECTIONS_PER_CLIENT),
+            client_ipv6_prefix: layer
+                .client_ipv6_prefix
+                .unwrap_or(defaults::CLIENT_IPV6_PREFIX),
+            max_active_per_client: layer
+                .max_active_per_client
+                .unwrap_or_else(|| defaults::max_active_per_client(max_active)),
+            max_queued_per_client: layer.max_queued_per_client.unwrap_or(max_queue),
+            min_input_rate: layer.min_input_rate.unwrap_or(defaults::MIN_INPUT_RATE),
+            input_rate_window: seconds(
+                "input-rate-window",
+                layer.input_rate_window,
+                defaults::INPUT_RATE_WINDOW_SECS,
+            )?,
             max_file_size: layer.max_file_size.unwrap_or(defaults::MAX_FILE_SIZE),
             max_jobs_per_connection: layer
                 .max_jobs_per_connection
@@ -488,6 +546,15 @@ impl Config {
                 "max-connections and max-connections-per-client must be at least 1".into(),
             );
         }
+        if self.client_ipv6_prefix > 128 {
+            return invalid(
+                "client-ipv6-prefix",
+                format!("must be 0 to 128 bits, got {}", self.client_ipv6_prefix),
+            );
+        }
+        if self.max_active_per_client == 0 {
+            return invalid("max-active-per-client", "must be at least 1".into());
+        }
         if self.max_file_size == 0 || self.max_jobs_per_connection == 0 {
             return invalid(
                 "max-file-size",
@@ -548,6 +615,11 @@ impl Config {
             shutdown_grace: Some(self.shutdown_grace.as_secs_f64()),
             max_connections: Some(self.max_connections),
             max_connections_per_client: Some(self.max_connections_per_client),
+            client_ipv6_prefix: Some(self.client_ipv6_prefix),
+            max_active_per_client: Some(self.max_active_per_client),
+            max_queued_per_client: Some(self.max_queued_per_client),
+            min_input_rate: Some(self.min_input_rate),
+            input_rate_window: Some(self.input_rate_window.as_secs_f64()),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             token_file: self
@@ -629,7 +701,21 @@ mod tests {
         })
         .expect("valid");
         assert_eq!(config.max_active, 6);
+        assert_eq!(config.max_active_per_client, 5, "all slots but one");
+        assert_eq!(config.max_queued_per_client, config.max_queue);
         assert_eq!(config.listen.port(), 7878);
+        let config = Config::resolve(ConfigLayer {
+            max_active: Some(5),
+            ..ConfigLayer::default()
+        })
+        .expect("valid");
+        assert_eq!(config.max_active_per_client, 4, "all slots but one");
+        let config = Config::resolve(ConfigLayer {
+            max_active: Some(1),
+            ..ConfigLayer::default()
+        })
+        .expect("valid");
+        assert_eq!(config.max_active_per_client, 1);
     }
 
     #[test]

@@ -42,6 +42,22 @@ pub const TEMPERATURE: &str = "auto";
 pub const AES_BACKEND: &str = "auto";
 /// Active jobs per worker thread (`max-active` = this × workers).
 pub const ACTIVE_PER_WORKER: usize = 2;
+/// Leading bits of an IPv6 address that identify one client.
+pub const CLIENT_IPV6_PREFIX: u8 = crate::client_key::DEFAULT_IPV6_PREFIX;
+/// Slowest input a running job may send, bytes/s: a trickle that holds a
+/// slot is cut, a slow link (a 9600-baud modem is 960 B/s) is roughly the
+/// floor.
+pub const MIN_INPUT_RATE: u32 = 1024;
+/// Seconds of waiting over which the input rate is measured.
+pub const INPUT_RATE_WINDOW_SECS: f64 = 10.0;
+
+/// Jobs one client may have processed at once: all slots but one, so one
+/// client (an attacker's stalled jobs, or a load test from one host) can
+/// never hold every slot, while a load test from one host keeps nearly
+/// all of the server's parallelism. At least 1.
+pub fn max_active_per_client(max_active: usize) -> usize {
+    max_active.saturating_sub(1).max(1)
+}
 
 /// Each setting's default as users read it, by flag name (without `--`):
 /// what `--help` appends as `[default: …]` and what the README's settings
@@ -63,6 +79,14 @@ pub fn shown() -> Vec<(&'static str, String)> {
             "max-connections-per-client",
             MAX_CONNECTIONS_PER_CLIENT.to_string(),
         ),
+        ("client-ipv6-prefix", CLIENT_IPV6_PREFIX.to_string()),
+        (
+            "max-active-per-client",
+            "max-active − 1 (at least 1)".to_owned(),
+        ),
+        ("max-queued-per-client", "max-queue".to_owned()),
+        ("min-input-rate", MIN_INPUT_RATE.to_string()),
+        ("input-rate-window", INPUT_RATE_WINDOW_SECS.to_string()),
         (
             "max-file-size",
             format!("{MAX_FILE_SIZE} ({} GiB)", MAX_FILE_SIZE >> 30),

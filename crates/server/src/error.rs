@@ -6,6 +6,7 @@ use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
 
 use crate::admission::Refused;
 use crate::cipher::CipherError;
+use crate::input_rate::TooSlow;
 use crate::proxy::ProxyError;
 
 /// A job (or its connection) failed.
@@ -86,6 +87,9 @@ pub enum JobError {
         /// The limit that passed.
         limit: Duration,
     },
+    /// A running job's input came slower than `min-input-rate`.
+    #[error(transparent)]
+    TooSlow(#[from] TooSlow),
     /// The worker pool failed (a bug).
     #[error("internal error: {0}")]
     Internal(String),
@@ -134,7 +138,7 @@ impl JobError {
             JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
             JobError::Proxy(err) => err.code(),
             JobError::ShuttingDown => ErrorCode::ShuttingDown,
-            JobError::Timeout { .. } => ErrorCode::Timeout,
+            JobError::Timeout { .. } | JobError::TooSlow(_) => ErrorCode::Timeout,
             JobError::ClientGone | JobError::Internal(_) | JobError::Io(_) | JobError::Aborted => {
                 ErrorCode::Internal
             }

@@ -31,7 +31,9 @@ use crate::cipher::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
 use crate::cipher::{
     BLOCK, ChunkBuf, DerivedKey, EncryptStream, HEADER_LEN, JobCipher, SALT_LEN, random_salt,
 };
+use crate::client_key::ClientKey;
 use crate::error::JobError;
+use crate::input_rate::{ByteCounter, InputRate};
 use crate::pool::Timed;
 use crate::server::Shared;
 
@@ -64,6 +66,8 @@ pub async fn run<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
     begin: Begin,
+    client: ClientKey,
+    input: &ByteCounter,
     shared: &Arc<Shared>,
 ) -> JobOutcome
 where
@@ -81,7 +85,7 @@ where
             });
         }
     }
-    let _permit = match admit(reader, writer, shared).await {
+    let _permit = match admit(reader, writer, client, shared).await {
         Ok(permit) => permit,
         Err(error) => return JobOutcome::failed_before_start(error),
     };
@@ -117,7 +121,12 @@ where
     };
     let (read, cipher, write) = tokio::join!(
         async {
-            let result = read_stage(reader, free_rx, input_tx, idle, shared).await;
+            let rate = InputRate::new(
+                shared.config.min_input_rate,
+                shared.config.input_rate_window,
+                input.clone(),
+            );
+            let result = read_stage(reader, free_rx, input_tx, idle, rate, shared).await;
             cancel_on_error(result.is_err());
             result
         },
@@ -163,13 +172,17 @@ where
 async fn admit<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
+    client: ClientKey,
     shared: &Arc<Shared>,
 ) -> Result<Permit, JobError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut ticket = match shared.admission.enter()? {
+    let entry = shared.admission.enter(client).inspect_err(|refused| {
+        shared.metrics.job_refused(refused.reason());
+    })?;
+    let mut ticket = match entry {
         Entry::Admitted(permit) => return Ok(permit),
         Entry::Queued(ticket) => ticket,
     };
@@ -229,6 +242,7 @@ async fn read_stage<R: AsyncRead + Unpin>(
     mut free: mpsc::Receiver<ChunkBuf>,
     input: mpsc::Sender<Input>,
     idle: Duration,
+    mut rate: InputRate,
     shared: &Arc<Shared>,
 ) -> Result<ReadEnd, JobError> {
     let max_file_size = shared.config.max_file_size;
@@ -237,7 +251,7 @@ async fn read_stage<R: AsyncRead + Unpin>(
         let header = tokio::select! {
             biased;
             () = shared.shutdown.aborting() => return Ok(ReadEnd::Stopped),
-            header = timeout(idle, reader.next_header()) => header,
+            header = rate.wait(timeout(idle, reader.next_header())) => header?,
         };
         let header = header
             .map_err(|_| JobError::Timeout {
@@ -260,11 +274,11 @@ async fn read_stage<R: AsyncRead + Unpin>(
                         .map_err(slow_payload)??;
                     return Ok(ReadEnd::Stopped);
                 };
-                timeout(
+                rate.wait(timeout(
                     idle,
                     reader.read_payload(buf.payload_mut(header.len as usize)),
-                )
-                .await
+                ))
+                .await?
                 .map_err(slow_payload)??;
                 bytes_in += u64::from(header.len);
                 if bytes_in > max_file_size {
@@ -279,8 +293,8 @@ async fn read_stage<R: AsyncRead + Unpin>(
             FrameKind::End => {
                 // End's payload must be empty, but a header may announce
                 // up to a control frame's worth: bound the wait for it.
-                timeout(idle, reader.read_body(header))
-                    .await
+                rate.wait(timeout(idle, reader.read_body(header)))
+                    .await?
                     .map_err(|_| JobError::Timeout {
                         what: "reading an end frame",
                         limit: idle,

@@ -16,6 +16,9 @@
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline.
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
+//! * [`client_key`]: who a client is for the per-client limits (an IPv4
+//!   address, an IPv6 prefix).
+//! * [`input_rate`]: the minimum input rate of a running job.
 //! * [`proxy`]: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
@@ -33,9 +36,11 @@ pub mod admission;
 pub mod auth;
 pub mod backend;
 pub mod cipher;
+pub mod client_key;
 pub mod config;
 pub mod defaults;
 pub mod error;
+pub mod input_rate;
 pub mod job;
 pub mod lanes;
 pub mod limits;

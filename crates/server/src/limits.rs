@@ -1,10 +1,12 @@
 //! Connection limits: a cap on open connections in total and per client
-//! IP address. A connection over a cap is answered with a `busy` error and
-//! closed, so a flood of connections cannot exhaust descriptors or memory.
+//! ([`ClientKey`]: an IPv4 address or an IPv6 prefix). A connection over a
+//! cap is answered with a `busy` error and closed, so a flood of
+//! connections cannot exhaust descriptors or memory.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::client_key::ClientKey;
 
 /// Why a connection was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -12,11 +14,11 @@ pub enum ConnectionRefused {
     /// The server holds its maximum of connections.
     #[error("too many connections: the server holds its maximum of {0}")]
     Total(usize),
-    /// This client address holds its maximum of connections.
-    #[error("too many connections from {addr}: the limit per client is {limit}")]
+    /// This client holds its maximum of connections.
+    #[error("too many connections from {client}: the limit per client is {limit}")]
     PerClient {
-        /// The client's address.
-        addr: IpAddr,
+        /// The client (address or IPv6 prefix).
+        client: ClientKey,
         /// The per-client cap.
         limit: usize,
     },
@@ -33,14 +35,14 @@ pub struct ConnectionLimits {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_client: HashMap<IpAddr, usize>,
+    per_client: HashMap<ClientKey, usize>,
 }
 
 /// A connection's place; released when dropped.
 #[derive(Debug)]
 pub struct ConnectionSlot {
     limits: Arc<ConnectionLimits>,
-    addr: IpAddr,
+    client: ClientKey,
 }
 
 impl ConnectionLimits {
@@ -59,16 +61,16 @@ impl ConnectionLimits {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Takes a place for a connection from `addr`, if the caps allow.
-    pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Result<ConnectionSlot, ConnectionRefused> {
+    /// Takes a place for a connection from `client`, if the caps allow.
+    pub fn admit(self: &Arc<Self>, client: ClientKey) -> Result<ConnectionSlot, ConnectionRefused> {
         let mut counts = self.lock();
         if counts.total >= self.max_total {
             return Err(ConnectionRefused::Total(self.max_total));
         }
-        let from_client = counts.per_client.entry(addr).or_default();
+        let from_client = counts.per_client.entry(client).or_default();
         if *from_client >= self.max_per_client {
             return Err(ConnectionRefused::PerClient {
-                addr,
+                client,
                 limit: self.max_per_client,
             });
         }
@@ -76,7 +78,7 @@ impl ConnectionLimits {
         counts.total += 1;
         Ok(ConnectionSlot {
             limits: Arc::clone(self),
-            addr,
+            client,
         })
     }
 
@@ -90,10 +92,10 @@ impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         let mut counts = self.limits.lock();
         counts.total -= 1;
-        if let Some(count) = counts.per_client.get_mut(&self.addr) {
+        if let Some(count) = counts.per_client.get_mut(&self.client) {
             *count -= 1;
             if *count == 0 {
-                counts.per_client.remove(&self.addr);
+                counts.per_client.remove(&self.client);
             }
         }
     }
@@ -106,18 +108,33 @@ mod tests {
     #[test]
     fn caps_apply_in_total_and_per_address_and_free_on_drop() {
         let limits = ConnectionLimits::new(3, 2);
-        let a: IpAddr = "127.0.0.1".parse().expect("ip");
-        let b: IpAddr = "127.0.0.2".parse().expect("ip");
+        let a = ClientKey::of("127.0.0.1".parse().expect("ip"), 64);
+        let b = ClientKey::of("127.0.0.2".parse().expect("ip"), 64);
         let first = limits.admit(a).expect("first");
         let _second = limits.admit(a).expect("second");
         assert_eq!(
             limits.admit(a).unwrap_err(),
-            ConnectionRefused::PerClient { addr: a, limit: 2 }
+            ConnectionRefused::PerClient {
+                client: a,
+                limit: 2
+            }
         );
         let _third = limits.admit(b).expect("another address");
         assert_eq!(limits.admit(b).unwrap_err(), ConnectionRefused::Total(3));
         drop(first);
         assert_eq!(limits.open(), 2);
         let _again = limits.admit(a).expect("a place was freed");
+    }
+
+    #[test]
+    fn one_ipv6_prefix_is_one_client() {
+        let limits = ConnectionLimits::new(10, 1);
+        let key = |addr: &str| ClientKey::of(addr.parse().expect("ip"), 64);
+        let _first = limits.admit(key("2001:db8:0:1::1")).expect("first");
+        assert!(matches!(
+            limits.admit(key("2001:db8:0:1::2")),
+            Err(ConnectionRefused::PerClient { .. })
+        ));
+        let _other = limits.admit(key("2001:db8:0:2::1")).expect("other /64");
     }
 }

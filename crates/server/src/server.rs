@@ -1,7 +1,7 @@
 //! The listener: accepts connections and runs the graceful shutdown.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,8 +12,9 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
-use crate::admission::Admission;
+use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
+use crate::client_key::ClientKey;
 use crate::config::Config;
 use crate::limits::ConnectionLimits;
 use crate::metrics::{self, LiveCollector, Metrics};
@@ -40,6 +41,13 @@ pub struct Shared {
     pub connections: Arc<ConnectionLimits>,
     /// Delays for failed authentications, per client address.
     pub auth_failures: FailureThrottle,
+}
+
+impl Shared {
+    /// The key the per-client limits know `addr` by (`client-ipv6-prefix`).
+    pub fn client_key(&self, addr: IpAddr) -> ClientKey {
+        ClientKey::of(addr, self.config.client_ipv6_prefix)
+    }
 }
 
 /// The server could not start.
@@ -93,7 +101,14 @@ impl Server {
         };
         let pool =
             WorkerPool::new(config.workers, crate::cipher::LANES).map_err(ServerError::Workers)?;
-        let admission = Admission::new(config.max_active, config.max_queue);
+        let admission = Admission::new(
+            config.max_active,
+            config.max_queue,
+            PerClientCaps {
+                active: config.max_active_per_client,
+                waiting: config.max_queued_per_client,
+            },
+        );
         let metrics = Metrics::new(LiveCollector {
             admission: Arc::clone(&admission),
             pool: Arc::clone(&pool),
@@ -165,7 +180,7 @@ impl Server {
                     Ok((stream, peer)) if shared.config.trusted_proxies.contains(peer.ip()) => {
                         tracker.spawn(proxy::serve(stream, peer, Arc::clone(&shared)));
                     }
-                    Ok((stream, peer)) => match shared.connections.admit(peer.ip()) {
+                    Ok((stream, peer)) => match shared.connections.admit(shared.client_key(peer.ip())) {
                         Ok(slot) => {
                             tracker.spawn(session::serve(stream, peer, Arc::clone(&shared), slot));
                         }

@@ -22,6 +22,7 @@ use aesd_proto::{ErrorCode, ErrorFrame, ProtoError};
 use tokio::io::AsyncWriteExt;
 
 use crate::error::JobError;
+use crate::input_rate::{ByteCounter, Metered};
 use crate::job;
 use crate::limits::ConnectionSlot;
 use crate::proxy::ProxyError;
@@ -61,9 +62,12 @@ where
     W: AsyncWrite + Unpin,
 {
     let _open = shared.metrics.connection_opened();
-    let mut reader = FrameReader::new(read, shared.config.chunk_size);
+    let input = ByteCounter::default();
+    let mut reader = FrameReader::new(Metered::new(read, input.clone()), shared.config.chunk_size);
     let mut writer = FrameWriter::new(write);
-    if let Err(Close { error, client_told }) = run(&mut reader, &mut writer, peer, shared).await {
+    if let Err(Close { error, client_told }) =
+        run(&mut reader, &mut writer, peer, &input, shared).await
+    {
         shared.metrics.error(error.kind());
         if !client_told && error.peer_reachable() {
             let _ = timeout(
@@ -100,6 +104,7 @@ async fn run<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
     peer: SocketAddr,
+    input: &ByteCounter,
     shared: &Arc<Shared>,
 ) -> Result<(), Close>
 where
@@ -193,7 +198,8 @@ where
         jobs_run += 1;
         let operation = begin.operation;
         let began = std::time::Instant::now();
-        let outcome = job::run(reader, writer, begin, shared).await;
+        let client = shared.client_key(peer.ip());
+        let outcome = job::run(reader, writer, begin, client, input, shared).await;
         shared.metrics.job_finished(
             operation.name(),
             match &outcome.result {
@@ -262,7 +268,7 @@ where
             })??;
     let reason = match message {
         Some(Message::Auth(candidate)) if token.matches(candidate.as_bytes()) => {
-            shared.auth_failures.succeeded(peer.ip());
+            shared.auth_failures.succeeded(shared.client_key(peer.ip()));
             writer.send(&Message::Authorized).await?;
             return Ok(());
         }
@@ -270,7 +276,7 @@ where
         Some(_) => "the first frame after the welcome must be auth",
         None => return Err(JobError::ClientGone),
     };
-    let delay = shared.auth_failures.failed(peer.ip());
+    let delay = shared.auth_failures.failed(shared.client_key(peer.ip()));
     debug!(%peer, "authentication failed ({reason}); answering in {delay:?}");
     tokio::select! {
         () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown),

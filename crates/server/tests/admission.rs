@@ -52,6 +52,11 @@ async fn fifty_clients_ten_slots_positions_queue_time_and_busy() {
         workers: Some(2),
         max_active: Some(SLOTS),
         max_queue: Some(QUEUE),
+        // Every client is 127.0.0.1 here: no per-client shares, and the
+        // gated uploads may wait as long as the test needs.
+        max_active_per_client: Some(SLOTS),
+        max_queued_per_client: Some(QUEUE),
+        min_input_rate: Some(0),
         ..ConfigLayer::default()
     })
     .await;

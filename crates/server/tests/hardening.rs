@@ -193,7 +193,14 @@ async fn sigterm_with_ten_jobs_in_flight_truncates_nothing_silently() {
     const SIZE: usize = 1 << 20;
     let mut aesd = AesdProcess::start(
         Path::new(env!("CARGO_BIN_EXE_aesd")),
-        &["--shutdown-grace", "2", "--max-active", "10"],
+        &[
+            "--shutdown-grace",
+            "2",
+            "--max-active",
+            "10",
+            "--max-active-per-client",
+            "10",
+        ],
     );
     let addr = aesd.addr.to_string();
     let mut feeds = Vec::new();

@@ -11,6 +11,8 @@ async fn concurrent_jobs_on_one_worker_share_its_lanes() {
     let server = start_server(ConfigLayer {
         workers: Some(1),
         max_active: Some(8),
+        max_active_per_client: Some(8),
+        max_queued_per_client: Some(64),
         ..ConfigLayer::default()
     })
     .await;

@@ -184,6 +184,8 @@ async fn prometheus_scrapes_aesd_and_every_dashboard_query_has_data() {
         workers: Some(2),
         max_active: Some(4),
         max_queue: Some(CLIENTS),
+        max_active_per_client: Some(4),
+        max_queued_per_client: Some(CLIENTS),
         metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
         temperature: Some(format!("hwmon:{}", sensor.display())),
         ..ConfigLayer::default()

@@ -251,13 +251,14 @@ async fn the_auth_failure_throttle_counts_the_carried_address() {
     }
     // One failure is remembered for the carried address (its next delay
     // doubles), none for the proxy's.
-    let throttle = &server.shared().auth_failures;
+    let shared = server.shared();
+    let throttle = &shared.auth_failures;
     assert_eq!(
-        throttle.failed("192.0.2.50".parse().expect("ip")),
+        throttle.failed(shared.client_key("192.0.2.50".parse().expect("ip"))),
         Duration::from_millis(20)
     );
     assert_eq!(
-        throttle.failed(PROXY.parse().expect("ip")),
+        throttle.failed(shared.client_key(PROXY.parse().expect("ip"))),
         Duration::from_millis(10)
     );
     server.shutdown().await;

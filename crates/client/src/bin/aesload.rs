@@ -541,6 +541,11 @@ async fn start_embedded(
         workers: args.workers,
         max_active: args.max_active,
         max_queue: Some(waiting.max(64)),
+        // Every load client comes from 127.0.0.1: one "client" for the
+        // per-client caps, which would otherwise shape the load.
+        max_active_per_client: Some(1 << 20),
+        max_queued_per_client: Some(1 << 20),
+        min_input_rate: Some(0),
         token_file: args.token_file.clone(),
         min_iter: Some(1),
         max_iter: Some(args.iterations.max(aesd_server::defaults::MAX_ITER)),

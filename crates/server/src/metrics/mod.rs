@@ -62,6 +62,16 @@ pub struct ErrorLabel {
     pub kind: &'static str,
 }
 
+/// The `reason` label of `aesd_jobs_refused_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabel {
+    /// `queue_full`, `per_client_active` or `per_client_queued`.
+    pub reason: &'static str,
+}
+
+/// Every `reason` of `aesd_jobs_refused_total`.
+pub const REFUSAL_REASONS: [&str; 3] = ["queue_full", "per_client_active", "per_client_queued"];
+
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
 fn time_histogram() -> Histogram {
@@ -75,6 +85,7 @@ pub struct Metrics {
     output_bytes: Family<OperationLabel, WideCounter>,
     jobs: Family<JobLabels, WideCounter>,
     errors: Family<ErrorLabel, WideCounter>,
+    jobs_refused: Family<RefusalLabel, WideCounter>,
     connections: WideCounter,
     connections_open: Gauge,
     queue_wait: TimeFamily,
@@ -102,6 +113,7 @@ impl Metrics {
             output_bytes: Family::default(),
             jobs: Family::default(),
             errors: Family::default(),
+            jobs_refused: Family::default(),
             connections: WideCounter::default(),
             connections_open: Gauge::default(),
             queue_wait: Family::new_with_constructor(time_histogram),
@@ -128,6 +140,11 @@ impl Metrics {
             "aesd_errors",
             "Errors by kind (job and connection errors)",
             metrics.errors.clone(),
+        );
+        registry.register(
+            "aesd_jobs_refused",
+            "Jobs refused with busy at admission, by reason (queue_full, per_client_active, per_client_queued)",
+            metrics.jobs_refused.clone(),
         );
         registry.register(
             "aesd_connections",
@@ -158,6 +175,9 @@ impl Metrics {
         // Series that exist from the start (at zero) let rate() see the
         // first job's increase; series born with their first increment
         // would read as flat.
+        for reason in REFUSAL_REASONS {
+            drop(metrics.jobs_refused.get_or_create(&RefusalLabel { reason }));
+        }
         for operation in ["encrypt", "decrypt"] {
             let label = OperationLabel { operation };
             drop(metrics.input_bytes.get_or_create(&label));
@@ -222,6 +242,14 @@ impl Metrics {
                 operation,
                 outcome: label,
             })
+            .inc();
+    }
+
+    /// Counts a job refused at admission, for `reason` (see
+    /// [`REFUSAL_REASONS`]).
+    pub fn job_refused(&self, reason: &'static str) {
+        self.jobs_refused
+            .get_or_create(&RefusalLabel { reason })
             .inc();
     }
 

@@ -126,7 +126,7 @@ pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>
     };
     let client = header.source.unwrap_or(proxy);
     debug!(%client, %proxy, version = header.version, "PROXY header read");
-    match shared.connections.admit(client.ip()) {
+    match shared.connections.admit(shared.client_key(client.ip())) {
         Ok(slot) => session::serve(stream, client, shared, slot).await,
         Err(refused) => {
             shared.metrics.error("busy");

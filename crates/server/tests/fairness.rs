@@ -1,0 +1,343 @@
+//! Fair admission under abuse (issue 15): one client address that opens
+//! many jobs and stalls them cannot keep another address's job from being
+//! served; its jobs past the per-client caps get `busy` and keep their
+//! connections; a job that trickles its input is cut by the minimum input
+//! rate, while a job the server itself holds back (backpressure) is not.
+//!
+//! The other address is 127.0.0.2: the test binds its socket there before
+//! connecting (Linux routes all of 127.0.0.0/8 to the loopback).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use aesd_client::testkit::{encrypt_verified, job_spec, start_server};
+use aesd_proto::{
+    Begin, ErrorCode, Format, FrameReader, FrameWriter, Hello, KeySource, Message, Operation,
+    Password,
+};
+use aesd_server::{ConfigLayer, RunningServer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpSocket;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+/// Generous bound for answers on a busy 2-core machine.
+const ANSWER: Duration = Duration::from_secs(15);
+
+/// A handshaken connection from `source`.
+async fn connect_from(
+    source: &str,
+    server: SocketAddr,
+) -> (FrameReader<OwnedReadHalf>, FrameWriter<OwnedWriteHalf>) {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{source}:0").parse().expect("source"))
+        .expect("bind the source address");
+    let stream = socket.connect(server).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (read, mut write) = stream.into_split();
+    write
+        .write_all(&Hello::current().encode())
+        .await
+        .expect("hello");
+    let mut reader = FrameReader::new(read, 1 << 20);
+    match next(&mut reader).await {
+        Message::Welcome(_) => {}
+        other => panic!("expected the welcome, got {other:?}"),
+    }
+    (reader, FrameWriter::new(write))
+}
+
+fn begin() -> Message {
+    Message::Begin(Begin {
+        operation: Operation::Encrypt,
+        format: Format::OpensslSaltedPbkdf2,
+        key: KeySource::Password {
+            iterations: 1000,
+            password: Password::new(b"fairness".to_vec()),
+        },
+    })
+}
+
+async fn next(reader: &mut FrameReader<OwnedReadHalf>) -> Message {
+    match tokio::time::timeout(ANSWER, reader.read_message()).await {
+        Ok(Ok(Some(message))) => message,
+        other => panic!("expected a frame within {ANSWER:?}, got {other:?}"),
+    }
+}
+
+/// How the server answered a begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Started,
+    Queued,
+    Busy,
+}
+
+async fn send_begin(
+    reader: &mut FrameReader<OwnedReadHalf>,
+    writer: &mut FrameWriter<OwnedWriteHalf>,
+) -> Answer {
+    writer.send(&begin()).await.expect("begin");
+    match next(reader).await {
+        Message::Started(_) => Answer::Started,
+        Message::Queued(_) => Answer::Queued,
+        Message::Error(error) if error.code == ErrorCode::Busy => Answer::Busy,
+        other => panic!("expected started, queued or busy, got {other:?}"),
+    }
+}
+
+/// Runs a whole 64 KiB job from `source` and returns how long it took
+/// from its begin to its done, and whether it had to queue.
+async fn job_from(source: &str, server: SocketAddr) -> (Duration, bool) {
+    let (mut reader, mut writer) = connect_from(source, server).await;
+    let began = Instant::now();
+    writer.send(&begin()).await.expect("begin");
+    let mut queued = false;
+    loop {
+        match next(&mut reader).await {
+            Message::Started(_) => break,
+            Message::Queued(_) => queued = true,
+            other => panic!("{source}: expected started, got {other:?}"),
+        }
+    }
+    writer.send_data(&[7u8; 64 << 10]).await.expect("data");
+    writer.send(&Message::End).await.expect("end");
+    loop {
+        match next(&mut reader).await {
+            Message::Data(_) => continue,
+            Message::Done(_) => return (began.elapsed(), queued),
+            other => panic!("{source}: expected output and done, got {other:?}"),
+        }
+    }
+}
+
+fn refused_count(server: &RunningServer, reason: &str) -> u64 {
+    let text = server.shared().metrics.encode();
+    let series = format!("aesd_jobs_refused_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+/// The attack of issue 15: 12 connections from one address begin a job,
+/// send one byte and stall. Without per-client caps they hold every slot
+/// and queue place and a job from another address gets `busy` (or waits
+/// for as long as they stall).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_jobs_from_one_address_cannot_starve_another() {
+    let server = start_server(ConfigLayer {
+        workers: Some(2),
+        max_active: Some(4),
+        max_queue: Some(8),
+        idle_timeout: Some(120.0),
+        // The caps alone must do it: no input rate minimum here.
+        min_input_rate: Some(0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let mut attackers = Vec::new();
+    let mut answers = Vec::new();
+    for _ in 0..12 {
+        let (mut reader, mut writer) = connect_from("127.0.0.1", server.addr()).await;
+        answers.push(send_begin(&mut reader, &mut writer).await);
+        // One byte of a data frame's header, then silence.
+        writer.get_mut().write_all(&[0x11]).await.expect("a byte");
+        attackers.push((reader, writer));
+    }
+    let (took, queued) = job_from("127.0.0.2", server.addr()).await;
+    eprintln!("the other address's job: {took:?}, queued: {queued}");
+    assert!(!queued, "a free slot was there for the other address");
+    assert!(took < Duration::from_secs(10), "served in {took:?}");
+    let count = |answer| answers.iter().filter(|a| **a == answer).count();
+    eprintln!(
+        "attacker: {} started, {} queued, {} busy",
+        count(Answer::Started),
+        count(Answer::Queued),
+        count(Answer::Busy)
+    );
+    // The defaults: all slots but one (max-active-per-client = 3), the
+    // queue's 8 places (max-queued-per-client = max-queue), then busy.
+    assert_eq!(count(Answer::Started), 3, "{answers:?}");
+    assert_eq!(count(Answer::Queued), 8, "{answers:?}");
+    assert_eq!(count(Answer::Busy), 1, "{answers:?}");
+    let refused: u64 = ["per_client_active", "per_client_queued", "queue_full"]
+        .iter()
+        .map(|reason| refused_count(&server, reason))
+        .sum();
+    assert_eq!(refused, 1, "one refusal counted");
+
+    drop(attackers);
+}
+
+/// A client at its active cap queues (while slots are free for others),
+/// past its queue places gets `busy` at once and keeps its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_client_caps_queue_then_refuse_with_busy() {
+    let server = start_server(ConfigLayer {
+        workers: Some(1),
+        max_active: Some(2),
+        max_active_per_client: Some(1),
+        max_queued_per_client: Some(1),
+        idle_timeout: Some(120.0),
+        min_input_rate: Some(0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let addr = server.addr();
+    let (mut a_reader, mut a_writer) = connect_from("127.0.0.1", addr).await;
+    assert_eq!(
+        send_begin(&mut a_reader, &mut a_writer).await,
+        Answer::Started
+    );
+    // A slot is free, but 127.0.0.1 holds its one: its second job waits.
+    let (mut b_reader, mut b_writer) = connect_from("127.0.0.1", addr).await;
+    assert_eq!(
+        send_begin(&mut b_reader, &mut b_writer).await,
+        Answer::Queued
+    );
+    // Its third gets busy: no slot of its own, no queue place left.
+    let (mut c_reader, mut c_writer) = connect_from("127.0.0.1", addr).await;
+    assert_eq!(send_begin(&mut c_reader, &mut c_writer).await, Answer::Busy);
+    // The connection stays open: a refused job sends nothing more, the
+    // client may begin again at once.
+    assert_eq!(send_begin(&mut c_reader, &mut c_writer).await, Answer::Busy);
+    assert_eq!(refused_count(&server, "per_client_active"), 2);
+
+    // Another address takes the free slot at once, passing the queue.
+    let (took, queued) = job_from("127.0.0.2", addr).await;
+    assert!(!queued, "127.0.0.2 must not queue behind 127.0.0.1");
+    eprintln!("127.0.0.2 served in {took:?}");
+
+    // 127.0.0.3 takes the other slot; when A leaves, B gets its slot.
+    let (mut d_reader, mut d_writer) = connect_from("127.0.0.3", addr).await;
+    assert_eq!(
+        send_begin(&mut d_reader, &mut d_writer).await,
+        Answer::Started
+    );
+    drop((a_reader, a_writer));
+    match next(&mut b_reader).await {
+        Message::Started(_) => {}
+        other => panic!("B should start when A leaves, got {other:?}"),
+    }
+    // B leaves too and 127.0.0.4 takes its slot: both slots are others'.
+    drop((b_reader, b_writer));
+    let admission = std::sync::Arc::clone(&server.shared().admission);
+    let deadline = Instant::now() + ANSWER;
+    while admission.occupancy().active != 1 {
+        assert!(Instant::now() < deadline, "B's slot was never given back");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (mut e_reader, mut e_writer) = connect_from("127.0.0.4", addr).await;
+    assert_eq!(
+        send_begin(&mut e_reader, &mut e_writer).await,
+        Answer::Started
+    );
+    // 127.0.0.1, with no slot, may queue one job; its next is refused for
+    // its queue places (`per_client_queued`).
+    assert_eq!(
+        send_begin(&mut c_reader, &mut c_writer).await,
+        Answer::Queued
+    );
+    let (mut f_reader, mut f_writer) = connect_from("127.0.0.1", addr).await;
+    assert_eq!(send_begin(&mut f_reader, &mut f_writer).await, Answer::Busy);
+    assert_eq!(refused_count(&server, "per_client_queued"), 1);
+    assert_eq!(refused_count(&server, "queue_full"), 0);
+    drop((d_reader, d_writer, e_reader, e_writer));
+}
+
+/// A job whose client sends a few bytes every 200 ms (50 bytes/s, each
+/// read well inside the idle timeout) is cut by `min-input-rate` at the
+/// end of its first window, and its slot goes to the next job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_job_is_cut_by_the_minimum_input_rate() {
+    let server = start_server(ConfigLayer {
+        max_active: Some(1),
+        idle_timeout: Some(60.0),
+        min_input_rate: Some(1000),
+        input_rate_window: Some(1.0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let (mut reader, mut writer) = connect_from("127.0.0.1", server.addr()).await;
+    assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
+    let began = Instant::now();
+    let trickle = tokio::spawn(async move {
+        let write = writer.get_mut();
+        // A data frame announcing 4 KiB: 80 s at this rate.
+        let _ = write.write_all(&[0x11, 0, 0, 0x10, 0]).await;
+        for _ in 0..400 {
+            if write.write_all(&[b'x'; 10]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let code = loop {
+        match next(&mut reader).await {
+            Message::Error(error) => break error.code,
+            _ => continue,
+        }
+    };
+    let took = began.elapsed();
+    trickle.abort();
+    eprintln!("trickle cut after {took:?}");
+    assert_eq!(code, ErrorCode::Timeout);
+    assert!(
+        took < Duration::from_secs(10),
+        "cut after {took:?}; the window is 1 s"
+    );
+    let deadline = Instant::now() + ANSWER;
+    while server.shared().admission.occupancy().active != 0 {
+        assert!(Instant::now() < deadline, "the slot was never given back");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let spec = job_spec(Operation::Encrypt, "next");
+    encrypt_verified(&server.addr().to_string(), &spec, 1, 200_000)
+        .await
+        .expect("the next job is served");
+}
+
+/// A client that stops reading its output for 4 s makes the server stop
+/// reading its input (backpressure). That pause is the server's, not the
+/// client's: with a minimum of 100 kB/s over 1 s windows the job still
+/// completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_does_not_count_against_the_input_rate() {
+    const TOTAL: usize = 32 << 20;
+    let server = start_server(ConfigLayer {
+        workers: Some(1),
+        max_active: Some(1),
+        idle_timeout: Some(60.0),
+        min_input_rate: Some(100_000),
+        input_rate_window: Some(1.0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let (mut reader, mut writer) = connect_from("127.0.0.1", server.addr()).await;
+    assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
+    let upload = tokio::spawn(async move {
+        let chunk = vec![5u8; 64 << 10];
+        for _ in 0..TOTAL / chunk.len() {
+            writer.send_data(&chunk).await.expect("data");
+        }
+        writer.send(&Message::End).await.expect("end");
+        writer
+    });
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut received = 0usize;
+    let outcome = loop {
+        match tokio::time::timeout(Duration::from_secs(60), reader.read_message()).await {
+            Ok(Ok(Some(Message::Data(bytes)))) => received += bytes.len(),
+            Ok(Ok(Some(Message::Done(done)))) => break Ok(done),
+            Ok(Ok(Some(Message::Error(error)))) => break Err(error),
+            other => panic!("expected output, got {other:?}"),
+        }
+    };
+    let done = outcome.expect("the job completes despite the pause");
+    assert_eq!(done.bytes_in, TOTAL as u64);
+    assert!(received > TOTAL);
+    let _writer = upload.await.expect("upload");
+}
