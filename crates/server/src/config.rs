@@ -25,8 +25,9 @@ use crate::proxy::{CidrError, TrustedProxies};
 
 /// Default address of the job port.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:7878";
-/// Smallest data chunk the server can be configured to accept.
-pub const MIN_CHUNK_SIZE: u32 = 4096;
+/// Smallest data chunk the server can be configured to accept (the
+/// protocol's floor, which clients check in the welcome).
+pub const MIN_CHUNK_SIZE: u32 = aesd_proto::limits::MIN_DATA_CHUNK;
 /// Default lowest PBKDF2 iteration count a job may ask for.
 pub const DEFAULT_MIN_ITERATIONS: u32 = 1000;
 /// Default highest PBKDF2 iteration count a job may ask for: about a
