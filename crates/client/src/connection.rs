@@ -149,6 +149,17 @@ impl Client {
     }
 }
 
+/// Parses a `--timeout SECS` argument: a number of seconds above 0
+/// (fractions allowed), at most a billion.
+pub fn parse_idle_timeout(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 1e9 => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "expected a number of seconds above 0, got {text:?}"
+        )),
+    }
+}
+
 /// A welcome's `max_data` must lie within the protocol's bounds: with 0 a
 /// client would send no input at all, above the cap no frame could carry it.
 fn check_data_limit(max_data: u32) -> Result<(), ClientError> {
@@ -177,6 +188,15 @@ mod tests {
         }
         for good in [MIN_DATA_CHUNK, 65_536, MAX_FRAME_PAYLOAD] {
             assert!(check_data_limit(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn timeouts_parse_as_positive_seconds() {
+        assert_eq!(parse_idle_timeout("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_idle_timeout("60"), Ok(DEFAULT_IDLE_TIMEOUT));
+        for bad in ["0", "-1", "x", "inf", "NaN"] {
+            assert!(parse_idle_timeout(bad).is_err(), "{bad}");
         }
     }
 }

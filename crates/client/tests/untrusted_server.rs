@@ -242,3 +242,27 @@ impl TempDirRef {
             .expect("run aescrypt")
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aesload_transfer_to_a_silent_server_times_out() {
+    use aesd_client::progress::Progress;
+    use aesd_client::record::Outcome;
+    let addr = fake_server(65_536, silent_after_started).await;
+    let spec = job_spec(Operation::Encrypt, "pw");
+    let started = Instant::now();
+    let (_, outcome) = aesd_client::load::transfer(
+        &addr.to_string(),
+        None,
+        Duration::from_millis(500),
+        &spec,
+        1,
+        10_000,
+        &Progress::default(),
+    )
+    .await;
+    match outcome {
+        Outcome::Failed { kind, .. } => assert_eq!(kind, "timeout"),
+        other => panic!("wrong outcome {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
