@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
-use aesd_proto::limits::MAX_FRAME_PAYLOAD;
+use aesd_proto::limits::{MAX_FRAME_PAYLOAD, MIN_DATA_CHUNK};
 use aesd_proto::{AuthToken, FrameError, FrameReader, FrameWriter, Hello, Message, Welcome};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -18,12 +18,19 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// failure up to 32 s), so this is longer than [`CONNECT_TIMEOUT`].
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a job waits, by default, for the server's next frame (the
+/// first answer to begin, output, done) or for the server to take the
+/// next input frame. Waiting in the server's queue, after a queued frame,
+/// is not limited: the server reports positions only as they move.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// An open, handshaken connection to an aesd server.
 pub struct Client {
     pub(crate) reader: FrameReader<OwnedReadHalf>,
     pub(crate) writer: FrameWriter<OwnedWriteHalf>,
     pub(crate) welcome: Welcome,
     pub(crate) broken: bool,
+    pub(crate) idle_timeout: Duration,
 }
 
 impl Client {
@@ -115,11 +122,13 @@ impl Client {
         if welcome.version != PROTOCOL_VERSION {
             return Err(ClientError::Version(welcome.version));
         }
+        check_data_limit(welcome.max_data)?;
         Ok(Client {
             reader,
             writer,
             welcome,
             broken: false,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         })
     }
 
@@ -128,8 +137,66 @@ impl Client {
         &self.welcome
     }
 
+    /// Sets how long a job waits for the server before failing with
+    /// [`ClientError::IdleTimeout`] (default [`DEFAULT_IDLE_TIMEOUT`]).
+    pub fn set_idle_timeout(&mut self, limit: Duration) {
+        self.idle_timeout = limit;
+    }
+
     /// Closes the connection cleanly.
     pub async fn close(mut self) {
         let _ = self.writer.shutdown().await;
+    }
+}
+
+/// Parses a `--timeout SECS` argument: a number of seconds above 0
+/// (fractions allowed), at most a billion.
+pub fn parse_idle_timeout(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 1e9 => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "expected a number of seconds above 0, got {text:?}"
+        )),
+    }
+}
+
+/// A welcome's `max_data` must lie within the protocol's bounds: with 0 a
+/// client would send no input at all, above the cap no frame could carry it.
+fn check_data_limit(max_data: u32) -> Result<(), ClientError> {
+    if (MIN_DATA_CHUNK..=MAX_FRAME_PAYLOAD).contains(&max_data) {
+        Ok(())
+    } else {
+        Err(ClientError::BadDataLimit {
+            max_data,
+            min: MIN_DATA_CHUNK,
+            max: MAX_FRAME_PAYLOAD,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_limits_outside_the_protocol_bounds_are_refused() {
+        for bad in [0, 1, MIN_DATA_CHUNK - 1, MAX_FRAME_PAYLOAD + 1, u32::MAX] {
+            assert!(
+                matches!(check_data_limit(bad), Err(ClientError::BadDataLimit { max_data, .. }) if max_data == bad),
+                "{bad}"
+            );
+        }
+        for good in [MIN_DATA_CHUNK, 65_536, MAX_FRAME_PAYLOAD] {
+            assert!(check_data_limit(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn timeouts_parse_as_positive_seconds() {
+        assert_eq!(parse_idle_timeout("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_idle_timeout("60"), Ok(DEFAULT_IDLE_TIMEOUT));
+        for bad in ["0", "-1", "x", "inf", "NaN"] {
+            assert!(parse_idle_timeout(bad).is_err(), "{bad}");
+        }
     }
 }

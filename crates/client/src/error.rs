@@ -21,9 +21,41 @@ pub enum ClientError {
         /// The limit.
         secs: u64,
     },
-    /// The server answered with an error frame.
-    #[error("server error: {0}")]
+    /// The server answered with an error frame. Its text is printed with
+    /// control characters escaped (see [`crate::printable`]).
+    #[error("server error: {}", crate::printable::escape_controls(&.0.to_string()))]
     Server(ErrorFrame),
+    /// The server's welcome announced a data limit outside the protocol's
+    /// bounds (a server announcing 0 would make every job send nothing).
+    #[error("server announced max_data = {max_data}; the protocol allows {min} to {max}")]
+    BadDataLimit {
+        /// What the server announced.
+        max_data: u32,
+        /// The protocol's floor.
+        min: u32,
+        /// The protocol's cap.
+        max: u32,
+    },
+    /// The server's done frame counts other bytes than this client sent or
+    /// received: data was lost or added on the way.
+    #[error("server's done frame counts {server} {direction} bytes, this client counted {client}")]
+    CountMismatch {
+        /// `input` (bytes_in) or `output` (bytes_out).
+        direction: &'static str,
+        /// The server's count.
+        server: u64,
+        /// The client's count.
+        client: u64,
+    },
+    /// The server sent nothing (or read nothing) for the idle timeout
+    /// during a job.
+    #[error("the server was silent for {secs} s {state}")]
+    IdleTimeout {
+        /// The limit, in seconds.
+        secs: f64,
+        /// Where.
+        state: &'static str,
+    },
     /// The connection broke or the server broke the protocol.
     #[error("connection: {0}")]
     Frame(#[from] FrameError),
@@ -95,7 +127,11 @@ impl ClientError {
             ClientError::TokenRequired { .. } | ClientError::AuthTimeout { .. } => "unauthorized",
             ClientError::Server(frame) => frame.code.name(),
             ClientError::Frame(_) | ClientError::Closed | ClientError::Broken => "connection",
-            ClientError::Unexpected { .. } | ClientError::Version(_) => "protocol",
+            ClientError::Unexpected { .. }
+            | ClientError::Version(_)
+            | ClientError::BadDataLimit { .. }
+            | ClientError::CountMismatch { .. } => "protocol",
+            ClientError::IdleTimeout { .. } => "timeout",
             ClientError::Input(_) => "input",
             ClientError::Output(_) => "output",
             ClientError::Request(_) => "request",

@@ -6,6 +6,8 @@
 //! The report separates total, queue, processing (both measured by the
 //! server) and network time (the remainder).
 
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{Begin, Done, Format, Message, Operation, Password};
@@ -141,9 +143,17 @@ impl Client {
         self.writer.send(&begin).await?;
         observe(JobEvent::BeginSent);
 
+        let idle = self.idle_timeout;
         let mut queue_positions = Vec::new();
         loop {
-            match self.reader.read_message().await? {
+            // The first answer to begin must come within the idle timeout;
+            // once queued, the server reports positions only as they move.
+            let next = if queue_positions.is_empty() {
+                within(idle, "after begin", self.reader.read_message()).await?
+            } else {
+                self.reader.read_message().await?
+            };
+            match next {
                 Some(Message::Queued(queued)) => {
                     observe(JobEvent::Queued {
                         position: queued.position,
@@ -172,6 +182,10 @@ impl Client {
         let stop_sending = Notify::new();
         let Client { reader, writer, .. } = self;
         let read_ahead = chosen.read_ahead;
+        let activity = Mutex::new(Activity {
+            last: Instant::now(),
+            reading_input: false,
+        });
         let send = async {
             let mut buf = vec![0u8; chunk.max(read_ahead.len())];
             // A decryption's header, read to find the salt, goes first.
@@ -179,25 +193,31 @@ impl Client {
             let mut ahead = read_ahead.len();
             let mut sent = 0u64;
             loop {
+                Activity::reading_input(&activity, true);
                 let n = tokio::select! {
                     biased;
                     () = stop_sending.notified() => break,
                     n = fill(input, &mut buf[ahead..]) => n.map_err(ClientError::Input)? + ahead,
                 };
+                Activity::reading_input(&activity, false);
                 ahead = 0;
                 if n == 0 {
                     break;
                 }
-                writer.send_data(&buf[..n]).await?;
+                within(idle, "taking input", writer.send_data(&buf[..n])).await?;
+                Activity::progress(&activity);
                 sent += n as u64;
             }
-            writer.send(&Message::End).await?;
+            Activity::reading_input(&activity, false);
+            within(idle, "taking the end frame", writer.send(&Message::End)).await?;
             Ok::<u64, ClientError>(sent)
         };
         let receive = async {
             let mut received = 0u64;
             let result = loop {
-                match reader.read_message().await {
+                let next = next_frame(reader, idle, &activity).await;
+                Activity::progress(&activity);
+                match next {
                     Ok(Some(Message::Data(bytes))) => {
                         if let Err(err) = output.write_all(&bytes).await {
                             break Err(ClientError::Output(err));
@@ -213,7 +233,7 @@ impl Client {
                         });
                     }
                     Ok(None) => break Err(ClientError::Closed),
-                    Err(err) => break Err(err.into()),
+                    Err(err) => break Err(err),
                 }
             };
             if result.is_err() {
@@ -224,6 +244,8 @@ impl Client {
         let (sent, received) = tokio::join!(send, receive);
         let (bytes_received, done) = received?;
         let bytes_sent = sent?;
+        check_count("input", done.bytes_in, bytes_sent)?;
+        check_count("output", done.bytes_out, bytes_received)?;
         output.flush().await.map_err(ClientError::Output)?;
         let total = started.elapsed();
         let queue = Duration::from_micros(done.queue_us);
@@ -237,6 +259,89 @@ impl Client {
             network: total.saturating_sub(queue).saturating_sub(processing),
             queue_positions,
             done,
+        })
+    }
+}
+
+/// When the job last moved, shared by its sending and receiving halves:
+/// the server may be silent while this client waits for its own input.
+struct Activity {
+    last: Instant,
+    reading_input: bool,
+}
+
+impl Activity {
+    fn reading_input(activity: &Mutex<Activity>, reading: bool) {
+        let mut activity = activity.lock().unwrap_or_else(|e| e.into_inner());
+        activity.reading_input = reading;
+        activity.last = Instant::now();
+    }
+
+    fn progress(activity: &Mutex<Activity>) {
+        activity.lock().unwrap_or_else(|e| e.into_inner()).last = Instant::now();
+    }
+
+    /// When the server's silence becomes a timeout; `None` while this
+    /// client is waiting for its input.
+    fn deadline(activity: &Mutex<Activity>, idle: Duration) -> Option<Instant> {
+        let activity = activity.lock().unwrap_or_else(|e| e.into_inner());
+        (!activity.reading_input).then(|| activity.last + idle)
+    }
+}
+
+/// The server's next frame during the data phase, or
+/// [`ClientError::IdleTimeout`] once nothing moved for `idle` (time spent
+/// waiting for this client's own input does not count).
+async fn next_frame<R: AsyncRead + Unpin>(
+    reader: &mut aesd_proto::FrameReader<R>,
+    idle: Duration,
+    activity: &Mutex<Activity>,
+) -> Result<Option<Message>, ClientError> {
+    let read = reader.read_message();
+    tokio::pin!(read);
+    loop {
+        let wake = Activity::deadline(activity, idle).unwrap_or_else(|| Instant::now() + idle);
+        tokio::select! {
+            message = &mut read => return Ok(message?),
+            () = tokio::time::sleep_until(wake.into()) => {
+                if Activity::deadline(activity, idle).is_some_and(|d| d <= Instant::now()) {
+                    return Err(ClientError::IdleTimeout {
+                        secs: idle.as_secs_f64(),
+                        state: "during the job",
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `step`, or [`ClientError::IdleTimeout`] after `idle`.
+async fn within<T, E>(
+    idle: Duration,
+    state: &'static str,
+    step: impl Future<Output = Result<T, E>>,
+) -> Result<T, ClientError>
+where
+    ClientError: From<E>,
+{
+    match tokio::time::timeout(idle, step).await {
+        Ok(result) => result.map_err(ClientError::from),
+        Err(_) => Err(ClientError::IdleTimeout {
+            secs: idle.as_secs_f64(),
+            state,
+        }),
+    }
+}
+
+/// The server's count in the done frame must be this client's.
+fn check_count(direction: &'static str, server: u64, client: u64) -> Result<(), ClientError> {
+    if server == client {
+        Ok(())
+    } else {
+        Err(ClientError::CountMismatch {
+            direction,
+            server,
+            client,
         })
     }
 }

@@ -35,6 +35,7 @@
 //!   figures) side by side, as the study's table and as an SVG.
 //! * [`testkit`]: helpers shared by the integration tests.
 
+pub mod atomic_output;
 pub mod compare;
 pub mod connection;
 pub mod distribution;
@@ -48,6 +49,7 @@ pub mod password;
 pub mod pattern;
 pub mod percentiles;
 pub mod plot;
+pub mod printable;
 pub mod progress;
 pub mod record;
 pub mod report;

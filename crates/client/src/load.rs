@@ -59,6 +59,9 @@ pub struct LoadPlan {
     pub password: Password,
     /// Access token for servers that require one.
     pub token: Option<AuthToken>,
+    /// How long a job waits for a silent server (see
+    /// [`Client::set_idle_timeout`]).
+    pub idle_timeout: Duration,
 }
 
 impl LoadPlan {
@@ -124,6 +127,7 @@ impl RunContext {
         let (report, outcome) = transfer(
             &self.servers[server],
             self.plan.token.as_ref(),
+            self.plan.idle_timeout,
             &self.spec,
             self.plan.data_seed(client),
             size,
@@ -214,12 +218,14 @@ async fn collect(running: &mut JoinSet<Transfer>, transfers: &mut Vec<Transfer>)
     }
 }
 
-/// One client: connect (with `token` if the server asks for one), encrypt
+/// One client: connect (with `token` if the server asks for one; failing
+/// after `idle_timeout` of server silence during the job), encrypt
 /// `size` bytes of the seeded pattern, verify the result; bytes and queue
 /// state go to `progress`.
 pub async fn transfer(
     server: &str,
     token: Option<&AuthToken>,
+    idle_timeout: Duration,
     spec: &JobSpec,
     seed: u64,
     size: u64,
@@ -233,6 +239,7 @@ pub async fn transfer(
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
+    client.set_idle_timeout(idle_timeout);
     let mut source = Metered::new(PatternSource::new(seed, size), progress);
     let mut sink = VerifyingSink::new(
         spec.password.as_bytes(),
@@ -287,6 +294,7 @@ mod tests {
             key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
+            idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
         }
     }
 

@@ -77,6 +77,9 @@ pub struct SuiteOptions {
     pub password: Password,
     /// Access token for servers that require one.
     pub token: Option<AuthToken>,
+    /// How long a job waits for a silent server (see
+    /// [`Client::set_idle_timeout`](crate::Client::set_idle_timeout)).
+    pub idle_timeout: std::time::Duration,
     /// Replaces the suite's client count.
     pub clients: Option<usize>,
     /// Replaces a closed-loop suite's batch size.
@@ -181,6 +184,7 @@ impl Suite {
             key_derivation: options.key_derivation,
             password: options.password.clone(),
             token: options.token.clone(),
+            idle_timeout: options.idle_timeout,
         }
     }
 }
@@ -219,6 +223,7 @@ pub fn custom_plan(options: &SuiteOptions) -> LoadPlan {
         key_derivation: options.key_derivation,
         password: options.password.clone(),
         token: options.token.clone(),
+        idle_timeout: options.idle_timeout,
     }
 }
 
@@ -252,6 +257,7 @@ mod tests {
             key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
+            idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
             clients: None,
             chunk: None,
             sizes: None,

@@ -97,7 +97,17 @@ pub async fn encrypt_verified(
     seed: u64,
     size: u64,
 ) -> Result<JobReport, String> {
-    match load::transfer(server, None, spec, seed, size, &Progress::default()).await {
+    match load::transfer(
+        server,
+        None,
+        crate::connection::DEFAULT_IDLE_TIMEOUT,
+        spec,
+        seed,
+        size,
+        &Progress::default(),
+    )
+    .await
+    {
         (Some(report), Outcome::Verified) => Ok(report),
         (_, Outcome::Failed { kind, message }) => Err(format!("{kind}: {message}")),
         (None, Outcome::Verified) => Err("verified without a report".into()),

@@ -8,6 +8,11 @@
 /// much smaller: see [`DEFAULT_DATA_CHUNK`].
 pub const MAX_FRAME_PAYLOAD: u32 = 1 << 20;
 
+/// Smallest data payload limit a server may announce in its
+/// [`Welcome`](crate::Welcome) (4 KiB): a smaller `max_data` is a broken
+/// or hostile server, and clients refuse it.
+pub const MIN_DATA_CHUNK: u32 = 4096;
+
 /// Data chunk size a client uses unless the server's
 /// [`Welcome`](crate::Welcome) asks for less (64 KiB).
 pub const DEFAULT_DATA_CHUNK: u32 = 64 * 1024;

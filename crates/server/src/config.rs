@@ -24,8 +24,9 @@ use crate::defaults;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::{CidrError, TrustedProxies};
 
-/// Smallest data chunk the server can be configured to accept.
-pub const MIN_CHUNK_SIZE: u32 = 4096;
+/// Smallest data chunk the server can be configured to accept (the
+/// protocol's floor, which clients check in the welcome).
+pub const MIN_CHUNK_SIZE: u32 = aesd_proto::limits::MIN_DATA_CHUNK;
 /// Prefix of the environment variables that configure aesd.
 pub const ENV_PREFIX: &str = "AESD_";
 

@@ -7,13 +7,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
+use aesd_client::atomic_output::TempOutput;
+use aesd_client::connection::parse_idle_timeout;
 use aesd_client::password::{read_password_file, read_token_file};
 use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncRead;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Mode {
@@ -34,9 +37,10 @@ Exit status: 0 on success; 1 with a one-line reason on any error (server \
 unreachable, wrong password or corrupted input, bad password file, missing or \
 wrong access token...).
 
-Output to a file is written to a temporary file beside it and renamed only \
-when the job succeeded, so a failed job never leaves a partial or garbage \
-file. Output to stdout (-o -) is streamed: on failure the bytes already \
+Output to a file is written to a new temporary file beside it (a random \
+name, created exclusively, mode 600), synced to disk and renamed over OUT \
+only when the job succeeded and the server's byte counts match this \
+client's; a failed job removes it and leaves OUT untouched. Output to stdout (-o -) is streamed: on failure the bytes already \
 written may be incomplete, and the exit status is 1.
 
 Example:
@@ -71,6 +75,10 @@ struct Args {
     /// `auto` (client when the server accepts it)
     #[arg(long, value_name = "WHERE", default_value = "auto")]
     key_derivation: KeyDerivation,
+    /// Fail when the server sends nothing (or takes no input) for this many seconds during the
+    /// job; waiting in the server's queue after a `queued` answer is not limited
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_idle_timeout)]
+    timeout: Duration,
     /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
     #[arg(short, long)]
     verbose: bool,
@@ -132,24 +140,12 @@ async fn run(args: &Args) -> Result<()> {
         None => None,
     };
     let mut client = Client::connect_with_token(&args.server, token.as_ref()).await?;
+    client.set_idle_timeout(args.timeout);
     let report = if is_stdio(&args.output) {
         let mut stdout = tokio::io::stdout();
         client.run_job(&spec, &mut input, &mut stdout).await?
     } else {
-        let partial = partial_path(&args.output);
-        let result = write_via(&partial, &mut client, &spec, &mut input).await;
-        match result {
-            Ok(report) => {
-                tokio::fs::rename(&partial, &args.output)
-                    .await
-                    .with_context(|| format!("cannot rename into {}", args.output.display()))?;
-                report
-            }
-            Err(err) => {
-                let _ = tokio::fs::remove_file(&partial).await;
-                return Err(err);
-            }
-        }
+        write_via(&args.output, &mut client, &spec, &mut input).await?
     };
     client.close().await;
     if args.verbose {
@@ -166,24 +162,22 @@ async fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// `OUT` → `OUT.partial-<pid>` beside it.
-fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output.as_os_str().to_owned();
-    name.push(format!(".partial-{}", std::process::id()));
-    PathBuf::from(name)
-}
-
+/// Runs the job into a temporary file beside `output` and renames it over
+/// `output` once the job succeeded; on any failure the temporary file is
+/// removed (by [`TempOutput`]'s drop) and `output` is untouched.
 async fn write_via(
-    partial: &Path,
+    output: &Path,
     client: &mut Client,
     spec: &JobSpec,
     input: &mut (dyn AsyncRead + Unpin),
 ) -> Result<aesd_client::JobReport> {
-    let file = tokio::fs::File::create(partial)
-        .await
-        .with_context(|| format!("cannot create {}", partial.display()))?;
-    let mut writer: Box<dyn AsyncWrite + Unpin> = Box::new(tokio::io::BufWriter::new(file));
+    let (temp, file) = TempOutput::create(output)
+        .with_context(|| format!("cannot create a temporary file beside {}", output.display()))?;
+    let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
     let report = client.run_job(spec, &mut &mut *input, &mut writer).await?;
+    let file = writer.into_inner().into_std().await;
+    temp.commit(file)
+        .with_context(|| format!("cannot write {}", output.display()))?;
     Ok(report)
 }
 
@@ -209,5 +203,6 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(args.iterations, DEFAULT_ITERATIONS);
+        assert_eq!(args.timeout, aesd_client::connection::DEFAULT_IDLE_TIMEOUT);
     }
 }

@@ -111,6 +111,10 @@ struct Args {
     /// --token-file; the embedded server then requires it too [default: no token]
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Fail a transfer when its server sends nothing (or takes no input) for this many seconds
+    /// during the job; waiting in the queue after a `queued` answer is not limited
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout)]
+    timeout: std::time::Duration,
     /// PBKDF2 iterations per job (openssl -iter)
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
     iterations: u32,
@@ -253,6 +257,7 @@ fn plans(
         key_derivation: args.key_derivation,
         password,
         token,
+        idle_timeout: args.timeout,
         clients: args.clients,
         chunk: args.chunk,
         sizes: match (&args.size, &args.sizes) {

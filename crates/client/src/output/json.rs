@@ -483,6 +483,7 @@ pub(crate) mod tests {
                 key_derivation: crate::KeyDerivation::Auto,
                 password: Password::new(b"pw".to_vec()),
                 token: None,
+                idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
             },
             run: LoadRun {
                 duration: Duration::from_millis(60),
