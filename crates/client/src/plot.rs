@@ -413,8 +413,26 @@ fn x_axis(
 
 /// Frame, horizontal grid lines with labels, and the y axis title.
 fn axes(svg: &mut String, left: f64, width: f64, top: f64, ticks: &[f64], y_max: f64, unit: &str) {
+    grid(svg, (left, top), (width, PLOT_HEIGHT), ticks, y_max);
+    let (x, y) = (left - 52.0, top + PLOT_HEIGHT / 2.0);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{x}" y="{y}" font-size="12" text-anchor="middle" transform="rotate(-90 {x} {y})">{unit}</text>"#
+    );
+}
+
+/// A plot area's frame and its horizontal grid lines, each labelled with
+/// its value on the left: `(left, top)` and `(width, height)` of the area,
+/// the ticks and the value at its top.
+pub(crate) fn grid(
+    svg: &mut String,
+    (left, top): (f64, f64),
+    (width, height): (f64, f64),
+    ticks: &[f64],
+    y_max: f64,
+) {
     for tick in ticks {
-        let y = top + PLOT_HEIGHT - tick / y_max * PLOT_HEIGHT;
+        let y = top + height - tick / y_max * height;
         let _ = writeln!(
             svg,
             r#"<line x1="{left}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="{GRID}"/>"#,
@@ -432,12 +450,7 @@ fn axes(svg: &mut String, left: f64, width: f64, top: f64, ticks: &[f64], y_max:
     }
     let _ = writeln!(
         svg,
-        r#"<rect x="{left}" y="{top}" width="{width}" height="{PLOT_HEIGHT}" fill="none" stroke="{AXIS}"/>"#
-    );
-    let (x, y) = (left - 52.0, top + PLOT_HEIGHT / 2.0);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{x}" y="{y}" font-size="12" text-anchor="middle" transform="rotate(-90 {x} {y})">{unit}</text>"#
+        r#"<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="{AXIS}"/>"#
     );
 }
 

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::{Figures, Run, suite_names};
-use crate::plot::{AXIS, GRID, escape, label, nice_ticks, rect, text};
+use crate::plot::{escape, grid, nice_ticks, rect, text};
 
 const WIDTH: f64 = 1200.0;
 const HEADER: f64 = 70.0;
@@ -88,27 +88,7 @@ fn panel(
         .filter(|value| value.is_finite())
         .fold(0.0, f64::max);
     let (ticks, y_max) = nice_ticks(largest);
-    for tick in &ticks {
-        let y = top + PANEL_HEIGHT - tick / y_max * PANEL_HEIGHT;
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{left}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="{GRID}"/>"#,
-            x2 = left + PANEL_WIDTH
-        );
-        text(
-            svg,
-            left - 6.0,
-            y + 4.0,
-            11,
-            "end",
-            "normal",
-            &label(*tick, y_max),
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r#"<rect x="{left}" y="{top}" width="{PANEL_WIDTH}" height="{PANEL_HEIGHT}" fill="none" stroke="{AXIS}"/>"#
-    );
+    grid(svg, (left, top), (PANEL_WIDTH, PANEL_HEIGHT), &ticks, y_max);
     let group = PANEL_WIDTH / suites.len().max(1) as f64;
     let bar = (group * 0.8 / runs.len().max(1) as f64).min(60.0);
     for (slot, suite) in suites.iter().enumerate() {
