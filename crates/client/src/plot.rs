@@ -37,13 +37,7 @@ pub(crate) const GRID: &str = "#e4e4e4";
 pub fn render(runs: &[SuiteRun], warmup: Warmup, server: &[ServerSample]) -> String {
     let server_rows = usize::from(!server.is_empty());
     let height = HEADER + ROW * (runs.len().max(1) + server_rows) as f64;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    text(&mut svg, 20.0, 26.0, 18, "start", "bold", "aesload results");
+    let mut svg = document(WIDTH, height, "aesload results");
     let mut x = 20.0;
     for (color, label) in [
         (QUEUE, "queue (server)"),
@@ -419,6 +413,19 @@ fn axes(svg: &mut String, left: f64, width: f64, top: f64, ticks: &[f64], y_max:
         svg,
         r#"<text x="{x}" y="{y}" font-size="12" text-anchor="middle" transform="rotate(-90 {x} {y})">{unit}</text>"#
     );
+}
+
+/// The start of an SVG document of `width` × `height` on a white page,
+/// with `title` at its top left.
+pub(crate) fn document(width: f64, height: f64, title: &str) -> String {
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    text(&mut svg, 20.0, 26.0, 18, "start", "bold", title);
+    svg
 }
 
 /// A plot area's frame and its horizontal grid lines, each labelled with

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::{Figures, Run, suite_names};
-use crate::plot::{escape, grid, nice_ticks, rect, text};
+use crate::plot::{document, escape, grid, nice_ticks, rect, text};
 
 const WIDTH: f64 = 1200.0;
 const HEADER: f64 = 70.0;
@@ -38,13 +38,7 @@ const PANELS: [Panel; 4] = [
 pub fn render(runs: &[Run]) -> String {
     let rows = PANELS.len().div_ceil(2);
     let height = HEADER + PANEL_ROW * rows as f64;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    text(&mut svg, 20.0, 26.0, 18, "start", "bold", "aesload compare");
+    let mut svg = document(WIDTH, height, "aesload compare");
     let mut x = 20.0;
     for (index, run) in runs.iter().enumerate() {
         rect(&mut svg, x, 42.0, 12.0, 12.0, color(index), 1.0);
