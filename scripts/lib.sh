@@ -45,6 +45,17 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# Succeeds if nothing listens on 127.0.0.1:PORT right now (a bind succeeds).
+port_free() {
+  python3 -c '
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1" 2>/dev/null
+}
+
 # Stops the processes PID...: SIGTERM, up to 2 s to exit, then SIGKILL.
 stop_pids() {
   local pid alive _
