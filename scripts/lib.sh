@@ -45,6 +45,32 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# Succeeds if nothing listens on 127.0.0.1:PORT right now (a bind succeeds).
+port_free() {
+  python3 -c '
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1" 2>/dev/null
+}
+
+# Stops the processes PID...: SIGTERM, up to 2 s to exit, then SIGKILL.
+stop_pids() {
+  local pid alive _
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    alive=0
+    for pid in "$@"; do
+      if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+    done
+    [ "$alive" = 1 ] || return 0
+    sleep 0.2
+  done
+  for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
 # Waits up to SECONDS (default 60: qemu start-up) for 127.0.0.1:PORT to accept
 # connections; fails saying so otherwise.
 wait_port() {

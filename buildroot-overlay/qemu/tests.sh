@@ -11,11 +11,17 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$repo/scripts/lib.sh"
 # shellcheck source=scripts/cross/env.sh
 . "$repo/scripts/cross/env.sh"
+# shellcheck source=buildroot-overlay/tests/harness.sh
+. "$repo/buildroot-overlay/tests/harness.sh"
+# shellcheck source=buildroot-overlay/qemu/lib/board.sh
+. "$here/lib/board.sh"
+# shellcheck source=buildroot-overlay/qemu/lib/builds.sh
+. "$here/lib/builds.sh"
 
-TARGET="riscv32imac-unknown-linux-musl"
-keep=0
 timeout_s=150
 aesload=""
 usage() {
@@ -31,20 +37,22 @@ that names the problem:
   no-initscript  no S50aesd          -> "S50aesd never ran"
 Builds first what run.sh needs (build.sh, the riscv32imac aesd, the overlay).
 
-  --keep          keep the work folder (overlays and each run's output)
+  --keep          keep the work folder (overlays and each run's output);
+                  it is also kept when a case fails
   --timeout SECS  run.sh --timeout for each case [$timeout_s]
   --aesload PATH  host aesload for run.sh [built with cargo build --release
                   --locked -p aesd-client]; the cases fail before any load
   -h, --help      this help
 
-Prints PASS/FAIL and the time of each case, then "N passed, M failed".
+Prints ok/FAIL, the time and run.sh's exit and reason for each case, then
+"N passed, M failed" (buildroot-overlay/tests/harness.sh).
 Exit status: 0 every case passed, 1 a case failed, 2 bad usage, 3 the
 setup (a build or assemble.sh) failed.
 EOF
 }
 while (($#)); do
 	case "$1" in
-		--keep) keep=1 ;;
+		--keep) harness_keep=1 ;;
 		--timeout)
 			timeout_s="${2:?--timeout needs a value}"
 			shift
@@ -73,86 +81,44 @@ if [[ -n "$aesload" && ! -x "$aesload" ]]; then
 	exit 2
 fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/aesd-qemu-tests.XXXXXX")"
-cleanup() {
-	if ((keep)); then echo "tests.sh: work folder kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-setup_fail() {
-	echo "tests.sh: setup failed: $*" >&2
-	exit 3
-}
+harness_init aesd-qemu-tests
+work=$harness_work
 
-echo "==> setup: build.sh, the riscv32imac aesd, the overlay, the host aesload" >&2
-"$here/build.sh" || setup_fail "buildroot-overlay/qemu/build.sh"
-"$repo/scripts/cross/setup.sh" >"$work/setup.log" 2>&1 || {
-	tail -n 20 "$work/setup.log" >&2
-	setup_fail "scripts/cross/setup.sh"
-}
-"$repo/scripts/cross/build-all.sh" --no-check "$TARGET" >"$work/build-all.log" 2>&1 ||
-	{
-		tail -n 20 "$work/build-all.log" >&2
-		setup_fail "scripts/cross/build-all.sh $TARGET"
-	}
-profile="$(aesd_default_profile "$repo")"
-[[ "$profile" == dev ]] && profile=debug
-"$repo/buildroot-overlay/assemble.sh" --target "$TARGET" --bin "${CARGO_TARGET_DIR:-$repo/target}/$TARGET/$profile" \
-	--out "$work/good" >"$work/assemble.log" 2>&1 || {
-	cat "$work/assemble.log" >&2
-	setup_fail "assemble.sh"
-}
-if [[ -z "$aesload" ]]; then
-	(cd "$repo" && cargo build --release --locked -p aesd-client --bin aesload) >"$work/cargo-host.log" 2>&1 ||
-		{
-			tail -n 20 "$work/cargo-host.log" >&2
-			setup_fail "cargo build -p aesd-client"
-		}
-	aesload="${CARGO_TARGET_DIR:-$repo/target}/release/aesload"
-fi
+step "setup: build.sh, the riscv32imac aesd, the overlay, the host aesload"
+build_board_images --jobs "${AESD_JOBS:-2}"
+build_board_overlay "$work/good" "$work"
+if [[ -z "$aesload" ]]; then build_host_aesload "$work"; fi
 
-passed=0
-failed=0
-# check NAME EXPECTED_ERE PREPARE...: copies the good overlay to NAME, runs
-# PREPARE... in it, then run.sh --smoke on it; the case passes if run.sh
-# exits 1 and its output matches EXPECTED_ERE.
-check() {
-	local name="$1" expected="$2"
-	shift 2
-	local dir="$work/$name" out="$work/$name.out" st=0 t0=$SECONDS
+# broken_overlay_fails EXPECTED_ERE PREPARE...: (a test) copies the good
+# overlay into the test's folder, runs PREPARE... in it, then run.sh --smoke
+# on it; passes if run.sh exits 1 and its output matches EXPECTED_ERE.
+broken_overlay_fails() {
+	local expected="$1"
+	shift
+	local dir="$test_tmp/overlay" out="$test_tmp/run.out" st=0 why kept
 	cp -a "$work/good" "$dir"
-	(cd "$dir" && "$@") || {
-		echo "tests.sh: preparing case $name failed: $*" >&2
-		exit 3
-	}
+	(cd "$dir" && "$@") || die "preparing the case failed: $*"
 	if diff -r "$work/good" "$dir" >/dev/null 2>&1 && [[ "$(stat -c %a "$work/good/etc/init.d/S50aesd")" == "$(stat -c %a "$dir/etc/init.d/S50aesd" 2>/dev/null)" ]]; then
-		echo "tests.sh: preparing case $name changed nothing in the overlay: $*" >&2
-		exit 3
+		die "preparing the case changed nothing in the overlay: $*"
 	fi
 	"$here/run.sh" --smoke --overlay "$dir" --aesload "$aesload" --timeout "$timeout_s" >"$out" 2>&1 || st=$?
-	local why
 	why="$(grep -m1 'FAILED:' "$out" | sed 's/^run.sh --smoke: FAILED: //' || true)"
-	# run.sh keeps the work folder of a failed run; here failing is the point.
-	local kept
-	kept="$(sed -n 's/^\[emulated-board\] work folder kept: //p' "$out" | tail -n 1)"
-	if ((st == 1)) && grep -qE -- "$expected" "$out"; then
-		printf 'PASS  %-14s %3d s  exit 1: %s\n' "$name" $((SECONDS - t0)) "$why"
-		passed=$((passed + 1))
-		if ((keep == 0)) && [[ "$kept" == */aesd-qemu-run.* && -d "$kept" ]]; then rm -rf "$kept"; fi
-	else
-		printf 'FAIL  %-14s %3d s  exit %d, expected exit 1 and /%s/; got: %s (output: %s)\n' \
-			"$name" $((SECONDS - t0)) "$st" "$expected" "${why:-no FAILED line}" "$out"
-		failed=$((failed + 1))
-		keep=1
+	harness_note "exit $st: ${why:-no FAILED line}"
+	if ((st != 1)) || ! grep -qE -- "$expected" "$out"; then
+		tail -n 20 "$out" >&2
+		die "expected exit 1 and /$expected/ in run.sh's output ($out)"
 	fi
+	# run.sh keeps the work folder of a failed run; here failing is the point.
+	kept="$(sed -n 's/^\[emulated-board\] work folder kept: //p' "$out" | tail -n 1)"
+	if ((harness_keep == 0)) && [[ "$kept" == */aesd-qemu-run.* && -d "$kept" ]]; then rm -rf "$kept"; fi
 }
 
-echo "==> cases (each boots the emulated board)" >&2
-check noexec 'FAILED: S50aesd is not executable \(mode 644' chmod 0644 etc/init.d/S50aesd
-check bad-toml 'FAILED: aesd --check-config rejected /etc/aesd/aesd.toml.*no-such-key' \
+harness_test noexec broken_overlay_fails 'FAILED: S50aesd is not executable \(mode 644' chmod 0644 etc/init.d/S50aesd
+harness_test bad-toml broken_overlay_fails 'FAILED: aesd --check-config rejected /etc/aesd/aesd.toml.*no-such-key' \
 	sh -c 'echo "no-such-key = 1" >>etc/aesd/aesd.toml'
-check bad-value 'FAILED: aesd --check-config rejected /etc/aesd/aesd.toml.*workers' \
+harness_test bad-value broken_overlay_fails 'FAILED: aesd --check-config rejected /etc/aesd/aesd.toml.*workers' \
 	sed -i 's/^workers = 2$/workers = 0/' etc/aesd/aesd.toml
-check no-initscript 'FAILED: S50aesd never ran' rm etc/init.d/S50aesd
+harness_test no-initscript broken_overlay_fails 'FAILED: S50aesd never ran' rm etc/init.d/S50aesd
 
-echo "$passed passed, $failed failed"
-((failed == 0))
+step "cases (each boots the emulated board)"
+harness_run

@@ -6,39 +6,18 @@
 #   rustup: the x86_64-unknown-linux-musl target (static test binaries)
 #   PyPI:   kconfiglib, in a venv outside the repository
 #           (${XDG_CACHE_HOME:-~/.cache}/aesd-buildroot-overlay/venv)
-# Needs root for apt (CI and the developer machines run as root).
+# Needs root or sudo for apt (CI and the developer machines run as root).
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/../../scripts/lib.sh"
 
 KCONFIGLIB_VERSION=14.1.0
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/aesd-buildroot-overlay/venv
 
-apt_updated=0
-apt_install() {
-	if [ "$apt_updated" = 0 ]; then
-		apt-get update -qq
-		apt_updated=1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
-}
-
-installed() {
-	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
-}
-
-missing=()
-command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
-installed busybox-static || missing+=(busybox-static)
-command -v openssl >/dev/null 2>&1 || missing+=(openssl)
-command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
-command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-command -v make >/dev/null 2>&1 || missing+=(make)
-command -v od >/dev/null 2>&1 || missing+=(coreutils)
-command -v tar >/dev/null 2>&1 || missing+=(tar)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-if [ "${#missing[@]}" -gt 0 ]; then
-	echo "setup: apt-get install ${missing[*]}"
-	apt_install "${missing[@]}"
-fi
+# apt_install (scripts/lib.sh): only what is missing, one apt-get update.
+# systemd brings systemd-analyze, util-linux unshare, coreutils od.
+apt_install shellcheck busybox-static openssl util-linux systemd make coreutils tar python3
 
 if command -v rustup >/dev/null 2>&1; then
 	if ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then

@@ -1,0 +1,26 @@
+# shellcheck shell=bash disable=SC2154,SC2034 # sourced: globals of the sourcing script
+# The emulated board: what qemu-system-riscv32 runs (CPU, harts, memory,
+# firmware, kernel, initramfs, network) and where build.sh caches it.
+# Reads $images (build.sh's out/), $run (the run's work folder) and
+# $port_aesd / $port_metrics (the host ends of the forwarded ports).
+
+TARGET="riscv32imac-unknown-linux-musl"
+# The board's CPU: rv32 with C, without F/D, and without what QEMU 7.2's rv32
+# enables by default that the VexRiscvSMP lacks (H, Sstc, Zb*, Zihintpause).
+CPU="rv32,c=on,f=off,d=off,h=off,sstc=off,zba=off,zbb=off,zbc=off,zbs=off,Zihintpause=off"
+SMP=2
+MEM=256M
+GUEST_AESD_PORT=7878
+GUEST_METRICS_PORT=9878
+
+AESD_QEMU_HOME="${AESD_QEMU_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-qemu}"
+export AESD_QEMU_HOME
+
+# qemu_args: qemu-system-riscv32's arguments for the board, one per line.
+qemu_args() {
+	printf '%s\n' -name aesd-emulated-board -machine virt -cpu "$CPU" -smp "$SMP" -m "$MEM" \
+		-bios "$images/fw_dynamic.bin" -kernel "$images/Image" -initrd "$run/initramfs.cpio.gz" \
+		-append "console=ttyS0 panic=-1" \
+		-netdev "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port_aesd-:$GUEST_AESD_PORT,hostfwd=tcp:127.0.0.1:$port_metrics-:$GUEST_METRICS_PORT" \
+		-device virtio-net-device,netdev=net0 -device virtio-rng-device -no-reboot
+}

@@ -1,0 +1,335 @@
+# shellcheck shell=bash disable=SC2154,SC2016 # sourced: globals of the sourcing script; literal $ and backquotes in patterns
+# Tests: S50aesd for real, in the sandbox (sandbox.sh): start / status /
+# restart / stop and failure cases, with real jobs sent by aescrypt from the
+# host over 127.0.0.1 and checked with openssl. The tests run in order and
+# share the sandbox: t_start's aesd is the one t_restart and t_stop see.
+
+t_sandbox() {
+	[ -d "$overlay_out/usr/bin" ] || die "no assembled overlay (assemble test failed)"
+	rm -rf "$sandbox"
+	mkdir -p "$sandbox"/{bin,sbin,usr/bin,usr/sbin,proc,dev,tmp,var/run,var/log,opt}
+	chmod 1777 "$sandbox/tmp"
+	cp "$(command -v busybox)" "$sandbox/bin/busybox"
+	: >"$sandbox/dev/null"
+	sbx /bin/busybox --install -s /bin
+	cp -a "$overlay_out/." "$sandbox/"
+	sed -i -e "s/^listen = .*/listen = \"127.0.0.1:$port\"/" \
+		-e "s/^metrics-listen = .*/metrics-listen = \"127.0.0.1:0\"/" "$sandbox/etc/aesd/aesd.toml"
+	for tool in sh start-stop-daemon sed tail grep date sleep kill cat wc mv mkdir; do
+		[ -e "$sandbox/bin/$tool" ] || die "busybox in the sandbox lacks $tool"
+	done
+	sbx /usr/bin/aesd --check-config /etc/aesd/aesd.toml
+}
+
+harness_test "sandbox: busybox-static chroot + assembled overlay (port $port)" t_sandbox
+
+t_status_initially_stopped() {
+	init_script status
+	expect_rc 3 "$rc" "status"
+	expect_match '^aesd is stopped$' "$out" "status"
+}
+
+harness_test "S50aesd status before start: stopped, exit 3" t_status_initially_stopped
+
+t_start() {
+	init_script start
+	echo "$out"
+	expect_rc 0 "$rc" "start"
+	expect_match '^Starting aesd: OK$' "$out" "start"
+	local pid
+	pid=$(sandbox_pid)
+	[[ $pid =~ ^[0-9]+$ ]] || die "pid file holds '$pid'"
+	[ "$(comm_of "$pid")" = aesd ] || die "pid $pid is '$(comm_of "$pid")', not aesd"
+	[ "$(readlink "/proc/$pid/root")" = "$sandbox" ] || die "pid $pid is not in the sandbox"
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--config /etc/aesd/aesd.toml" || die "cmdline: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+	grep -q "listening listen=127.0.0.1:$port" "$sandbox/var/log/aesd.log" || die "log:" "$(cat "$sandbox/var/log/aesd.log")"
+	echo "$pid" >"$work/pid.started"
+}
+
+harness_test "S50aesd start: OK, pid file names aesd" t_start
+
+t_start_when_running() {
+	local pid
+	pid=$(cat "$work/pid.started")
+	init_script start
+	expect_rc 0 "$rc" "second start"
+	expect_match "^Starting aesd: already running \(pid $pid\)$" "$out" "second start"
+	[ "$(sandbox_pid)" = "$pid" ] || die "pid file changed"
+}
+
+harness_test "S50aesd start again: already running, same pid" t_start_when_running
+
+t_status_running() {
+	local pid
+	pid=$(cat "$work/pid.started")
+	init_script status
+	expect_rc 0 "$rc" "status"
+	expect_match "^aesd is running \(pid $pid\)$" "$out" "status"
+}
+
+harness_test "S50aesd status: running (pid N), exit 0" t_status_running
+
+# job SIZE NAME: encrypts SIZE random bytes through the sandbox's aesd with
+# aescrypt and decrypts the result with openssl.
+job() {
+	local size=$1 name=$2
+	head -c "$size" /dev/urandom >"$test_tmp/$name.plain"
+	aescrypt encrypt --server "127.0.0.1:$port" --password-file "$work/pw" -i "$test_tmp/$name.plain" -o "$test_tmp/$name.enc" -v
+	openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$test_tmp/$name.enc" -out "$test_tmp/$name.dec"
+	cmp "$test_tmp/$name.plain" "$test_tmp/$name.dec"
+}
+
+t_jobs() {
+	# 3 MB, not a multiple of the block size: encrypted by aesd, decrypted by openssl.
+	job 3000001 big
+	# And the other way: encrypted by openssl, decrypted by aesd.
+	openssl enc -aes-256-cbc -pbkdf2 -salt -pass "file:$work/pw" -in "$test_tmp/big.plain" -out "$test_tmp/big.ossl"
+	aescrypt decrypt --server "127.0.0.1:$port" --password-file "$work/pw" -i "$test_tmp/big.ossl" -o "$test_tmp/big.back"
+	cmp "$test_tmp/big.plain" "$test_tmp/big.back"
+	[ "$(grep -c 'job done' "$sandbox/var/log/aesd.log")" -ge 2 ] || die "the log has no 'job done' lines"
+}
+
+harness_test "jobs through the daemon: aesd->openssl and openssl->aesd" t_jobs
+
+t_restart() {
+	local old new
+	old=$(cat "$work/pid.started")
+	init_script restart
+	echo "$out"
+	expect_rc 0 "$rc" "restart"
+	expect_match '^Stopping aesd: OK$' "$out" "restart"
+	expect_match '^Starting aesd: OK$' "$out" "restart"
+	new=$(sandbox_pid)
+	[ "$new" != "$old" ] || die "same pid $new after restart"
+	gone "$old" || die "old aesd $old still running"
+	[ "$(comm_of "$new")" = aesd ] || die "new pid $new is not aesd"
+	job 100000 after-restart
+	echo "$new" >"$work/pid.started"
+}
+
+harness_test "S50aesd restart: new pid, still serving" t_restart
+
+t_stop() {
+	local pid
+	pid=$(cat "$work/pid.started")
+	init_script stop
+	expect_rc 0 "$rc" "stop"
+	expect_match '^Stopping aesd: OK$' "$out" "stop"
+	gone "$pid" || die "aesd $pid still running"
+	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+	grep -q 'SIGTERM received' "$sandbox/var/log/aesd.log" || die "aesd did not log SIGTERM"
+}
+
+harness_test "S50aesd stop: SIGTERM, process and pid file gone" t_stop
+
+t_status_after_stop() {
+	init_script status
+	expect_rc 3 "$rc" "status"
+	expect_match '^aesd is stopped$' "$out" "status"
+	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file exists"
+}
+
+harness_test "S50aesd status after stop: stopped, exit 3" t_status_after_stop
+
+t_stop_when_stopped() {
+	init_script stop
+	expect_rc 0 "$rc" "stop"
+	expect_match '^Stopping aesd: not running$' "$out" "stop"
+}
+
+harness_test "S50aesd stop when stopped: exit 0" t_stop_when_stopped
+
+# stop while a job is in flight: aesd gets SIGTERM, lets the job finish
+# (within shutdown-grace), and stop returns once aesd has exited.
+t_stop_waits_for_job() {
+	init_script start
+	expect_rc 0 "$rc" "start"
+	local pid client started elapsed
+	pid=$(sandbox_pid)
+	head -c 200000 /dev/urandom >"$test_tmp/slow.a"
+	head -c 200000 /dev/urandom >"$test_tmp/slow.b"
+	cat "$test_tmp/slow.a" "$test_tmp/slow.b" >"$test_tmp/slow.plain"
+	{
+		cat "$test_tmp/slow.a"
+		sleep 3
+		cat "$test_tmp/slow.b"
+	} | aescrypt encrypt --server "127.0.0.1:$port" --password-file "$work/pw" -i - -o "$test_tmp/slow.enc" &
+	client=$!
+	echo "$client" >>"$host_pids_file"
+	sleep 1
+	started=$(date +%s%N)
+	init_script stop
+	elapsed=$((($(date +%s%N) - started) / 1000000))
+	echo "$out (${elapsed} ms)"
+	expect_rc 0 "$rc" "stop"
+	expect_match '^Stopping aesd: OK$' "$out" "stop"
+	wait "$client" || die "the in-flight job failed"
+	[ "$elapsed" -ge 1000 ] || die "stop returned after ${elapsed} ms, before the job could finish"
+	openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$test_tmp/slow.enc" -out "$test_tmp/slow.dec"
+	cmp "$test_tmp/slow.plain" "$test_tmp/slow.dec"
+	gone "$pid" || die "aesd still running"
+	grep -q 'shutting down: 30.0 s grace for running jobs active=1' "$sandbox/var/log/aesd.log" ||
+		die "aesd did not report one active job at shutdown:" "$(tail -n 5 "$sandbox/var/log/aesd.log")"
+}
+
+harness_test "S50aesd stop lets an in-flight job finish" t_stop_waits_for_job
+
+nothing_running() {
+	local pids
+	pids=$(sandbox_pids)
+	[ -z "$pids" ] || die "left running in the sandbox: $pids"
+}
+
+# bad_config NAME TOML-LINE REASON-ERE: start with a config that has the line
+# appended must fail with exit 6 and aesd's reason, leaving nothing behind.
+bad_config() {
+	local name=$1 line=$2 reason=$3
+	{
+		grep -v '^workers' "$sandbox/etc/aesd/aesd.toml"
+		echo "$line"
+	} >"$sandbox/etc/aesd/$name.toml"
+	init_script "AESD_CONFIG=/etc/aesd/$name.toml" start
+	echo "$out"
+	expect_rc 6 "$rc" "start with $name.toml"
+	expect_match '^Starting aesd: FAIL$' "$out" "start"
+	expect_match "^aesd: not started: invalid configuration: " "$out" "message"
+	expect_match "$reason" "$out" "aesd's reason"
+	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+	nothing_running
+	grep -q "S50aesd: not started: invalid configuration" "$sandbox/var/log/aesd.log" || die "reason not in the log"
+}
+
+t_bad_config_workers() {
+	bad_config zero-workers 'workers = 0' 'setting `workers`: must be 1 to 1024, got 0'
+}
+
+harness_test "bad config (workers = 0): start refused with the reason, exit 6" t_bad_config_workers
+
+t_bad_config_unknown_key() {
+	bad_config unknown-key 'wrokers = 2' 'unknown field `wrokers`'
+}
+
+harness_test "bad config (unknown key): start refused with the reason, exit 6" t_bad_config_unknown_key
+
+t_missing_binary() {
+	init_script AESD_BIN=/usr/bin/no-such-aesd start
+	expect_rc 5 "$rc" "start"
+	expect_match '^aesd: not started: /usr/bin/no-such-aesd is missing or not executable$' "$out" "message"
+	nothing_running
+}
+
+harness_test "missing binary: start refused, exit 5" t_missing_binary
+
+t_stale_pidfile() {
+	# pid 1 is alive but is not aesd.
+	echo 1 >"$sandbox/var/run/aesd.pid"
+	init_script status
+	expect_rc 1 "$rc" "status with a stale pid file"
+	expect_match '^aesd is dead, but /var/run/aesd.pid exists$' "$out" "status"
+	init_script start
+	expect_rc 0 "$rc" "start over a stale pid file"
+	expect_match '^Starting aesd: OK$' "$out" "start"
+	[ "$(sandbox_pid)" != 1 ] || die "pid file not replaced"
+	[ "$(comm_of "$(sandbox_pid)")" = aesd ] || die "not aesd"
+}
+
+harness_test "stale pid file: status exit 1, start replaces it" t_stale_pidfile
+
+# A second instance on the same port passes the config check but cannot
+# bind: start must notice it died and report aesd's reason.
+t_start_failure_reported() {
+	init_script AESD_PIDFILE=/var/run/aesd-b.pid AESD_LOGFILE=/var/log/aesd-b.log start
+	echo "$out"
+	expect_rc 1 "$rc" "second instance"
+	expect_match '^Starting aesd: FAIL$' "$out" "start"
+	expect_match 'exited during startup' "$out" "message"
+	expect_match '(in use|AddrInUse)' "$out" "aesd's reason"
+	[ ! -e "$sandbox/var/run/aesd-b.pid" ] || die "pid file of the failed instance left behind"
+	init_script status
+	expect_rc 0 "$rc" "the first instance"
+	init_script stop
+	expect_rc 0 "$rc" "stop"
+	nothing_running
+}
+
+harness_test "startup failure (port in use) is detected and explained" t_start_failure_reported
+
+t_defaults_file() {
+	cat >"$sandbox/etc/default/aesd-test" <<'EOF'
+AESD_ARGS="--max-queue 7 --log debug"
+AESD_LOGFILE=/var/log/aesd-test.log
+AESD_LOG=warn
+EOF
+	init_script AESD_DEFAULTS=/etc/default/aesd-test start
+	expect_rc 0 "$rc" "start"
+	local pid
+	pid=$(sandbox_pid)
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- '--max-queue 7 --log debug' ||
+		die "AESD_ARGS not passed: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+	tr '\0' '\n' <"/proc/$pid/environ" | grep -qx 'AESD_LOG=warn' || die "AESD_LOG not exported to aesd"
+	# max-queue is 128 in aesd.toml: the flag wins.
+	grep -q 'max_queue=7' "$sandbox/var/log/aesd-test.log" || die "log not in AESD_LOGFILE or flag not applied"
+	init_script AESD_DEFAULTS=/etc/default/aesd-test stop
+	expect_rc 0 "$rc" "stop"
+	rm -f "$sandbox/etc/default/aesd-test"
+}
+
+harness_test "/etc/default file: AESD_ARGS, AESD_LOGFILE, exported AESD_* settings" t_defaults_file
+
+t_log_rotation() {
+	head -c 5000 /dev/zero | tr '\0' 'x' >"$sandbox/var/log/aesd.log"
+	init_script AESD_LOG_MAX=4096 start
+	expect_rc 0 "$rc" "start"
+	[ "$(wc -c <"$sandbox/var/log/aesd.log.1")" = 5000 ] || die "old log not moved to aesd.log.1"
+	grep -q 'listening' "$sandbox/var/log/aesd.log" || die "new log lacks 'listening'"
+	[ "$(wc -c <"$sandbox/var/log/aesd.log")" -lt 4096 ] || die "new log too big"
+	init_script stop
+	expect_rc 0 "$rc" "stop"
+}
+
+harness_test "log rotation past AESD_LOG_MAX at start" t_log_rotation
+
+# An aesd that ignores SIGTERM: stop waits shutdown-grace (1 s, from
+# --print-config) + AESD_STOP_MARGIN (1 s), then sends SIGKILL.
+t_stop_escalates_to_kill() {
+	mkdir -p "$sandbox/opt/fake"
+	cat >"$sandbox/opt/fake/aesd" <<'EOF'
+#!/bin/sh
+case "$*" in
+	*--check-config*) echo "fake: ok"; exit 0 ;;
+	*--print-config*) echo "shutdown-grace = 1.0"; exit 0 ;;
+esac
+trap '' TERM
+echo "fake aesd listening" >&2
+while :; do sleep 1; done
+EOF
+	chmod 755 "$sandbox/opt/fake/aesd"
+	local -a env=(AESD_BIN=/opt/fake/aesd AESD_STOP_MARGIN=1 AESD_LOGFILE=/var/log/fake.log)
+	init_script "${env[@]}" start
+	expect_rc 0 "$rc" "start"
+	local pid started elapsed
+	pid=$(sandbox_pid)
+	[ "$(comm_of "$pid")" = aesd ] || die "fake runs as '$(comm_of "$pid")'"
+	started=$(date +%s%N)
+	init_script "${env[@]}" stop
+	elapsed=$((($(date +%s%N) - started) / 1000000))
+	echo "$out (${elapsed} ms)"
+	expect_rc 0 "$rc" "stop"
+	expect_match '^Stopping aesd: still running after 2s, sending SIGKILL: OK$' "$out" "stop"
+	[ "$elapsed" -ge 1000 ] || die "SIGKILL after only ${elapsed} ms"
+	gone "$pid" || die "fake aesd survived"
+	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+}
+
+harness_test "S50aesd stop escalates to SIGKILL after grace + margin" t_stop_escalates_to_kill
+
+t_nothing_left() {
+	# The fake's last `sleep 1` may linger for up to a second.
+	for _ in $(seq 1 20); do
+		[ -n "$(sandbox_pids)" ] || return 0
+		sleep 0.2
+	done
+	nothing_running
+}
+
+harness_test "nothing left running in the sandbox" t_nothing_left
