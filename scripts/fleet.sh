@@ -123,7 +123,7 @@ esac
 apt_install haproxy prometheus
 if ((build)); then
   step "fleet: build ($profile)"
-  (cd "$root" && nice -n 10 cargo build "${profile_flag[@]}" --locked --quiet -p aesd-server -p aesd-client --bins)
+  (cd "$root" && nice -n 10 cargo build "${profile_flag[@]}" --locked --quiet -p aesd-server -p aesd-client -p aesd-load --bins)
 fi
 bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
 aesd="$bin/aesd"

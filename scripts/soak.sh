@@ -93,7 +93,7 @@ if [[ -z "$warmup" ]]; then warmup=$((duration / 5 < 60 ? duration / 5 : 60)); f
 }
 
 step "soak: build (release)"
-(cd "$root" && cargo build --release --locked --quiet -p aesd-server -p aesd-client)
+(cd "$root" && cargo build --release --locked --quiet -p aesd-server -p aesd-client -p aesd-load)
 mkdir -p "$out"
 aesd="$root/target/release/aesd"
 aesload="$root/target/release/aesload"

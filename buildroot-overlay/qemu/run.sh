@@ -75,7 +75,7 @@ stop it, or press Ctrl-A then X to kill qemu.
   --load "ARGS"       --smoke: aesload arguments instead of the default suite
                       [$DEFAULT_LOAD]
   --aesload PATH      --smoke: the host aesload to use [built with cargo build
-                      --release --locked -p aesd-client]
+                      --release --locked -p aesd-load]
   --json FILE         --smoke: also write aesload's JSON report to FILE
   --log FILE          --smoke: also copy the guest's console log to FILE
   --rebuild           rebuild kernel, OpenSBI and BusyBox from scratch
@@ -238,7 +238,7 @@ else
 fi
 
 if ((smoke)) && [[ -z "$aesload" ]]; then
-	say "host aesload: cargo build --release --locked -p aesd-client (log: $run/cargo-host.log)"
+	say "host aesload: cargo build --release --locked -p aesd-load (log: $run/cargo-host.log)"
 	build_host_aesload "$run"
 fi
 

@@ -41,7 +41,7 @@ Builds first what run.sh needs (build.sh, the riscv32imac aesd, the overlay).
                   it is also kept when a case fails
   --timeout SECS  run.sh --timeout for each case [$timeout_s]
   --aesload PATH  host aesload for run.sh [built with cargo build --release
-                  --locked -p aesd-client]; the cases fail before any load
+                  --locked -p aesd-load]; the cases fail before any load
   -h, --help      this help
 
 Prints ok/FAIL, the time and run.sh's exit and reason for each case, then

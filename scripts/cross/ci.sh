@@ -37,7 +37,7 @@ dir="${CARGO_TARGET_DIR:-$root/target}"
 # Native binaries for the interoperation tests (already built when
 # scripts/test.sh ran the workspace tests first).
 step "cross: native aesd, aesload, aescrypt"
-(cd "$root" && cargo build --quiet --locked -p aesd-server -p aesd-client)
+(cd "$root" && cargo build --quiet --locked -p aesd-server -p aesd-client -p aesd-load)
 for t in "${AESD_TARGETS[@]}"; do
   step "cross: smoke test $t ($profile) under qemu"
   bin="$dir/$t/$profile"

@@ -50,7 +50,7 @@ build_board_overlay() {
 # $aesload to it.
 build_host_aesload() {
 	local log=$1/cargo-host.log
-	(cd "$repo" && cargo build --release --locked -p aesd-client --bin aesload) >"$log" 2>&1 ||
+	(cd "$repo" && cargo build --release --locked -p aesd-load --bin aesload) >"$log" 2>&1 ||
 		{
 			log_tail "$log"
 			build_fail "building the host aesload failed"

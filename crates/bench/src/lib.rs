@@ -46,7 +46,7 @@ pub const PBKDF2_ITERATIONS: u32 = 10_000;
 
 /// A deterministic, non-trivial plaintext of `len` bytes.
 pub fn plaintext(len: usize) -> Vec<u8> {
-    aesd_client::testkit::pattern_bytes(0x00ae_5d00, len)
+    aesd_testkit::pattern_bytes(0x00ae_5d00, len)
 }
 
 /// Encrypts `plain` through [`EncryptStream`] in chunks of `chunk` bytes
@@ -200,7 +200,7 @@ pub async fn run_clients(addr: SocketAddr, clients: usize, size: u64) -> u64 {
         .map(|client| {
             let (addr, spec) = (addr.clone(), spec.clone());
             tokio::spawn(async move {
-                aesd_client::testkit::encrypt_verified(&addr, &spec, client as u64, size).await
+                aesd_testkit::encrypt_verified(&addr, &spec, client as u64, size).await
             })
         })
         .collect();

@@ -107,7 +107,7 @@ fn random_suffix() -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::TempDir;
+    use aesd_testkit::TempDir;
     use std::io::Write;
 
     #[test]

@@ -1,75 +1,18 @@
 //! The client against fake servers that break the protocol's promises: a
 //! welcome with an impossible data limit, a done frame with wrong counts,
-//! silence in the middle of a job. Each fake server is a listener in the
-//! test that speaks raw frames.
+//! silence in the middle of a job. Each fake server is the test kit's
+//! [`fake_server`] with a script of raw frames.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{TempDir, job_spec};
 use aesd_client::{Client, ClientError};
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
-use aesd_proto::{Done, FrameReader, FrameWriter, Message, Operation, Started, Welcome};
-use tokio::net::TcpListener;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-
-type Reader = FrameReader<OwnedReadHalf>;
-type Writer = FrameWriter<OwnedWriteHalf>;
-
-/// A server on loopback that, for every connection, reads the hello,
-/// sends a welcome announcing `max_data`, then runs `script`.
-async fn fake_server<S, F>(max_data: u32, script: S) -> SocketAddr
-where
-    S: Fn(Reader, Writer) -> F + Send + Sync + 'static,
-    F: Future<Output = ()> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (read, write) = stream.into_split();
-            let mut reader = FrameReader::new(read, MAX_FRAME_PAYLOAD);
-            let mut writer = FrameWriter::new(write);
-            if reader.read_hello().await.is_err() {
-                continue;
-            }
-            let welcome = Message::Welcome(Welcome {
-                version: 1,
-                max_data,
-                server: "fake".into(),
-                token_required: false,
-                derived_keys: false,
-            });
-            if writer.send(&welcome).await.is_ok() {
-                tokio::spawn(script(reader, writer));
-            }
-        }
-    });
-    addr
-}
-
-/// Reads a begin, says started, reads data until end; the input's length.
-async fn take_job(reader: &mut Reader, writer: &mut Writer) -> u64 {
-    assert!(matches!(
-        reader.read_message().await,
-        Ok(Some(Message::Begin(_)))
-    ));
-    writer
-        .send(&Message::Started(Started { queue_us: 0 }))
-        .await
-        .expect("started");
-    let mut input = 0;
-    loop {
-        match reader.read_message().await {
-            Ok(Some(Message::Data(bytes))) => input += bytes.len() as u64,
-            Ok(Some(Message::End)) => return input,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-}
+use aesd_proto::{Done, Message, Operation};
+use aesd_testkit::fake_server::{Reader, Writer, fake_server, silent_after_started, take_job};
+use aesd_testkit::{TempDir, job_spec};
 
 /// Answers every job with 32 bytes of output and a done frame whose
 /// counts are off by `lie_in` and `lie_out`.
@@ -85,12 +28,6 @@ async fn lying_done(mut reader: Reader, mut writer: Writer, lie_in: u64, lie_out
         }))
         .await;
     let _ = reader.read_message().await;
-}
-
-/// Takes the job, then says nothing while keeping the connection open.
-async fn silent_after_started(mut reader: Reader, mut writer: Writer) {
-    take_job(&mut reader, &mut writer).await;
-    tokio::time::sleep(Duration::from_secs(30)).await;
 }
 
 async fn run_one(addr: SocketAddr, timeout: Option<Duration>) -> Result<Vec<u8>, ClientError> {
@@ -241,28 +178,4 @@ impl TempDirRef {
             .output()
             .expect("run aescrypt")
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_aesload_transfer_to_a_silent_server_times_out() {
-    use aesd_client::progress::Progress;
-    use aesd_client::record::Outcome;
-    let addr = fake_server(65_536, silent_after_started).await;
-    let spec = job_spec(Operation::Encrypt, "pw");
-    let started = Instant::now();
-    let (_, outcome) = aesd_client::load::transfer(
-        &addr.to_string(),
-        None,
-        Duration::from_millis(500),
-        &spec,
-        1,
-        10_000,
-        &Progress::default(),
-    )
-    .await;
-    match outcome {
-        Outcome::Failed { kind, .. } => assert_eq!(kind, "timeout"),
-        other => panic!("wrong outcome {other:?}"),
-    }
-    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use aesd_client::pattern::Pattern;
-use aesd_client::testkit::job_spec;
-use aesd_client::testkit::start_server;
-use aesd_client::verify::VerifyingSink;
 use aesd_client::{Client, ClientError, JobReport, JobSpec};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_server::ConfigLayer;
+use aesd_testkit::Pattern;
+use aesd_testkit::VerifyingSink;
+use aesd_testkit::job_spec;
+use aesd_testkit::start_server;
 use tokio::io::AsyncWriteExt;
 
 const SLOTS: usize = 10;

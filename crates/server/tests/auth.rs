@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{TempDir, job_spec, pattern_bytes, start_server};
 use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::{
     AuthToken, ErrorCode, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
 use aesd_server::ConfigLayer;
+use aesd_testkit::{TempDir, job_spec, pattern_bytes, start_server};
 use tokio::net::TcpStream;
 
 const TOKEN: &str = "correct horse battery staple";

@@ -10,12 +10,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use aesd_client::testkit::{encrypt_verified, job_spec, start_server};
 use aesd_proto::{
     Begin, ErrorCode, Format, FrameReader, FrameWriter, Hello, KeySource, Message, Operation,
     Password,
 };
 use aesd_server::{ConfigLayer, RunningServer};
+use aesd_testkit::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpSocket;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};

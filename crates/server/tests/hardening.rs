@@ -6,14 +6,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aesd_client::Client;
-use aesd_client::pattern::Pattern;
-use aesd_client::testkit::{
-    AesdProcess, encrypt_verified, job_spec as spec, pattern_bytes, proc_status_kib, start_server,
-};
-use aesd_client::verify::VerifyingSink;
 use aesd_proto::{ErrorCode, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
 use aesd_server::cipher::encrypt_buffer;
+use aesd_testkit::Pattern;
+use aesd_testkit::VerifyingSink;
+use aesd_testkit::{
+    AesdProcess, encrypt_verified, job_spec as spec, pattern_bytes, proc_status_kib, start_server,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -278,7 +278,7 @@ async fn pbkdf2_stops_when_the_client_leaves() {
         ..ConfigLayer::default()
     })
     .await;
-    let (mut reader, mut write) = aesd_client::testkit::handshaken_connection(server.addr()).await;
+    let (mut reader, mut write) = aesd_testkit::handshaken_connection(server.addr()).await;
     let begin = Message::Begin(aesd_proto::Begin {
         operation: Operation::Encrypt,
         format: aesd_proto::Format::OpensslSaltedPbkdf2,

@@ -5,10 +5,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use aesd_client::testkit::{encrypt_verified, job_spec, start_server};
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
+use aesd_testkit::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpSocket;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};

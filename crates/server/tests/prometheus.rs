@@ -13,9 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aesd_client::Client;
-use aesd_client::testkit::{TempDir, encrypt_verified, job_spec as spec, start_server};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
+use aesd_testkit::{TempDir, encrypt_verified, job_spec as spec, start_server};
 
 const CLIENTS: usize = 100;
 

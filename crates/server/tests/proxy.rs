@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aesd_client::Client;
-use aesd_client::testkit::{AesdProcess, TempDir, job_spec, start_server};
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
 use aesd_server::proxy::ProxyHeader;
+use aesd_testkit::{AesdProcess, TempDir, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 

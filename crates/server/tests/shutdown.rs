@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use aesd_client::pattern::Pattern;
-use aesd_client::testkit::{AesdProcess, job_spec, pattern_bytes};
-use aesd_client::verify::VerifyingSink;
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, Operation};
+use aesd_testkit::Pattern;
+use aesd_testkit::VerifyingSink;
+use aesd_testkit::{AesdProcess, job_spec, pattern_bytes};
 use tokio::io::AsyncWriteExt;
 
 const SIZE: usize = 2 << 20;

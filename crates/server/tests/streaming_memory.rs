@@ -2,8 +2,8 @@
 //! process with bounded memory: the peak RSS after a 256 MiB job is under
 //! a fixed bound and barely above the peak after an 8 MiB job.
 
-use aesd_client::testkit::{AesdProcess, encrypt_verified, job_spec, proc_status_kib};
 use aesd_proto::Operation;
+use aesd_testkit::{AesdProcess, encrypt_verified, job_spec, proc_status_kib};
 
 /// The bound stated in the README: aesd's peak resident memory while
 /// streaming any file size with default settings (64 KiB chunks).

@@ -7,15 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aesd_client::pattern::Pattern;
-use aesd_client::testkit::{
-    encrypt_verified, handshaken_connection, job_spec, raw_connection, start_server,
-};
 use aesd_proto::{
     Begin, ErrorCode, Format, FrameReader, FrameWriter, KeySource, Message, Operation, Password,
 };
 use aesd_server::admission::Admission;
 use aesd_server::{ConfigLayer, RunningServer};
+use aesd_testkit::Pattern;
+use aesd_testkit::{
+    encrypt_verified, handshaken_connection, job_spec, raw_connection, start_server,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 

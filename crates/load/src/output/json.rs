@@ -431,9 +431,9 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::distribution::SizeDist;
-    use crate::job::JobReport;
     use crate::load::LoadPlan;
     use crate::record::{LoadRun, Outcome};
+    use aesd_client::job::JobReport;
 
     fn transfer(client: usize, batch: Option<usize>, outcome: Outcome) -> Transfer {
         let ms = Duration::from_millis;
@@ -480,10 +480,10 @@ pub(crate) mod tests {
                 size_period: period,
                 seed: 5,
                 iterations: 1000,
-                key_derivation: crate::KeyDerivation::Auto,
+                key_derivation: aesd_client::KeyDerivation::Auto,
                 password: Password::new(b"pw".to_vec()),
                 token: None,
-                idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
+                idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
             },
             run: LoadRun {
                 duration: Duration::from_millis(60),

@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 use aesd_proto::{AuthToken, Operation, Password};
 use tokio::task::JoinSet;
 
-use crate::connection::Client;
 use crate::distribution::SizeDist;
-use crate::job::{JobEvent, JobReport, JobSpec};
-use crate::key_source::KeyDerivation;
 use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
 use crate::verify::VerifyingSink;
+use aesd_client::connection::Client;
+use aesd_client::job::{JobEvent, JobReport, JobSpec};
+use aesd_client::key_source::KeyDerivation;
 
 /// When clients start.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -294,7 +294,7 @@ mod tests {
             key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
-            idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
+            idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
         }
     }
 

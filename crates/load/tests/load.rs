@@ -7,16 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use aesd_client::distribution::SizeDist;
-use aesd_client::durations::Warmup;
-use aesd_client::load::{Arrival, LoadPlan, run_load};
-use aesd_client::progress::Progress;
-use aesd_client::record::Transfer;
-use aesd_client::report::Summary;
-use aesd_client::testkit::{TempDir, start_server};
+use aesd_load::distribution::SizeDist;
+use aesd_load::durations::Warmup;
+use aesd_load::load::{Arrival, LoadPlan, run_load};
+use aesd_load::progress::Progress;
+use aesd_load::record::Transfer;
+use aesd_load::report::Summary;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{FrameReader, FrameWriter, Message, Password};
 use aesd_server::ConfigLayer;
+use aesd_testkit::{TempDir, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 

@@ -1,7 +1,16 @@
 //! Helpers for integration tests of aesd and its tools: temporary
 //! folders, the `openssl` binary as an oracle, an in-process server on
 //! loopback, the real `aesd` binary as a child process, and memory
-//! readings from `/proc`. Public so every crate's tests share one copy.
+//! readings from `/proc`. A crate of its own so every crate's tests share
+//! one copy; only ever a dev-dependency (and the benches' fixtures).
+//!
+//! Also re-exported for the tests: [`Pattern`] (seeded test data) and
+//! [`VerifyingSink`] (decrypts a result and compares it with the input),
+//! both from the load generator.
+//!
+//! [`fake_server`]: a fake aesd that breaks the protocol's promises on cue.
+
+pub mod fake_server;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -17,11 +26,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use crate::load;
-use crate::pattern::Pattern;
-use crate::progress::Progress;
-use crate::record::Outcome;
-use crate::{JobReport, JobSpec, KeyDerivation};
+use aesd_client::{JobReport, JobSpec, KeyDerivation};
+use aesd_load::load;
+pub use aesd_load::pattern::Pattern;
+use aesd_load::progress::Progress;
+use aesd_load::record::Outcome;
+pub use aesd_load::verify::VerifyingSink;
 
 /// A folder removed when dropped.
 pub struct TempDir(PathBuf);
@@ -100,7 +110,7 @@ pub async fn encrypt_verified(
     match load::transfer(
         server,
         None,
-        crate::connection::DEFAULT_IDLE_TIMEOUT,
+        aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
         spec,
         seed,
         size,

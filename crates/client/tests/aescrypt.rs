@@ -1,12 +1,12 @@
-//! The `aescrypt` and `aesload` binaries, as a user runs them.
+//! The `aescrypt` binary, as a user runs it.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use aesd_client::testkit::{
+use aesd_server::ConfigLayer;
+use aesd_testkit::{
     TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes, start_server,
 };
-use aesd_server::ConfigLayer;
 
 fn aescrypt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aescrypt"))
@@ -14,21 +14,6 @@ fn aescrypt(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run aescrypt")
-}
-
-/// Runs aesload with `args`, requires success, returns its stdout.
-fn aesload_ok(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
-        .args(args)
-        .output()
-        .expect("run aesload");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
 }
 
 fn path(path: &Path) -> String {
@@ -236,149 +221,6 @@ async fn aescrypt_streams_stdin_to_stdout() {
 }
 
 #[test]
-fn aesload_runs_against_its_embedded_server_and_verifies() {
-    let stdout = aesload_ok(&[
-        "--clients",
-        "6",
-        "--chunk",
-        "3",
-        "--sizes",
-        "64K,1M",
-        "--iter",
-        "1000",
-        "--quiet",
-    ]);
-    assert!(
-        stdout.contains("server: embedded aesd on 127.0.0.1:"),
-        "{stdout}"
-    );
-    for row in [
-        "Total Bytes Processed (MB)",
-        "Avg Bytes per Second (MB/s)",
-        "Test Duration (s)",
-        "Total Network Time (s)",
-        "Total Processing Time (s)",
-        "Avg Queue Time (s)",
-    ] {
-        assert!(stdout.contains(row), "missing row {row}:\n{stdout}");
-    }
-    let verified = stdout
-        .lines()
-        .find(|line| line.starts_with("Transfers Verified"))
-        .expect("row");
-    assert!(verified.trim_end().ends_with("6 / 6"), "{verified}");
-}
-
-#[test]
-fn aesload_reports_failures_with_a_non_zero_exit() {
-    // Nothing listens on port 1: every transfer fails to connect.
-    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
-        .args([
-            "--server",
-            "127.0.0.1:1",
-            "--clients",
-            "2",
-            "--size",
-            "1K",
-            "--quiet",
-        ])
-        .output()
-        .expect("run aesload");
-    assert_eq!(output.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("0 / 2"), "{stdout}");
-    let row = stdout
-        .lines()
-        .find(|line| line.starts_with("Failed (connect)"))
-        .unwrap_or_else(|| panic!("no failure row:\n{stdout}"));
-    assert!(row.trim_end().ends_with(" 2"), "{row}");
-}
-
-#[test]
-fn aesload_runs_every_suite_and_writes_json_csv_and_plot() {
-    let dir = TempDir::new("aesload-all");
-    let (json, csv, svg) = (
-        dir.join("run.json"),
-        dir.join("run.csv"),
-        dir.join("run.svg"),
-    );
-    // Tiny files (10 MiB × 0.0001 = 1 KiB) and few iterations: this checks
-    // the plumbing of all six suites, not the speed.
-    let (json_arg, csv_arg, svg_arg) = (path(&json), path(&csv), path(&svg));
-    let stdout = aesload_ok(&[
-        "--suite",
-        "all",
-        "--scale",
-        "0.0001",
-        "--iter",
-        "1000",
-        "--rate",
-        "100",
-        "--duration",
-        "0.2s",
-        "--warmup",
-        "2",
-        "--quiet",
-        "--json",
-        &json_arg,
-        "--csv",
-        &csv_arg,
-        "--plot",
-        &svg_arg,
-    ]);
-    let header = stdout
-        .lines()
-        .find(|line| line.trim_start().starts_with("basic1"))
-        .unwrap_or_else(|| panic!("no table header:\n{stdout}"));
-    let names: Vec<&str> = header.split_whitespace().collect();
-    assert_eq!(
-        names,
-        [
-            "basic1", "basic2", "basic3", "large", "thousand", "drowning"
-        ]
-    );
-    for row in [
-        "Total Time p99 (s)",
-        "Queue Time p50 (s)",
-        "Warm-up Excluded",
-    ] {
-        assert!(stdout.contains(row), "missing row {row}:\n{stdout}");
-    }
-
-    let document: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parses");
-    assert_eq!(document["schema_version"], 1);
-    let clients: Vec<u64> = document["suites"]
-        .as_array()
-        .expect("suites")
-        .iter()
-        .map(|suite| suite["clients"].as_u64().expect("clients"))
-        .collect();
-    assert_eq!(clients, [1, 10, 20, 100, 1000, 20]);
-    let transfers = document["transfers"].as_array().expect("transfers");
-    assert_eq!(transfers.len(), 1151);
-    assert_eq!(
-        document["summary"]["transfers"],
-        1151 - 6 * 2 + 1,
-        "warm-up: 2 per suite, basic1 has 1"
-    );
-    assert_eq!(document["summary"]["failed"], 0);
-    assert!(
-        transfers
-            .iter()
-            .all(|transfer| transfer["verified"] == true)
-    );
-
-    let csv = std::fs::read_to_string(&csv).expect("csv");
-    assert_eq!(csv.lines().count(), 1 + 1151);
-    let svg = std::fs::read_to_string(&svg).expect("svg");
-    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    for name in ["basic1:", "thousand:", "drowning:"] {
-        assert!(svg.contains(name), "plot lacks {name}");
-    }
-}
-
-#[test]
 fn aescrypt_warns_about_a_password_file_others_can_read() {
     let dir = TempDir::new("aescrypt-mode");
     let open = dir.join("open-password");
@@ -401,118 +243,6 @@ fn aescrypt_warns_about_a_password_file_others_can_read() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("readable by others (mode 644)"), "{stderr}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aesload_breaks_results_down_per_server() {
-    let (a, b) = (
-        start_server(ConfigLayer::default()).await,
-        start_server(ConfigLayer::default()).await,
-    );
-    let servers = format!("{},{}", a.addr(), b.addr());
-    let stdout = tokio::task::spawn_blocking(move || {
-        aesload_ok(&[
-            "--server",
-            &servers,
-            "--clients",
-            "4",
-            "--size",
-            "16K",
-            "--iter",
-            "1000",
-            "--quiet",
-        ])
-    })
-    .await
-    .expect("join");
-    assert!(stdout.contains("servers (round-robin): "), "{stdout}");
-    let rows: Vec<&str> = stdout
-        .lines()
-        .skip_while(|line| !line.starts_with("custom per server:"))
-        .skip(2)
-        .take(2)
-        .collect();
-    for (row, server) in rows.iter().zip([a.addr(), b.addr()]) {
-        assert!(row.starts_with(&server.to_string()), "{row}\n{stdout}");
-        assert!(row.contains("2 / 2"), "{row}");
-    }
-    assert_eq!(rows.len(), 2, "{stdout}");
-    a.shutdown().await;
-    b.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aesload_samples_the_server_metrics_into_json_and_plot() {
-    let dir = TempDir::new("aesload-metrics");
-    let sensor = dir.join("temp1_input");
-    std::fs::write(&sensor, "51250\n").expect("sensor");
-    let server = start_server(ConfigLayer {
-        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
-        temperature: Some(format!("hwmon:{}", sensor.display())),
-        // aesload's 8 clients all come from 127.0.0.1: queue them all.
-        max_queued_per_client: Some(64),
-        ..ConfigLayer::default()
-    })
-    .await;
-    let addr = server.addr().to_string();
-    let url = format!("http://{}/metrics", server.metrics_addr().expect("metrics"));
-    let (json, svg) = (dir.join("run.json"), dir.join("run.svg"));
-    let output = tokio::task::spawn_blocking({
-        let (json, svg) = (path(&json), path(&svg));
-        move || {
-            Command::new(env!("CARGO_BIN_EXE_aesload"))
-                .args([
-                    "--server",
-                    &addr,
-                    "--metrics-url",
-                    &url,
-                    "--clients",
-                    "8",
-                    "--size",
-                    "1M",
-                ])
-                .args(["--iter", "1000", "--quiet", "--json", &json, "--plot", &svg])
-                .output()
-                .expect("run aesload")
-        }
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("server metrics: "), "{stdout}");
-    let document: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid JSON");
-    let samples = document["server_metrics"]
-        .as_array()
-        .expect("server_metrics");
-    assert!(
-        samples.len() >= 2,
-        "a first and a last sample at least: {samples:?}"
-    );
-    assert!(
-        samples.iter().all(|s| s["temperature_c"] == 51.25),
-        "{samples:?}"
-    );
-    assert!(
-        samples
-            .iter()
-            .all(|s| s["resident_bytes"].as_f64().unwrap_or(0.0) > 1e6)
-    );
-    assert!(
-        samples[1..].iter().all(|s| s["cpu_percent"].is_number()),
-        "{samples:?}"
-    );
-    let svg = std::fs::read_to_string(&svg).expect("svg");
-    assert!(
-        svg.contains("server (--metrics-url, "),
-        "plot lacks the server row"
-    );
-    server.shutdown().await;
 }
 
 /// A TCP relay on 127.0.0.1 that forwards one connection at a time to
@@ -622,69 +352,4 @@ async fn aescrypt_never_sends_the_password_by_default() {
         );
     }
     server.shutdown().await;
-}
-
-#[test]
-fn aesload_compare_lays_runs_and_the_study_side_by_side() {
-    let dir = TempDir::new("aesload-compare");
-    let (first, second, svg) = (
-        dir.join("first.json"),
-        dir.join("second.json"),
-        dir.join("compare.svg"),
-    );
-    for (json, workers) in [(&first, "1"), (&second, "2")] {
-        aesload_ok(&[
-            "--suite",
-            "basic2,large",
-            "--scale",
-            "0.001",
-            "--iter",
-            "1000",
-            "--workers",
-            workers,
-            "--quiet",
-            "--json",
-            &path(json),
-        ]);
-    }
-    let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/study-baseline.json");
-    let stdout = aesload_ok(&[
-        "compare",
-        &format!("{}#study-dual-core", path(&baseline)),
-        &path(&first),
-        &path(&second),
-        "--suite",
-        "basic2,large",
-        "--plot",
-        &path(&svg),
-    ]);
-    let runs_row = stdout.lines().nth(1).expect("run labels");
-    assert_eq!(
-        runs_row.split_whitespace().collect::<Vec<_>>(),
-        [
-            "study-dual-core",
-            "first",
-            "second",
-            "study-dual-core",
-            "first",
-            "second"
-        ],
-        "{stdout}"
-    );
-    // The study's dual core processed 84.93 MB at 265.26 kB/s in basic 2.
-    let throughput = stdout
-        .lines()
-        .find(|line| line.starts_with("Avg Bytes per Second (MB/s)"))
-        .expect("throughput row");
-    assert!(throughput.contains(" 0.27 "), "{throughput}");
-    assert!(stdout.contains("Ratio to the first run"), "{stdout}");
-    let svg = std::fs::read_to_string(&svg).expect("plot written");
-    assert!(svg.contains("study-dual-core, basic2"), "{svg}");
-
-    let missing = Command::new(env!("CARGO_BIN_EXE_aesload"))
-        .args(["compare", &path(&dir.join("nope.json"))])
-        .output()
-        .expect("run aesload");
-    assert_eq!(missing.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.json"));
 }

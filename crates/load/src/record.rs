@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use crate::durations::Warmup;
-use crate::job::JobReport;
 use crate::load::LoadPlan;
+use aesd_client::job::JobReport;
 
 /// How one transfer ended.
 #[derive(Debug, Clone, PartialEq)]

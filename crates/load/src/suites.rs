@@ -24,8 +24,8 @@ use std::time::Duration;
 use aesd_proto::{AuthToken, Password};
 
 use crate::distribution::SizeDist;
-use crate::key_source::KeyDerivation;
 use crate::load::{Arrival, LoadPlan};
+use aesd_client::key_source::KeyDerivation;
 
 /// The study's "MB".
 pub const STUDY_MB: u64 = 1 << 20;
@@ -78,7 +78,7 @@ pub struct SuiteOptions {
     /// Access token for servers that require one.
     pub token: Option<AuthToken>,
     /// How long a job waits for a silent server (see
-    /// [`Client::set_idle_timeout`](crate::Client::set_idle_timeout)).
+    /// [`Client::set_idle_timeout`](aesd_client::Client::set_idle_timeout)).
     pub idle_timeout: std::time::Duration,
     /// Replaces the suite's client count.
     pub clients: Option<usize>,
@@ -257,7 +257,7 @@ mod tests {
             key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
-            idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
+            idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
             clients: None,
             chunk: None,
             sizes: None,

@@ -315,8 +315,8 @@ pub fn server_table(servers: &[String], summaries: &[Summary]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::JobReport;
     use crate::record::Outcome;
+    use aesd_client::job::JobReport;
     use aesd_proto::Done;
 
     fn transfer(client: usize, server: usize, size: u64, outcome: Outcome) -> Transfer {

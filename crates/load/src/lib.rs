@@ -1,0 +1,44 @@
+//! `aesload`, the load generator: the study's load suites (and custom
+//! plans) against one or more aesd servers, or a server embedded in the
+//! process, with every result verified; its reports, plots and
+//! comparisons. Jobs run through the client library (`aesd-client`).
+//!
+//! # Layout
+//!
+//! * [`pattern`]: seeded test data, so large transfers need no files.
+//! * [`verify`]: [`VerifyingSink`](verify::VerifyingSink), which decrypts a
+//!   result on an independent code path and compares it with the input.
+//! * [`sizes`]: byte sizes like `2M` or `5MB`.
+//! * [`distribution`]: weighted size lists and their seeded draws.
+//! * [`durations`]: `10s`/`500ms` durations and the `--warmup` rule.
+//! * [`suites`]: the study's suites (basic 1–3, large, thousand,
+//!   drowning) as load plans.
+//! * [`load`]: the load run behind `aesload`: batches or open-loop
+//!   arrivals, round-robin over servers.
+//! * [`record`]: what a run produced: one [`Transfer`](record::Transfer)
+//!   per client with intended start, server-measured times, outcome.
+//! * [`progress`]: live counters and the stderr progress display.
+//! * [`percentiles`]: p50/p90/p99/max from an HdrHistogram.
+//! * [`report`]: the run's summary, the study's table, per-server rows.
+//! * [`server_metrics`]: `--metrics-url`: the server's CPU, memory, jobs
+//!   and temperature sampled from its Prometheus endpoint during a run.
+//! * [`output`]: the `--json` document and `--csv` rows.
+//! * [`plot`]: the `--plot` SVG.
+//! * [`compare`]: `aesload compare`: runs (and the study's published
+//!   figures) side by side, as the study's table and as an SVG.
+
+pub mod compare;
+pub mod distribution;
+pub mod durations;
+pub mod load;
+pub mod output;
+pub mod pattern;
+pub mod percentiles;
+pub mod plot;
+pub mod progress;
+pub mod record;
+pub mod report;
+pub mod server_metrics;
+pub mod sizes;
+pub mod suites;
+pub mod verify;

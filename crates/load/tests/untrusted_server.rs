@@ -1,0 +1,33 @@
+//! aesload's transfers against a fake server that goes silent in the
+//! middle of a job: the per-transfer idle timeout ends them.
+
+use std::time::{Duration, Instant};
+
+use aesd_load::load::transfer;
+use aesd_load::progress::Progress;
+use aesd_load::record::Outcome;
+use aesd_proto::Operation;
+use aesd_testkit::fake_server::{fake_server, silent_after_started};
+use aesd_testkit::job_spec;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aesload_transfer_to_a_silent_server_times_out() {
+    let addr = fake_server(65_536, silent_after_started).await;
+    let spec = job_spec(Operation::Encrypt, "pw");
+    let started = Instant::now();
+    let (_, outcome) = transfer(
+        &addr.to_string(),
+        None,
+        Duration::from_millis(500),
+        &spec,
+        1,
+        10_000,
+        &Progress::default(),
+    )
+    .await;
+    match outcome {
+        Outcome::Failed { kind, .. } => assert_eq!(kind, "timeout"),
+        other => panic!("wrong outcome {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
