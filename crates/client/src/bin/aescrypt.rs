@@ -150,7 +150,7 @@ async fn run(args: &Args) -> Result<()> {
     client.close().await;
     if args.verbose {
         eprintln!(
-            "aescrypt: {} bytes in, {} bytes out; total {:.3} s = queue {:.3} s + processing {:.3} s + network {:.3} s",
+            "aescrypt: {} bytes in, {} bytes out; total {:.6} s = queue {:.6} s + processing {:.6} s + network {:.6} s",
             report.bytes_sent,
             report.bytes_received,
             report.total.as_secs_f64(),
