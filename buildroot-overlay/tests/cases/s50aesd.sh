@@ -300,7 +300,10 @@ case "$*" in
 	*--print-config*) echo "shutdown-grace = 1.0"; exit 0 ;;
 esac
 trap '' TERM
-echo "fake aesd listening" >&2
+while [ $# -gt 0 ]; do
+	[ "$1" = --pid-file ] && echo $$ >"$2"
+	shift
+done
 while :; do sleep 1; done
 EOF
 	chmod 755 "$sandbox/opt/fake/aesd"
@@ -322,6 +325,37 @@ EOF
 }
 
 harness_test "S50aesd stop escalates to SIGKILL after grace + margin" t_stop_escalates_to_kill
+
+# An aesd that runs but never becomes ready (writes no pid file): start gives
+# up after AESD_START_WAIT, kills it and fails, leaving no pid files.
+t_never_ready() {
+	mkdir -p "$sandbox/opt/mute"
+	cat >"$sandbox/opt/mute/aesd" <<'EOF'
+#!/bin/sh
+case "$*" in
+	*--check-config*) echo "fake: ok"; exit 0 ;;
+esac
+echo "mute aesd: starting, never ready" >&2
+while :; do sleep 1; done
+EOF
+	chmod 755 "$sandbox/opt/mute/aesd"
+	local -a env=(AESD_BIN=/opt/mute/aesd AESD_START_WAIT=1 AESD_LOGFILE=/var/log/mute.log)
+	init_script "${env[@]}" start
+	echo "$out"
+	expect_rc 1 "$rc" "start"
+	expect_match '^Starting aesd: FAIL$' "$out" "start"
+	expect_match 'not ready \(no pid file\) within AESD_START_WAIT=1s, killed' "$out" "reason"
+	expect_match 'mute aesd: starting, never ready' "$out" "last words"
+	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+	[ ! -e "$sandbox/var/run/aesd.pid.launch" ] || die "launch file left behind"
+	for _ in $(seq 1 20); do
+		[ -z "$(sandbox_pids)" ] && return 0
+		sleep 0.2
+	done
+	die "the mute aesd is still running"
+}
+
+harness_test "S50aesd start fails and kills an aesd not ready within AESD_START_WAIT" t_never_ready
 
 t_nothing_left() {
 	# The fake's last `sleep 1` may linger for up to a second.

@@ -222,6 +222,12 @@ pub struct Cli {
     /// Print the effective settings as TOML and exit
     #[arg(long)]
     pub print_config: bool,
+
+    /// Once listening, write the process id to FILE (atomically); removed
+    /// at a normal exit. Init scripts wait for it (S50aesd). Under systemd,
+    /// `Type=notify` works without it (NOTIFY_SOCKET)
+    #[arg(long, value_name = "FILE", env = "AESD_PID_FILE")]
+    pub pid_file: Option<PathBuf>,
 }
 
 impl Cli {

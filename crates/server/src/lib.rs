@@ -31,6 +31,8 @@
 //! * [`error`]: why a job failed and what the client is told.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
+//! * [`readiness`]: telling a supervisor aesd listens (`--pid-file`,
+//!   systemd's `NOTIFY_SOCKET`).
 
 pub mod admission;
 pub mod auth;
@@ -47,6 +49,7 @@ pub mod limits;
 pub mod metrics;
 pub mod pool;
 pub mod proxy;
+pub mod readiness;
 pub mod server;
 pub mod session;
 pub mod shutdown;

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use aesd_server::Server;
 use aesd_server::config::{Cli, Config, ConfigLayer};
-use tracing::info;
+use aesd_server::readiness::Readiness;
+use tracing::{error, info, warn};
 
 fn main() -> ExitCode {
     // Test builds only (feature emulate-aes-insn): VexRiscv's AES
@@ -90,7 +91,21 @@ fn main() -> ExitCode {
             "aesd {} listening",
             env!("CARGO_PKG_VERSION")
         );
-        server.serve(stop).await;
+        let mut readiness = Readiness::from_env(cli.pid_file.clone());
+        if let Err(err) = readiness.ready(server.local_addr(), server.metrics_addr()) {
+            error!("{err}");
+            eprintln!("aesd: {err}");
+            return ExitCode::FAILURE;
+        }
+        let readiness = &readiness;
+        server
+            .serve(async move {
+                stop.await;
+                if let Err(err) = readiness.stopping() {
+                    warn!("{err}");
+                }
+            })
+            .await;
         ExitCode::SUCCESS
     })
 }

@@ -1,19 +1,27 @@
-//! Helpers for integration tests of aesd and its tools: temporary
-//! folders, the `openssl` binary as an oracle, an in-process server on
-//! loopback, the real `aesd` binary as a child process, and memory
-//! readings from `/proc`. A crate of its own so every crate's tests share
-//! one copy; only ever a dev-dependency (and the benches' fixtures).
+//! Helpers for integration tests of aesd and its tools. A crate of its own
+//! so every crate's tests share one copy; only ever a dev-dependency (and
+//! the benches' fixtures), never part of a shipped binary.
 //!
-//! Also re-exported for the tests: [`Pattern`] (seeded test data) and
-//! [`VerifyingSink`] (decrypts a result and compares it with the input),
-//! both from the load generator.
+//! # Layout
 //!
-//! [`fake_server`]: a fake aesd that breaks the protocol's promises on cue.
+//! * [`TempDir`]: temporary folders with password and token files.
+//! * [`openssl`], [`openssl_encrypt_file`], [`openssl_decrypt_file`]: the
+//!   `openssl` binary as the oracle for the file format.
+//! * [`start_server`]: an in-process server on loopback;
+//!   [`AesdProcess`]: the real `aesd` binary as a child process, its
+//!   addresses learnt from its readiness message (`NOTIFY_SOCKET`).
+//! * [`encrypt_verified`], [`job_spec`], [`pattern_bytes`]: jobs with
+//!   seeded data, checked end to end; [`Pattern`] and [`VerifyingSink`]
+//!   re-exported from the load generator.
+//! * [`raw_connection`], [`handshaken_connection`]: frames by hand.
+//! * [`proc_status_kib`]: memory readings from `/proc`.
+//! * [`fake_server`]: a fake aesd that breaks the protocol's promises on cue.
 
 pub mod fake_server;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -173,16 +181,28 @@ pub struct AesdProcess {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where it serves `/metrics`, when started with `--metrics-listen`.
+    pub metrics: Option<SocketAddr>,
     log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Holds the notification socket's folder until the process ends.
+    _notify_dir: TempDir,
 }
 
 impl AesdProcess {
     /// Starts `binary` with `args` plus `--listen 127.0.0.1:0`, and waits
-    /// (up to 20 s) for its "listening" log line to learn the port.
+    /// (up to 20 s) for its readiness message on a notification socket
+    /// (`NOTIFY_SOCKET`, systemd's protocol) to learn its addresses.
     pub fn start(binary: &Path, args: &[&str]) -> AesdProcess {
+        let notify_dir = TempDir::new("notify");
+        let notify_path = notify_dir.join("notify");
+        let notify = UnixDatagram::bind(&notify_path).expect("bind the notification socket");
+        notify
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("socket timeout");
         let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0", "--log", "info"])
             .args(args)
+            .env("NOTIFY_SOCKET", &notify_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -190,22 +210,35 @@ impl AesdProcess {
             .expect("start aesd");
         let stderr = child.stderr.take().expect("stderr piped");
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let sink = std::sync::Arc::clone(&log);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = listen_address(&line) {
-                    let _ = addr_tx.send(addr);
-                }
                 if let Ok(mut log) = sink.lock() {
                     log.push(line);
                 }
             }
         });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("aesd logged its listen address");
-        AesdProcess { child, addr, log }
+        let mut buf = [0u8; 1024];
+        let message = match notify.recv(&mut buf) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(err) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(100));
+                let log = log.lock().map(|log| log.join("\n")).unwrap_or_default();
+                panic!("aesd sent no readiness message ({err}); its log:\n{log}");
+            }
+        };
+        let addr = notify_field(&message, "AESD_LISTEN")
+            .unwrap_or_else(|| panic!("no AESD_LISTEN in {message:?}"));
+        let metrics = notify_field(&message, "AESD_METRICS");
+        AesdProcess {
+            child,
+            addr,
+            metrics,
+            log,
+            _notify_dir: notify_dir,
+        }
     }
 
     /// The process id.
@@ -247,14 +280,12 @@ impl Drop for AesdProcess {
     }
 }
 
-fn listen_address(line: &str) -> Option<SocketAddr> {
-    if !line.contains("listening") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    rest[..end].parse().ok()
+/// The address in the `NAME=ADDR` line of a readiness message.
+fn notify_field(message: &str, name: &str) -> Option<SocketAddr> {
+    message
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|value| value.parse().ok())
 }
 
 /// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`...).
@@ -309,12 +340,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn listen_address_is_found_in_the_log_line() {
-        let line = "2026-11-21T07:00:00Z  INFO aesd_server: aesd 0.1.0 listening listen=127.0.0.1:4321 workers=2";
+    fn addresses_are_read_from_the_readiness_message() {
+        let message = "READY=1\nMAINPID=7\nSTATUS=listening on 127.0.0.1:4321\nAESD_LISTEN=127.0.0.1:4321\nAESD_METRICS=[::1]:9100\n";
         assert_eq!(
-            listen_address(line),
+            notify_field(message, "AESD_LISTEN"),
             Some("127.0.0.1:4321".parse().expect("addr"))
         );
-        assert_eq!(listen_address("INFO job done"), None);
+        assert_eq!(
+            notify_field(message, "AESD_METRICS"),
+            Some("[::1]:9100".parse().expect("addr"))
+        );
+        assert_eq!(notify_field("READY=1\n", "AESD_LISTEN"), None);
     }
 }
