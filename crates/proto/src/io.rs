@@ -41,6 +41,10 @@ pub struct FrameReader<R> {
     inner: BufReader<R>,
     max_data: u32,
     scratch: Vec<u8>,
+    /// The bytes of a frame header read so far (see [`FrameReader::next_header`]).
+    header: [u8; HEADER_LEN],
+    /// How many bytes of `header` are filled.
+    header_got: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -53,6 +57,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner: BufReader::with_capacity(4 * 1024, inner),
             max_data,
             scratch: Vec::new(),
+            header: [0; HEADER_LEN],
+            header_got: 0,
         }
     }
 
@@ -65,20 +71,29 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Reads the next frame header; `None` when the peer closed the
     /// connection cleanly between frames.
+    ///
+    /// Cancel safe: the bytes of a header read before the future is
+    /// dropped (in a `select!` with a timeout, a shutdown or a cancelled
+    /// job) are kept and the next call goes on from them, so the stream
+    /// stays in step.
     pub async fn next_header(&mut self) -> Result<Option<FrameHeader>, FrameError> {
-        let mut bytes = [0u8; HEADER_LEN];
-        let got = self.read_up_to(&mut bytes).await?;
-        if got == 0 {
-            return Ok(None);
+        while self.header_got < HEADER_LEN {
+            let n = self.inner.read(&mut self.header[self.header_got..]).await?;
+            if n == 0 {
+                let got = std::mem::take(&mut self.header_got);
+                if got == 0 {
+                    return Ok(None);
+                }
+                return Err(FrameError::Truncated {
+                    what: "frame header",
+                    expected: HEADER_LEN,
+                    got,
+                });
+            }
+            self.header_got += n;
         }
-        if got < HEADER_LEN {
-            return Err(FrameError::Truncated {
-                what: "frame header",
-                expected: HEADER_LEN,
-                got,
-            });
-        }
-        Ok(Some(FrameHeader::decode(&bytes, self.max_data)?))
+        self.header_got = 0;
+        Ok(Some(FrameHeader::decode(&self.header, self.max_data)?))
     }
 
     /// Reads a payload of `dst.len()` bytes into `dst` (use the header's
@@ -222,6 +237,26 @@ mod tests {
     use crate::message::{ErrorFrame, Queued};
 
     #[tokio::test]
+    async fn a_header_read_cancelled_part_way_is_finished_by_the_next_call() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut reader = FrameReader::new(server, 65536);
+        let frame = Message::Data(b"xyz".to_vec()).to_bytes().expect("encode");
+        client.write_all(&frame[..3]).await.expect("first 3 bytes");
+        // The read gives up (cancelled) with 3 of the header's bytes read.
+        let cancelled =
+            tokio::time::timeout(std::time::Duration::from_millis(50), reader.next_header()).await;
+        assert!(cancelled.is_err(), "the header is not complete yet");
+        client.write_all(&frame[3..]).await.expect("the rest");
+        drop(client);
+        let header = reader.next_header().await.expect("header").expect("some");
+        assert_eq!((header.kind, header.len), (FrameKind::Data, 3));
+        let mut data = [0u8; 3];
+        reader.read_payload(&mut data).await.expect("payload");
+        assert_eq!(&data, b"xyz");
+        assert!(reader.next_header().await.expect("clean end").is_none());
+    }
+
+    #[tokio::test]
     async fn frames_written_are_read_back() {
         let (client, server) = tokio::io::duplex(1024);
         let mut writer = FrameWriter::new(client);
@@ -290,5 +325,6 @@ mod tests {
                 ..
             }
         ));
+        assert!(reader.next_header().await.expect("then the end").is_none());
     }
 }
