@@ -7,6 +7,7 @@ use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
 use crate::admission::Refused;
 use crate::cipher::CipherError;
 use crate::input_rate::TooSlow;
+use crate::limits::ConnectionRefused;
 use crate::proxy::ProxyError;
 
 /// A job (or its connection) failed.
@@ -67,6 +68,9 @@ pub enum JobError {
     /// The admission queue is full.
     #[error(transparent)]
     Busy(#[from] Refused),
+    /// The server (or this client) has as many connections open as allowed.
+    #[error(transparent)]
+    ConnectionsFull(#[from] ConnectionRefused),
     /// The server requires an access token and did not get the right one.
     #[error("access token required: {reason}")]
     Unauthorized {
@@ -134,7 +138,7 @@ impl JobError {
             JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
-            JobError::Busy(_) => ErrorCode::Busy,
+            JobError::Busy(_) | JobError::ConnectionsFull(_) => ErrorCode::Busy,
             JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
             JobError::Proxy(err) => err.code(),
             JobError::ShuttingDown => ErrorCode::ShuttingDown,

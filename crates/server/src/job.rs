@@ -13,12 +13,11 @@
 //! stops reading and TCP flow control slows the client down. Memory per
 //! job is therefore bounded whatever the file size.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, Done, ErrorFrame, FrameKind, FrameReader, FrameWriter, KeySource, Message, Operation,
-    Queued, Started,
+    Begin, Done, FrameKind, FrameReader, FrameWriter, KeySource, Message, Operation, Queued,
+    Started,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -34,18 +33,19 @@ use crate::cipher::{
 use crate::client_key::ClientKey;
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
-use crate::pool::Timed;
-use crate::server::Shared;
+use crate::metrics::Metrics;
+use crate::pool::{Timed, WorkerPool};
+use crate::shared::{JobContext, JobLimits};
+use crate::shutdown::Shutdown;
 
 /// Chunk buffers one job circulates between its stages.
 pub const BUFFERS_PER_JOB: usize = 4;
 
-/// How a job ended, with what the session needs to carry on.
+/// How a job ended, with what the session needs to carry on. A job never
+/// sends an error frame itself: the session tells the client why it failed.
 pub struct JobOutcome {
     /// The figures sent in the done frame, or why the job failed.
     pub result: Result<Done, JobError>,
-    /// Whether an error frame for this job was already sent.
-    pub error_sent: bool,
     /// Whether the client's input was read up to its end frame (or, before
     /// the job started, whether the client had nothing to send yet).
     pub input_finished: bool,
@@ -55,7 +55,6 @@ impl JobOutcome {
     fn failed_before_start(error: JobError) -> Self {
         JobOutcome {
             result: Err(error),
-            error_sent: false,
             input_finished: true,
         }
     }
@@ -68,15 +67,16 @@ pub async fn run<R, W>(
     begin: Begin,
     client: ClientKey,
     input: &ByteCounter,
-    shared: &Arc<Shared>,
+    ctx: JobContext<'_>,
 ) -> JobOutcome
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let received = Instant::now();
+    let limits = ctx.limits;
     if let KeySource::Password { iterations, .. } = &begin.key {
-        let (min, max) = (shared.config.min_iterations, shared.config.max_iterations);
+        let (min, max) = limits.iterations;
         if !(min..=max).contains(iterations) {
             return JobOutcome::failed_before_start(JobError::IterationsOutOfRange {
                 got: *iterations,
@@ -85,13 +85,12 @@ where
             });
         }
     }
-    let _permit = match admit(reader, writer, client, shared).await {
+    let _permit = match admit(reader, writer, client, ctx).await {
         Ok(permit) => permit,
         Err(error) => return JobOutcome::failed_before_start(error),
     };
     let queue_wait = received.elapsed();
-    shared
-        .metrics
+    ctx.metrics
         .observe_queue_wait(begin.operation.name(), queue_wait);
     let queue_us = micros(queue_wait);
     if let Err(error) = writer.send(&Message::Started(Started { queue_us })).await {
@@ -102,17 +101,17 @@ where
         operation: begin.operation,
         key: begin.key,
     };
-    let chunk = shared.config.chunk_size as usize;
+    let chunk = limits.chunk_size as usize;
     let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
     for _ in 0..BUFFERS_PER_JOB {
         let _ = free_tx.try_send(ChunkBuf::with_capacity(chunk));
     }
     let (input_tx, input_rx) = mpsc::channel(BUFFERS_PER_JOB);
     let (output_tx, output_rx) = mpsc::channel(BUFFERS_PER_JOB);
-    let idle = shared.config.idle_timeout;
 
-    // Set when the read or write stage fails (the client left, broke the
-    // protocol or stopped reading): a key derivation stops at its next slice.
+    // Set when a stage fails: a key derivation stops at its next slice, the
+    // read stage at the next frame boundary, so the session can tell the
+    // client at once.
     let cancel = CancellationToken::new();
     let cancel_on_error = |failed: bool| {
         if failed {
@@ -122,23 +121,36 @@ where
     let (read, cipher, write) = tokio::join!(
         async {
             let rate = InputRate::new(
-                shared.config.min_input_rate,
-                shared.config.input_rate_window,
+                limits.min_input_rate,
+                limits.input_rate_window,
                 input.clone(),
             );
-            let result = read_stage(reader, free_rx, input_tx, idle, rate, shared).await;
+            let result = read_stage(
+                reader,
+                free_rx,
+                input_tx,
+                limits,
+                rate,
+                ctx.shutdown,
+                &cancel,
+            )
+            .await;
             cancel_on_error(result.is_err());
             result
         },
-        cipher_stage(input_rx, output_tx, spec, queue_us, &cancel, shared),
+        async {
+            let result = cipher_stage(input_rx, output_tx, spec, queue_us, &cancel, ctx).await;
+            cancel_on_error(result.is_err());
+            result
+        },
         async {
             let result = write_stage(
                 writer,
                 output_rx,
                 free_tx,
-                idle,
+                limits.idle_timeout,
                 begin.operation.name(),
-                shared,
+                ctx.metrics,
             )
             .await;
             cancel_on_error(result.is_err());
@@ -147,10 +159,7 @@ where
     );
 
     let input_finished = matches!(read, Ok(ReadEnd::SawEnd));
-    let (error_sent, done) = match &write {
-        Ok(end) => (end.error_sent, end.done),
-        Err(_) => (false, None),
-    };
+    let done = write.as_ref().ok().copied().flatten();
     // Report the stage that failed first; the others merely stopped.
     let failure = [read.err(), cipher.err(), write.err()]
         .into_iter()
@@ -163,7 +172,6 @@ where
     };
     JobOutcome {
         result,
-        error_sent,
         input_finished,
     }
 }
@@ -173,14 +181,14 @@ async fn admit<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
     client: ClientKey,
-    shared: &Arc<Shared>,
+    ctx: JobContext<'_>,
 ) -> Result<Permit, JobError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let entry = shared.admission.enter(client).inspect_err(|refused| {
-        shared.metrics.job_refused(refused.reason());
+    let entry = ctx.admission.enter(client).inspect_err(|refused| {
+        ctx.metrics.job_refused(refused.reason());
     })?;
     let mut ticket = match entry {
         Entry::Admitted(permit) => return Ok(permit),
@@ -198,7 +206,7 @@ where
                     writer.send(&Message::Queued(Queued { position })).await?;
                 }
             },
-            () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown),
+            () = ctx.shutdown.stopping() => return Err(JobError::ShuttingDown),
             peer = reader.await_input(), if watch_peer => match peer {
                 // The client left the queue: dropping the ticket frees its place.
                 Ok(true) | Err(_) => return Err(JobError::ClientGone),
@@ -224,7 +232,6 @@ enum Output {
     Header([u8; HEADER_LEN]),
     Bytes(ChunkBuf),
     Done(Done),
-    Failed(ErrorFrame),
 }
 
 enum ReadEnd {
@@ -232,25 +239,26 @@ enum ReadEnd {
     Stopped,
 }
 
-struct WriteEnd {
-    done: Option<Done>,
-    error_sent: bool,
-}
-
+/// Reads the job's frames into free chunk buffers until its end frame.
+/// Stops between frames (never inside one: the stream stays in step for
+/// the session) when another stage failed or running jobs are cut off.
 async fn read_stage<R: AsyncRead + Unpin>(
     reader: &mut FrameReader<R>,
     mut free: mpsc::Receiver<ChunkBuf>,
     input: mpsc::Sender<Input>,
-    idle: Duration,
+    limits: JobLimits,
     mut rate: InputRate,
-    shared: &Arc<Shared>,
+    shutdown: &Shutdown,
+    cancel: &CancellationToken,
 ) -> Result<ReadEnd, JobError> {
-    let max_file_size = shared.config.max_file_size;
+    let (idle, max_file_size) = (limits.idle_timeout, limits.max_file_size);
     let mut bytes_in = 0u64;
     loop {
+        // `next_header` is cancel safe: giving up here loses no bytes.
         let header = tokio::select! {
             biased;
-            () = shared.shutdown.aborting() => return Ok(ReadEnd::Stopped),
+            () = shutdown.aborting() => return Ok(ReadEnd::Stopped),
+            () = cancel.cancelled() => return Ok(ReadEnd::Stopped),
             header = rate.wait(timeout(idle, reader.next_header())) => header?,
         };
         let header = header
@@ -312,23 +320,22 @@ async fn read_stage<R: AsyncRead + Unpin>(
     }
 }
 
+/// Derives the key, then transforms each chunk on the worker pool (an
+/// encryption through the lane engine) and passes it on; the padding and
+/// the done figures at the end. A failure ends the stage with its error.
 async fn cipher_stage(
     mut input: mpsc::Receiver<Input>,
     output: mpsc::Sender<Output>,
     spec: CipherSpec,
     queue_us: u64,
     cancel: &CancellationToken,
-    shared: &Arc<Shared>,
+    ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
-    let pool = &shared.pool;
+    let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
     let mut processing = Duration::ZERO;
     let mut bytes_in = 0u64;
-    let fail = |error: JobError| async {
-        let _ = output.send(Output::Failed(error.to_frame())).await;
-        Err(error)
-    };
     let derive = |password: Zeroizing<Vec<u8>>, salt: [u8; SALT_LEN], iterations: u32| {
-        derive_in_slices(password, salt, iterations, cancel, shared)
+        derive_in_slices(password, salt, iterations, cancel, pool, shutdown)
     };
     let CipherSpec { operation, key } = spec;
     let (mut cipher, header) = match (operation, key) {
@@ -340,19 +347,10 @@ async fn cipher_stage(
                 password,
             },
         ) => {
-            let salt = match random_salt() {
-                Ok(salt) => salt,
-                Err(error) => return fail(error.into()).await,
-            };
+            let salt = random_salt()?;
             let password = Zeroizing::new(password.as_bytes().to_vec());
-            let derived = match derive(password, salt, iterations).await {
-                Ok((derived, elapsed)) => {
-                    processing += elapsed;
-                    derived
-                }
-                Err(JobError::ShuttingDown) => return fail(JobError::ShuttingDown).await,
-                Err(error) => return Err(error),
-            };
+            let (derived, elapsed) = derive(password, salt, iterations).await?;
+            processing += elapsed;
             let (stream, header) = EncryptStream::with_key(&derived.key, &derived.iv, &salt);
             (JobCipher::Encrypt(stream), Some(header))
         }
@@ -364,10 +362,7 @@ async fn cipher_stage(
                 .await
                 .map_err(|err| JobError::Internal(err.to_string()))?;
             processing += started.elapsed;
-            match started.value {
-                Ok(started) => started,
-                Err(error) => return fail(error.into()).await,
-            }
+            started.value?
         }
     };
     if let Some(header) = header {
@@ -379,31 +374,22 @@ async fn cipher_stage(
     loop {
         let next = tokio::select! {
             biased;
-            () = shared.shutdown.aborting() => return fail(JobError::ShuttingDown).await,
+            () = shutdown.aborting() => return Err(JobError::ShuttingDown),
             next = input.recv() => next,
         };
         match next.ok_or(JobError::Aborted)? {
             Input::Chunk(mut buf) => {
                 bytes_in += buf.len() as u64;
-                shared
-                    .metrics
-                    .add_input_bytes(operation.name(), buf.len() as u64);
+                metrics.add_input_bytes(operation.name(), buf.len() as u64);
                 // Key source 1, decryption: this chunk completes the header.
                 if let JobCipher::Decrypt(stream) = &mut cipher
                     && let Some(salt) = stream.salt_needed(&buf)
                     && let Some((password, iterations)) = stream.password()
                 {
                     let password = Zeroizing::new(password.to_vec());
-                    match derive(password, salt, iterations).await {
-                        Ok((derived, elapsed)) => {
-                            processing += elapsed;
-                            stream.provide_key(derived, salt);
-                        }
-                        Err(JobError::ShuttingDown) => {
-                            return fail(JobError::ShuttingDown).await;
-                        }
-                        Err(error) => return Err(error),
-                    }
+                    let (derived, elapsed) = derive(password, salt, iterations).await?;
+                    processing += elapsed;
+                    stream.provide_key(derived, salt);
                 }
                 let timed = match cipher {
                     // Encryption goes to the lane engine, beside other jobs'.
@@ -431,9 +417,7 @@ async fn cipher_stage(
                 processing += timed.elapsed;
                 let (returned, buf, result) = timed.value;
                 cipher = returned;
-                if let Err(error) = result {
-                    return fail(error.into()).await;
-                }
+                result?;
                 output
                     .send(Output::Bytes(buf))
                     .await
@@ -450,9 +434,7 @@ async fn cipher_stage(
                     .map_err(|err| JobError::Internal(err.to_string()))?;
                 processing += timed.elapsed;
                 let (last, result) = timed.value;
-                if let Err(error) = result {
-                    return fail(error.into()).await;
-                }
+                result?;
                 output
                     .send(Output::Bytes(last))
                     .await
@@ -473,19 +455,19 @@ async fn cipher_stage(
     }
 }
 
+/// Sends the cipher stage's output as data frames, then the done frame;
+/// returns the chunk buffers to the read stage. Its result is the done
+/// figures, or `None` when the cipher stage stopped before them.
 async fn write_stage<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter<W>,
     mut output: mpsc::Receiver<Output>,
     free: mpsc::Sender<ChunkBuf>,
     idle: Duration,
     operation: &'static str,
-    shared: &Arc<Shared>,
-) -> Result<WriteEnd, JobError> {
+    metrics: &Metrics,
+) -> Result<Option<Done>, JobError> {
     let mut bytes_out = 0u64;
-    let mut end = WriteEnd {
-        done: None,
-        error_sent: false,
-    };
+    let mut sent = None;
     let stalled = |_| JobError::Timeout {
         what: "client is not reading the output",
         limit: idle,
@@ -497,16 +479,14 @@ async fn write_stage<W: AsyncWrite + Unpin>(
                     .await
                     .map_err(stalled)??;
                 bytes_out += header.len() as u64;
-                shared
-                    .metrics
-                    .add_output_bytes(operation, header.len() as u64);
+                metrics.add_output_bytes(operation, header.len() as u64);
             }
             Output::Bytes(buf) => {
                 timeout(idle, writer.send_data(buf.as_slice()))
                     .await
                     .map_err(stalled)??;
                 bytes_out += buf.len() as u64;
-                shared.metrics.add_output_bytes(operation, buf.len() as u64);
+                metrics.add_output_bytes(operation, buf.len() as u64);
                 let _ = free.try_send(buf);
             }
             Output::Done(mut done) => {
@@ -514,17 +494,11 @@ async fn write_stage<W: AsyncWrite + Unpin>(
                 timeout(idle, writer.send(&Message::Done(done)))
                     .await
                     .map_err(stalled)??;
-                end.done = Some(done);
-            }
-            Output::Failed(frame) => {
-                timeout(idle, writer.send(&Message::Error(frame)))
-                    .await
-                    .map_err(stalled)??;
-                end.error_sent = true;
+                sent = Some(done);
             }
         }
     }
-    Ok(end)
+    Ok(sent)
 }
 
 /// Derives key and IV from a password (key source 1) on the worker pool, a
@@ -537,7 +511,8 @@ async fn derive_in_slices(
     salt: [u8; SALT_LEN],
     iterations: u32,
     cancel: &CancellationToken,
-    shared: &Arc<Shared>,
+    pool: &WorkerPool,
+    shutdown: &Shutdown,
 ) -> Result<(DerivedKey, Duration), JobError> {
     let mut derivation = SlicedPbkdf2::new(&password, &salt, iterations);
     drop(password);
@@ -546,11 +521,10 @@ async fn derive_in_slices(
         if cancel.is_cancelled() {
             return Err(JobError::Aborted);
         }
-        if shared.shutdown.is_aborting() {
+        if shutdown.is_aborting() {
             return Err(JobError::ShuttingDown);
         }
-        let timed = shared
-            .pool
+        let timed = pool
             .run(move || {
                 let derived = derivation.run(SLICE_ITERATIONS);
                 (derivation, derived)

@@ -10,6 +10,8 @@
 //! * [`config`]: settings from flags, a TOML file and the environment.
 //! * [`defaults`]: every setting's default, as a named constant and as shown.
 //! * [`server`]: the listener, accept loop and graceful shutdown.
+//! * [`shared`]: what every connection shares, and the narrow view of it
+//!   a job's stages get.
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
@@ -52,6 +54,7 @@ pub mod proxy;
 pub mod readiness;
 pub mod server;
 pub mod session;
+pub mod shared;
 pub mod shutdown;
 
 pub use config::{Config, ConfigLayer};

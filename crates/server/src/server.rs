@@ -1,54 +1,22 @@
 //! The listener: accepts connections and runs the graceful shutdown.
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aesd_proto::ErrorCode;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
-use crate::admission::{Admission, PerClientCaps};
-use crate::auth::FailureThrottle;
-use crate::client_key::ClientKey;
 use crate::config::Config;
-use crate::limits::ConnectionLimits;
-use crate::metrics::{self, LiveCollector, Metrics};
-use crate::pool::WorkerPool;
+use crate::error::JobError;
+use crate::metrics;
 use crate::proxy;
 use crate::session;
-use crate::shutdown::Shutdown;
-
-/// State every connection shares.
-pub struct Shared {
-    /// Effective settings.
-    pub config: Config,
-    /// CPU workers.
-    pub pool: Arc<WorkerPool>,
-    /// Admission queue.
-    pub admission: Arc<Admission>,
-    /// Shutdown stages.
-    pub shutdown: Shutdown,
-    /// Name and version sent in the welcome frame.
-    pub name: String,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
-    /// Open connection counts and caps.
-    pub connections: Arc<ConnectionLimits>,
-    /// Delays for failed authentications, per client address.
-    pub auth_failures: FailureThrottle,
-}
-
-impl Shared {
-    /// The key the per-client limits know `addr` by (`client-ipv6-prefix`).
-    pub fn client_key(&self, addr: IpAddr) -> ClientKey {
-        ClientKey::of(addr, self.config.client_ipv6_prefix)
-    }
-}
+use crate::shared::Shared;
 
 /// The server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -99,34 +67,7 @@ impl Server {
             ),
             None => None,
         };
-        let pool =
-            WorkerPool::new(config.workers, crate::cipher::LANES).map_err(ServerError::Workers)?;
-        let admission = Admission::new(
-            config.max_active,
-            config.max_queue,
-            PerClientCaps {
-                active: config.max_active_per_client,
-                waiting: config.max_queued_per_client,
-            },
-        );
-        let metrics = Metrics::new(LiveCollector {
-            admission: Arc::clone(&admission),
-            pool: Arc::clone(&pool),
-            limits: (config.max_active, config.max_queue),
-            sensor: config.temperature.resolve(),
-        });
-        let connections =
-            ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
-        let shared = Arc::new(Shared {
-            pool,
-            admission,
-            shutdown: Shutdown::new(),
-            name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
-            auth_failures: FailureThrottle::new(config.auth_failure_delay),
-            config,
-            metrics,
-            connections,
-        });
+        let shared = Arc::new(Shared::new(config).map_err(ServerError::Workers)?);
         Ok(Server {
             listener,
             metrics_listener,
@@ -185,12 +126,11 @@ impl Server {
                             tracker.spawn(session::serve(stream, peer, Arc::clone(&shared), slot));
                         }
                         Err(refused) => {
-                            shared.metrics.error("busy");
                             tracker.spawn(session::refuse(
                                 stream,
                                 peer,
-                                ErrorCode::Busy,
-                                refused.to_string(),
+                                JobError::ConnectionsFull(refused),
+                                Arc::clone(&shared.metrics),
                             ));
                         }
                     },

@@ -5,38 +5,71 @@
 //! discards the client's remaining input up to its end frame and waits for
 //! the next begin. Protocol violations, timeouts and shutdown close the
 //! connection after the error frame.
+//!
+//! The session is the only place that tells a client about an error:
+//! [`report`] counts it (`aesd_errors_total{kind}`), logs it and sends
+//! its one error frame, for a failed job, a closing connection and a
+//! connection refused before its session ([`refuse`]) alike.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
-use aesd_proto::{FrameError, FrameKind, FrameReader, FrameWriter, Message, Welcome};
+use aesd_proto::{FrameError, FrameKind, FrameReader, FrameWriter, Message, ProtoError, Welcome};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at};
 use tracing::{debug, info, warn};
 
-use std::time::Duration;
-
-use aesd_proto::{ErrorCode, ErrorFrame, ProtoError};
-use tokio::io::AsyncWriteExt;
-
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, Metered};
 use crate::job;
 use crate::limits::ConnectionSlot;
+use crate::metrics::Metrics;
 use crate::proxy::ProxyError;
-use crate::server::Shared;
+use crate::shared::Shared;
+
+/// How long a refused connection is given to take its error frame.
+const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 
 /// Answers a connection refused before its session (over the connection
-/// caps: `busy`; a bad PROXY header) with an error frame and closes it.
-pub async fn refuse(mut stream: TcpStream, peer: SocketAddr, code: ErrorCode, message: String) {
-    debug!(%peer, "refused ({}): {message}", code.name());
-    let frame = Message::Error(ErrorFrame::new(code, message));
-    if let Ok(bytes) = frame.to_bytes() {
-        let _ = timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+/// caps: `busy`; a bad PROXY header) with an error frame and closes it. A
+/// connection that closed before sending anything is only counted.
+pub async fn refuse(stream: TcpStream, peer: SocketAddr, error: JobError, metrics: Arc<Metrics>) {
+    let mut writer = FrameWriter::new(stream);
+    report(&mut writer, peer, &error, REFUSAL_WRITE_LIMIT, &metrics).await;
+    let _ = writer.shutdown().await;
+}
+
+/// The one way an error reaches the client: counts it, logs it, and sends
+/// its error frame (within `limit`) unless the client cannot take it (the
+/// transport failed, or it left before a byte). Whether the connection
+/// closes afterwards is the caller's to follow from
+/// [`JobError::closes_connection`]. Returns whether the frame was sent.
+async fn report<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter<W>,
+    peer: SocketAddr,
+    error: &JobError,
+    limit: Duration,
+    metrics: &Metrics,
+) -> bool {
+    metrics.error(error.kind());
+    match error {
+        JobError::ShuttingDown => debug!(%peer, "closed for shutdown"),
+        JobError::ClientGone => debug!(%peer, "client left"),
+        error if !error.closes_connection() => {
+            info!(%peer, code = %error.code(), "job failed: {error}");
+        }
+        error => warn!(%peer, code = %error.code(), "connection closed: {error}"),
     }
-    let _ = stream.shutdown().await;
+    if !error.peer_reachable() {
+        return false;
+    }
+    matches!(
+        timeout(limit, writer.send(&Message::Error(error.to_frame()))).await,
+        Ok(Ok(()))
+    )
 }
 
 /// Serves one accepted connection until it closes; `_slot` holds its place
@@ -65,48 +98,22 @@ where
     let input = ByteCounter::default();
     let mut reader = FrameReader::new(Metered::new(read, input.clone()), shared.config.chunk_size);
     let mut writer = FrameWriter::new(write);
-    if let Err(Close { error, client_told }) =
-        run(&mut reader, &mut writer, peer, &input, shared).await
-    {
-        shared.metrics.error(error.kind());
-        if !client_told && error.peer_reachable() {
-            let _ = timeout(
-                shared.config.handshake_timeout,
-                writer.send(&Message::Error(error.to_frame())),
-            )
-            .await;
-        }
-        match error {
-            JobError::ShuttingDown => debug!(%peer, "closed for shutdown"),
-            JobError::ClientGone => debug!(%peer, "client left"),
-            error => warn!(%peer, code = %error.code(), "connection closed: {error}"),
-        }
+    if let Err(error) = run(&mut reader, &mut writer, peer, &input, shared).await {
+        let limit = shared.config.handshake_timeout;
+        report(&mut writer, peer, &error, limit, &shared.metrics).await;
     }
     let _ = writer.shutdown().await;
 }
 
-/// Why a connection is closed, and whether the client was already told.
-struct Close {
-    error: JobError,
-    client_told: bool,
-}
-
-impl<E: Into<JobError>> From<E> for Close {
-    fn from(error: E) -> Self {
-        Close {
-            error: error.into(),
-            client_told: false,
-        }
-    }
-}
-
+/// Runs the connection until it ends: `Ok` when the client closed it
+/// between jobs, else the error that closes it (not yet reported).
 async fn run<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
     peer: SocketAddr,
     input: &ByteCounter,
     shared: &Arc<Shared>,
-) -> Result<(), Close>
+) -> Result<(), JobError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -134,7 +141,7 @@ where
             other => other,
         })?;
     if hello.version != PROTOCOL_VERSION {
-        return Err(JobError::UnsupportedVersion(hello.version).into());
+        return Err(JobError::UnsupportedVersion(hello.version));
     }
     writer
         .send(&Message::Welcome(Welcome {
@@ -155,7 +162,7 @@ where
         let deadline = tokio::time::Instant::now() + config.idle_timeout;
         let header = tokio::select! {
             biased;
-            () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown.into()),
+            () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown),
             header = timeout_at(deadline, reader.next_header()) => header,
         };
         let header = header.map_err(|_| JobError::Timeout {
@@ -177,8 +184,7 @@ where
             return Err(JobError::UnexpectedFrame {
                 got: header.kind.name(),
                 state: "before begin (a job starts with a begin frame)",
-            }
-            .into());
+            });
         }
         let body = timeout_at(deadline, reader.read_body(header))
             .await
@@ -187,19 +193,20 @@ where
                 limit: config.idle_timeout,
             })?;
         let Message::Begin(begin) = body.map_err(JobError::from)? else {
-            return Err(JobError::Internal("begin frame decoded as another kind".into()).into());
+            return Err(JobError::Internal(
+                "begin frame decoded as another kind".into(),
+            ));
         };
         if jobs_run >= config.max_jobs_per_connection {
             return Err(JobError::TooManyJobs {
                 limit: config.max_jobs_per_connection,
-            }
-            .into());
+            });
         }
         jobs_run += 1;
         let operation = begin.operation;
         let began = std::time::Instant::now();
         let client = shared.client_key(peer.ip());
-        let outcome = job::run(reader, writer, begin, client, input, shared).await;
+        let outcome = job::run(reader, writer, begin, client, input, shared.job_context()).await;
         shared.metrics.job_finished(
             operation.name(),
             match &outcome.result {
@@ -220,20 +227,14 @@ where
                 processing_ms = done.processing_us / 1000,
                 "job done"
             ),
+            Err(error) if error.closes_connection() => return Err(error),
             Err(error) => {
-                if error.closes_connection() {
-                    return Err(Close {
-                        error,
-                        client_told: outcome.error_sent,
+                let limit = config.idle_timeout;
+                if !report(writer, peer, &error, limit, &shared.metrics).await {
+                    return Err(JobError::Timeout {
+                        what: "sending a failed job's error frame",
+                        limit,
                     });
-                }
-                shared.metrics.error(error.kind());
-                info!(%peer, op = operation.name(), code = %error.code(), "job failed: {error}");
-                if !outcome.error_sent {
-                    writer
-                        .send(&Message::Error(error.to_frame()))
-                        .await
-                        .map_err(JobError::from)?;
                 }
                 if !outcome.input_finished {
                     discard_until_end(reader, shared).await?;

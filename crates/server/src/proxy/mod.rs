@@ -22,13 +22,14 @@ use std::time::Duration;
 
 use aesd_proto::ErrorCode;
 use tokio::net::TcpStream;
-use tracing::{debug, warn};
+use tracing::debug;
 
 pub use cidr::{Cidr, CidrError, TrustedProxies};
 pub use header::{HeaderError, ProxyHeader};
 
-use crate::server::Shared;
+use crate::error::JobError;
 use crate::session;
+use crate::shared::Shared;
 
 /// A connection's PROXY header was missing, wrong or not allowed.
 #[derive(Debug, thiserror::Error)]
@@ -113,14 +114,14 @@ pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>
         // Connected and closed without a byte: a port probe, not a
         // broken proxy.
         Err(ProxyError::Closed { got: 0, .. }) => {
-            shared.metrics.error("client_gone");
             debug!(%proxy, "closed before a PROXY header");
+            let metrics = Arc::clone(&shared.metrics);
+            session::refuse(stream, proxy, JobError::ClientGone, metrics).await;
             return;
         }
         Err(error) => {
-            shared.metrics.error(error.code().name());
-            warn!(%proxy, code = %error.code(), "connection refused: {error}");
-            session::refuse(stream, proxy, error.code(), error.to_string()).await;
+            let metrics = Arc::clone(&shared.metrics);
+            session::refuse(stream, proxy, JobError::Proxy(error), metrics).await;
             return;
         }
     };
@@ -129,9 +130,9 @@ pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>
     match shared.connections.admit(shared.client_key(client.ip())) {
         Ok(slot) => session::serve(stream, client, shared, slot).await,
         Err(refused) => {
-            shared.metrics.error("busy");
             debug!(%client, %proxy, "refused: {refused}");
-            session::refuse(stream, client, ErrorCode::Busy, refused.to_string()).await;
+            let metrics = Arc::clone(&shared.metrics);
+            session::refuse(stream, client, JobError::ConnectionsFull(refused), metrics).await;
         }
     }
 }
