@@ -9,6 +9,9 @@
 #   proxy_header   arbitrary connection starts through the PROXY protocol
 #                  header parser (v1 and v2); a header never takes bytes
 #                  past its end, re-encodes to the same addresses
+#   job_core       arbitrary inputs, in chunks of every size, through the
+#                  server's sans-I/O job core: an encryption decrypts back,
+#                  a file that decrypts re-encrypts to exactly itself
 #
 #   scripts/fuzz.sh                      # CI: 20 s per target
 #   scripts/fuzz.sh --time 600           # a longer run for a person
@@ -17,7 +20,7 @@
 # Options:
 #   --time SECS   fuzzing time per target; 0 = until stopped [20]
 #   --jobs N      parallel fuzzing processes per target [1]
-#   TARGET...     frame_decoder, session and/or proxy_header [all three]
+#   TARGET...     frame_decoder, session, proxy_header and/or job_core [all]
 #   -h, --help    this text
 #
 # Each run starts from a seed corpus written from the hex test vectors of
@@ -53,7 +56,7 @@ while (($#)); do
       sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
       exit 0
       ;;
-    frame_decoder | session | proxy_header) targets+=("$1") ;;
+    frame_decoder | session | proxy_header | job_core) targets+=("$1") ;;
     *)
       echo "fuzz.sh: unknown option or target '$1' (try --help)" >&2
       exit 2
@@ -69,7 +72,7 @@ done
   echo "fuzz.sh: --jobs must be at least 1" >&2
   exit 2
 }
-((${#targets[@]})) || targets=(frame_decoder session proxy_header)
+((${#targets[@]})) || targets=(frame_decoder session proxy_header job_core)
 
 apt_install python3 g++
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -122,6 +125,12 @@ seeds = {
         + bytes([192, 0, 2, 1, 10, 0, 0, 2]) + (40000).to_bytes(2, "big") + (7878).to_bytes(2, "big") + hello,
         "v2-local": b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00" + hello,
         "hello-only": hello,
+    },
+    # The first byte: bit 0 picks decryption, the rest the chunking.
+    "job_core": {
+        "encrypt-abc": b"\x00abc",
+        "decrypt-abc": b"\x01" + vectors["file-abc-iter10000"],
+        "decrypt-short": b"\x03Salted__",
     },
 }
 for target, named in seeds.items():

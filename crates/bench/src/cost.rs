@@ -12,7 +12,8 @@
 //!   PBKDF2-HMAC-SHA256) with `iterations`; `0` derives nothing.
 //! * [`Workload::Job`]: a whole encryption job as the server sees it: the
 //!   begin frame parsed by [`FrameReader`], the key derived by
-//!   [`JobCipher::start`] (random salt, `iterations` of PBKDF2), every data
+//!   [`JobCore::start_derived`] (random salt, `iterations` of PBKDF2): the
+//!   server's own job core, which its pipeline drives too; every data
 //!   frame's payload read into a [`ChunkBuf`], transformed in place and sent
 //!   back with [`FrameWriter::send_data`], then the padded last block and
 //!   the done frame. Input comes from memory and output goes to a sink, on
@@ -43,9 +44,11 @@ use aesd_proto::{
     Message, Operation, Password, Started,
 };
 use aesd_server::cipher::{
-    BLOCK, ChunkBuf, CipherError, DecryptStream, EncryptStream, JobCipher, decrypt_buffer,
-    derive_key, key,
+    BLOCK, ChunkBuf, CipherError, DecryptStream, EncryptStream, decrypt_buffer, derive_key, key,
 };
+use aesd_server::error::JobError;
+use aesd_server::job::core::JobCore;
+use aesd_server::shared::JobLimits;
 use tokio::io::AsyncWrite;
 
 use crate::{PASSWORD, SALT};
@@ -137,6 +140,13 @@ pub enum CostError {
         /// The cipher's error.
         source: CipherError,
     },
+    /// The job core refused the job or its input.
+    Job {
+        /// What was being done.
+        stage: &'static str,
+        /// The job's error.
+        source: JobError,
+    },
     /// Reading or writing a frame failed.
     Frame {
         /// What was being done.
@@ -186,6 +196,7 @@ impl fmt::Display for CostError {
                 write!(f, "decrypt needs a multiple of 16 bytes, not {bytes}")
             }
             CostError::Cipher { stage, source } => write!(f, "{stage}: {source}"),
+            CostError::Job { stage, source } => write!(f, "{stage}: {source}"),
             CostError::Frame { stage, source } => write!(f, "{stage}: {source}"),
             CostError::UnexpectedFrame { got, expected } => {
                 write!(f, "job input: got a {got} frame, expected {expected}")
@@ -205,6 +216,7 @@ impl std::error::Error for CostError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CostError::Cipher { source, .. } => Some(source),
+            CostError::Job { source, .. } => Some(source),
             CostError::Frame { source, .. } => Some(source),
             _ => None,
         }
@@ -411,7 +423,7 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
     output: W,
 ) -> Result<Done, CostError> {
     let frame_error = |stage| move |source| CostError::Frame { stage, source };
-    let cipher_error = |stage| move |source| CostError::Cipher { stage, source };
+    let job_error = |stage| move |source| CostError::Job { stage, source };
     let mut reader = FrameReader::new(input, chunk as u32);
     let mut writer = FrameWriter::new(output);
     let begin = match reader
@@ -433,13 +445,12 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
             });
         }
     };
-    let (mut cipher, header) =
-        JobCipher::start(begin.operation, &begin.key).map_err(cipher_error("start"))?;
+    let (mut core, header) =
+        JobCore::start_derived(begin, &job_limits(chunk)).map_err(job_error("start"))?;
     writer
         .send(&Message::Started(Started { queue_us: 0 }))
         .await
         .map_err(frame_error("send started"))?;
-    let mut bytes_in = 0u64;
     let mut bytes_out = 0u64;
     if let Some(header) = header {
         writer
@@ -464,8 +475,7 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
                     .read_payload(buf.payload_mut(header.len as usize))
                     .await
                     .map_err(frame_error("read data"))?;
-                bytes_in += u64::from(header.len);
-                cipher.update(&mut buf).map_err(cipher_error("update"))?;
+                core.update(&mut buf).map_err(job_error("update"))?;
                 writer
                     .send_data(buf.as_slice())
                     .await
@@ -488,7 +498,7 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
         }
     }
     let mut last = ChunkBuf::with_capacity(BLOCK);
-    cipher.finish(&mut last).map_err(cipher_error("finish"))?;
+    let bytes_in = core.finish(&mut last).map_err(job_error("finish"))?;
     writer
         .send_data(last.as_slice())
         .await
@@ -505,6 +515,19 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
         .await
         .map_err(frame_error("send done"))?;
     Ok(done)
+}
+
+/// What the workload's job may do: anything its input asks for (any
+/// iteration count, any size), as a server configured for it would allow.
+fn job_limits(chunk: usize) -> JobLimits {
+    JobLimits {
+        chunk_size: chunk as u32,
+        idle_timeout: std::time::Duration::MAX,
+        max_file_size: u64::MAX,
+        iterations: (0, u32::MAX),
+        min_input_rate: 0,
+        input_rate_window: std::time::Duration::MAX,
+    }
 }
 
 /// Polls a future that only does in-memory I/O to completion on this

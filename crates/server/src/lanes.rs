@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::cipher::{ChunkBuf, EncryptStream, encrypt_lanes};
+use crate::job::core::EncryptCore;
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
 
@@ -39,8 +40,8 @@ pub const SLICE_BYTES: usize = 2048;
 
 /// A job's chunk waiting for, or occupying, a lane.
 pub struct LaneJob {
-    /// The job's CBC chain.
-    pub stream: EncryptStream,
+    /// The job's encryption (its CBC chain).
+    pub core: EncryptCore,
     /// The chunk, encrypted in place.
     pub buf: ChunkBuf,
     /// When the job submitted it (its processing time starts here).
@@ -51,8 +52,8 @@ pub struct LaneJob {
 
 /// A chunk the engine has encrypted.
 pub struct LaneDone {
-    /// The job's CBC chain, continued.
-    pub stream: EncryptStream,
+    /// The job's encryption, its CBC chain continued.
+    pub core: EncryptCore,
     /// The encrypted chunk (whole blocks; the rest is carried in `stream`).
     pub buf: ChunkBuf,
     /// Submission to completion.
@@ -78,7 +79,7 @@ struct Lane {
 
 impl Lane {
     fn new(mut job: LaneJob) -> Self {
-        job.stream.begin_chunk(&mut job.buf);
+        job.core.begin_chunk(&mut job.buf);
         Lane { job, done: 0 }
     }
 
@@ -88,14 +89,14 @@ impl Lane {
 
     fn finish(self) {
         let LaneJob {
-            stream,
+            core,
             buf,
             submitted,
             reply,
         } = self.job;
         // A job that gave up (its connection failed) dropped the receiver.
         let _ = reply.send(LaneDone {
-            stream,
+            core,
             buf,
             elapsed: submitted.elapsed(),
         });
@@ -136,7 +137,7 @@ pub fn run(
                 let range = lane.done..lane.done + len;
                 lane.done += len;
                 (
-                    &mut lane.job.stream,
+                    lane.job.core.chain(),
                     &mut lane.job.buf.as_mut_slice()[range],
                 )
             })
@@ -153,8 +154,8 @@ mod tests {
     use super::*;
     use crate::cipher::{ChunkBuf, EncryptStream};
 
-    fn stream(seed: u8) -> EncryptStream {
-        EncryptStream::with_key(&[seed; 32], &[seed ^ 0x55; 16], &[seed; 8]).0
+    fn stream(seed: u8) -> EncryptCore {
+        EncryptCore::new(EncryptStream::with_key(&[seed; 32], &[seed ^ 0x55; 16], &[seed; 8]).0)
     }
 
     fn chunk(len: usize, seed: u8) -> ChunkBuf {
@@ -177,11 +178,11 @@ mod tests {
         out
     }
 
-    fn submit(stream: EncryptStream, buf: ChunkBuf) -> (LaneJob, oneshot::Receiver<LaneDone>) {
+    fn submit(core: EncryptCore, buf: ChunkBuf) -> (LaneJob, oneshot::Receiver<LaneDone>) {
         let (reply, done) = oneshot::channel();
         (
             LaneJob {
-                stream,
+                core,
                 buf,
                 submitted: Instant::now(),
                 reply,
@@ -199,7 +200,7 @@ mod tests {
             (2, &[16, 5000]),
             (3, &[33, 8192, 1]),
         ];
-        let mut streams: Vec<Option<EncryptStream>> =
+        let mut streams: Vec<Option<EncryptCore>> =
             plans.iter().map(|(seed, _)| Some(stream(*seed))).collect();
         let mut outputs = vec![Vec::new(); plans.len()];
         let rounds = plans.iter().map(|(_, lens)| lens.len()).max().unwrap_or(0);
@@ -223,7 +224,7 @@ mod tests {
             for (index, mut done) in receivers {
                 let done = done.try_recv().expect("every chunk handed back");
                 outputs[index].extend_from_slice(done.buf.as_slice());
-                streams[index] = Some(done.stream);
+                streams[index] = Some(done.core);
             }
         }
         for (index, (seed, lens)) in plans.iter().enumerate() {

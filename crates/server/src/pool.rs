@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::cipher::{ChunkBuf, EncryptStream};
+use crate::cipher::ChunkBuf;
+use crate::job::core::EncryptCore;
 use crate::lanes::{self, LaneDone, LaneJob, LaneStats};
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
@@ -150,23 +151,19 @@ impl WorkerPool {
     /// jobs' chunks; returns the stream and the encrypted chunk.
     pub async fn encrypt_chunk(
         &self,
-        stream: EncryptStream,
+        core: EncryptCore,
         buf: ChunkBuf,
-    ) -> Result<Timed<(EncryptStream, ChunkBuf)>, PoolError> {
+    ) -> Result<Timed<(EncryptCore, ChunkBuf)>, PoolError> {
         let (reply, done) = oneshot::channel();
         self.submit(Work::Lane(Box::new(LaneJob {
-            stream,
+            core,
             buf,
             submitted: Instant::now(),
             reply,
         })))?;
-        let LaneDone {
-            stream,
-            buf,
-            elapsed,
-        } = done.await.map_err(|_| PoolError)?;
+        let LaneDone { core, buf, elapsed } = done.await.map_err(|_| PoolError)?;
         Ok(Timed {
-            value: (stream, buf),
+            value: (core, buf),
             elapsed,
         })
     }

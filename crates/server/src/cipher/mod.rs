@@ -19,8 +19,7 @@ pub mod stream;
 pub use chunk::ChunkBuf;
 pub use key::{DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key, random_salt};
 pub use stream::{
-    CipherError, DecryptStream, EncryptStream, JobCipher, decrypt_buffer, encrypt_buffer,
-    encrypt_lanes,
+    CipherError, DecryptStream, EncryptStream, decrypt_buffer, encrypt_buffer, encrypt_lanes,
 };
 
 /// CBC chains the cipher encrypts together per call (the lane engine's

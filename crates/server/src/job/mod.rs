@@ -8,28 +8,26 @@
 //! ```
 //!
 //! The stages run concurrently in the connection's task, so output streams
-//! back while input still arrives. A job owns [`BUFFERS_PER_JOB`] chunk
+//! back while input still arrives. What the job does to its bytes (key,
+//! header, chunks, padding, counts) is [`core::JobCore`], without I/O. A job owns [`BUFFERS_PER_JOB`] chunk
 //! buffers, which circulate; when they are all in flight the read stage
 //! stops reading and TCP flow control slows the client down. Memory per
 //! job is therefore bounded whatever the file size.
 
+pub mod core;
+
 use std::time::{Duration, Instant};
 
-use aesd_proto::{
-    Begin, Done, FrameKind, FrameReader, FrameWriter, KeySource, Message, Operation, Queued,
-    Started,
-};
+use aesd_proto::{Begin, Done, FrameKind, FrameReader, FrameWriter, Message, Queued, Started};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
-use zeroize::Zeroizing;
 
+use self::core::{JobCore, KeyRequest, Start};
 use crate::admission::{Entry, Permit, TicketEvent};
 use crate::cipher::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
-use crate::cipher::{
-    BLOCK, ChunkBuf, DerivedKey, EncryptStream, HEADER_LEN, JobCipher, SALT_LEN, random_salt,
-};
+use crate::cipher::{BLOCK, ChunkBuf, DerivedKey, HEADER_LEN};
 use crate::client_key::ClientKey;
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
@@ -75,15 +73,8 @@ where
 {
     let received = Instant::now();
     let limits = ctx.limits;
-    if let KeySource::Password { iterations, .. } = &begin.key {
-        let (min, max) = limits.iterations;
-        if !(min..=max).contains(iterations) {
-            return JobOutcome::failed_before_start(JobError::IterationsOutOfRange {
-                got: *iterations,
-                min,
-                max,
-            });
-        }
+    if let Err(error) = JobCore::check(&begin, &limits) {
+        return JobOutcome::failed_before_start(error);
     }
     let _permit = match admit(reader, writer, client, ctx).await {
         Ok(permit) => permit,
@@ -97,10 +88,7 @@ where
         return JobOutcome::failed_before_start(error.into());
     }
 
-    let spec = CipherSpec {
-        operation: begin.operation,
-        key: begin.key,
-    };
+    let operation = begin.operation;
     let chunk = limits.chunk_size as usize;
     let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
     for _ in 0..BUFFERS_PER_JOB {
@@ -139,7 +127,7 @@ where
             result
         },
         async {
-            let result = cipher_stage(input_rx, output_tx, spec, queue_us, &cancel, ctx).await;
+            let result = cipher_stage(input_rx, output_tx, begin, queue_us, &cancel, ctx).await;
             cancel_on_error(result.is_err());
             result
         },
@@ -149,7 +137,7 @@ where
                 output_rx,
                 free_tx,
                 limits.idle_timeout,
-                begin.operation.name(),
+                operation.name(),
                 ctx.metrics,
             )
             .await;
@@ -215,12 +203,6 @@ where
             },
         }
     }
-}
-
-/// What the cipher stage needs to start.
-struct CipherSpec {
-    operation: aesd_proto::Operation,
-    key: KeySource,
 }
 
 enum Input {
@@ -320,49 +302,36 @@ async fn read_stage<R: AsyncRead + Unpin>(
     }
 }
 
-/// Derives the key, then transforms each chunk on the worker pool (an
-/// encryption through the lane engine) and passes it on; the padding and
-/// the done figures at the end. A failure ends the stage with its error.
+/// Starts the job's core (deriving an encryption's key in slices), then
+/// transforms each chunk on the worker pool (an encryption through the
+/// lane engine, beside other jobs') and passes it on; the padding and the
+/// done figures at the end. A failure ends the stage with its error.
 async fn cipher_stage(
     mut input: mpsc::Receiver<Input>,
     output: mpsc::Sender<Output>,
-    spec: CipherSpec,
+    begin: Begin,
     queue_us: u64,
     cancel: &CancellationToken,
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
     let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
+    let operation = begin.operation.name();
+    let limits = ctx.limits;
     let mut processing = Duration::ZERO;
-    let mut bytes_in = 0u64;
-    let derive = |password: Zeroizing<Vec<u8>>, salt: [u8; SALT_LEN], iterations: u32| {
-        derive_in_slices(password, salt, iterations, cancel, pool, shutdown)
-    };
-    let CipherSpec { operation, key } = spec;
-    let (mut cipher, header) = match (operation, key) {
+    let started = pool
+        .run(move || JobCore::start(begin, &limits))
+        .await
+        .map_err(|err| JobError::Internal(err.to_string()))?;
+    processing += started.elapsed;
+    let (mut core, header) = match started.value? {
+        Start::Ready { core, header } => (core, header),
         // Key source 1, encryption: PBKDF2 in slices, then the stream.
-        (
-            Operation::Encrypt,
-            KeySource::Password {
-                iterations,
-                password,
-            },
-        ) => {
-            let salt = random_salt()?;
-            let password = Zeroizing::new(password.as_bytes().to_vec());
-            let (derived, elapsed) = derive(password, salt, iterations).await?;
+        Start::DeriveKey(pending) => {
+            let (derived, elapsed) =
+                derive_in_slices(pending.request(), cancel, pool, shutdown).await?;
             processing += elapsed;
-            let (stream, header) = EncryptStream::with_key(&derived.key, &derived.iv, &salt);
-            (JobCipher::Encrypt(stream), Some(header))
-        }
-        // Key source 2 (no derivation), or a decryption whose key is
-        // derived once the salt has arrived (below).
-        (operation, key) => {
-            let started = pool
-                .run(move || JobCipher::start(operation, &key))
-                .await
-                .map_err(|err| JobError::Internal(err.to_string()))?;
-            processing += started.elapsed;
-            started.value?
+            let (core, header) = pending.keyed(&derived);
+            (core, Some(header))
         }
     };
     if let Some(header) = header {
@@ -379,32 +348,29 @@ async fn cipher_stage(
         };
         match next.ok_or(JobError::Aborted)? {
             Input::Chunk(mut buf) => {
-                bytes_in += buf.len() as u64;
-                metrics.add_input_bytes(operation.name(), buf.len() as u64);
-                // Key source 1, decryption: this chunk completes the header.
-                if let JobCipher::Decrypt(stream) = &mut cipher
-                    && let Some(salt) = stream.salt_needed(&buf)
-                    && let Some((password, iterations)) = stream.password()
-                {
-                    let password = Zeroizing::new(password.to_vec());
-                    let (derived, elapsed) = derive(password, salt, iterations).await?;
+                metrics.add_input_bytes(operation, buf.len() as u64);
+                // Key source 1, decryption: this chunk completes the salt.
+                if let Some(request) = core.key_request(&buf) {
+                    let salt = request.salt;
+                    let (derived, elapsed) =
+                        derive_in_slices(request, cancel, pool, shutdown).await?;
                     processing += elapsed;
-                    stream.provide_key(derived, salt);
+                    core.provide_key(derived, salt);
                 }
-                let timed = match cipher {
+                let timed = match core {
                     // Encryption goes to the lane engine, beside other jobs'.
-                    JobCipher::Encrypt(stream) => {
+                    JobCore::Encrypt(encrypt) => {
                         let timed = pool
-                            .encrypt_chunk(stream, buf)
+                            .encrypt_chunk(encrypt, buf)
                             .await
                             .map_err(|err| JobError::Internal(err.to_string()))?;
-                        let (stream, buf) = timed.value;
+                        let (encrypt, buf) = timed.value;
                         Timed {
-                            value: (JobCipher::Encrypt(stream), buf, Ok(())),
+                            value: (JobCore::Encrypt(encrypt), buf, Ok(())),
                             elapsed: timed.elapsed,
                         }
                     }
-                    decrypt @ JobCipher::Decrypt(_) => {
+                    decrypt @ JobCore::Decrypt(_) => {
                         let mut decrypt = decrypt;
                         pool.run(move || {
                             let result = decrypt.update(&mut buf);
@@ -416,7 +382,7 @@ async fn cipher_stage(
                 };
                 processing += timed.elapsed;
                 let (returned, buf, result) = timed.value;
-                cipher = returned;
+                core = returned;
                 result?;
                 output
                     .send(Output::Bytes(buf))
@@ -427,14 +393,14 @@ async fn cipher_stage(
                 let timed = pool
                     .run(move || {
                         let mut last = ChunkBuf::with_capacity(BLOCK);
-                        let result = cipher.finish(&mut last);
+                        let result = core.finish(&mut last);
                         (last, result)
                     })
                     .await
                     .map_err(|err| JobError::Internal(err.to_string()))?;
                 processing += timed.elapsed;
-                let (last, result) = timed.value;
-                result?;
+                let (last, bytes_in) = timed.value;
+                let bytes_in = bytes_in?;
                 output
                     .send(Output::Bytes(last))
                     .await
@@ -507,15 +473,12 @@ async fn write_stage<W: AsyncWrite + Unpin>(
 /// the failing stage reports why) or the server cuts running jobs off
 /// (`ShuttingDown`). Returns the key and the time spent on the pool.
 async fn derive_in_slices(
-    password: Zeroizing<Vec<u8>>,
-    salt: [u8; SALT_LEN],
-    iterations: u32,
+    request: KeyRequest<'_>,
     cancel: &CancellationToken,
     pool: &WorkerPool,
     shutdown: &Shutdown,
 ) -> Result<(DerivedKey, Duration), JobError> {
-    let mut derivation = SlicedPbkdf2::new(&password, &salt, iterations);
-    drop(password);
+    let mut derivation = SlicedPbkdf2::new(request.password, &request.salt, request.iterations);
     let mut elapsed = Duration::ZERO;
     loop {
         if cancel.is_cancelled() {

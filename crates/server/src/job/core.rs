@@ -1,0 +1,423 @@
+//! One job's state and transitions, without I/O: what the begin frame
+//! asks for and whether it may, which key derivation has to run and with
+//! what, the `Salted__` header, each chunk transformed in place, the
+//! padding at the end, and the figures of the done frame.
+//!
+//! The server's pipeline ([`super::run`]) drives it from its read, cipher
+//! and write stages (running the key derivation in slices and the
+//! encryption in the lane engine); the `cost` benchmark
+//! (`crates/bench/src/cost.rs`) drives the same transitions from memory,
+//! so what it counts is what the server runs.
+//!
+//! ```text
+//!  JobCore::start(begin) ──► Start::Ready { core, header }
+//!          │
+//!          └──► Start::DeriveKey(pending) ── keyed(derived) ──► (core, header)
+//!
+//!  core.key_request(chunk) ── provide_key ──┐   (decryption, key source 1)
+//!  core.update(chunk) … ◄───────────────────┘
+//!  core.finish(last) ──► bytes_in for the done frame
+//! ```
+
+use aesd_proto::{Begin, KeySource, Operation};
+use zeroize::Zeroizing;
+
+use crate::cipher::{
+    ChunkBuf, DecryptStream, DerivedKey, EncryptStream, HEADER_LEN, SALT_LEN, derive_key,
+    random_salt,
+};
+use crate::error::JobError;
+use crate::shared::JobLimits;
+
+/// A started job: its cipher and what it has taken in.
+pub enum JobCore {
+    /// Plaintext in, `openssl enc` file out.
+    Encrypt(EncryptCore),
+    /// `openssl enc` file in, plaintext out.
+    Decrypt(DecryptCore),
+}
+
+/// How a job starts.
+pub enum Start {
+    /// The stream can start; an encryption sends `header` first.
+    Ready {
+        /// The job.
+        core: JobCore,
+        /// The `Salted__` header (encryption only).
+        header: Option<[u8; HEADER_LEN]>,
+    },
+    /// An encryption with a password (key source 1): its key must be
+    /// derived first (slow: PBKDF2).
+    DeriveKey(PendingEncryption),
+}
+
+/// What a key derivation needs (PBKDF2-HMAC-SHA256 over the password and
+/// salt, `iterations` times).
+pub struct KeyRequest<'a> {
+    /// The password.
+    pub password: &'a [u8],
+    /// The file's salt.
+    pub salt: [u8; SALT_LEN],
+    /// The iteration count the client asked for.
+    pub iterations: u32,
+}
+
+/// An encryption waiting for its key (key source 1); the salt is drawn.
+pub struct PendingEncryption {
+    password: Zeroizing<Vec<u8>>,
+    salt: [u8; SALT_LEN],
+    iterations: u32,
+}
+
+impl PendingEncryption {
+    /// The derivation to run.
+    pub fn request(&self) -> KeyRequest<'_> {
+        KeyRequest {
+            password: &self.password,
+            salt: self.salt,
+            iterations: self.iterations,
+        }
+    }
+
+    /// The job, once `derived` (from [`PendingEncryption::request`]) is
+    /// known, and the header to send first.
+    pub fn keyed(self, derived: &DerivedKey) -> (JobCore, [u8; HEADER_LEN]) {
+        let (stream, header) = EncryptStream::with_key(&derived.key, &derived.iv, &self.salt);
+        (JobCore::Encrypt(EncryptCore::new(stream)), header)
+    }
+
+    /// Derives the key in one piece (no slices) and starts the job.
+    pub fn derive(self) -> (JobCore, [u8; HEADER_LEN]) {
+        let request = self.request();
+        let derived = derive_key(request.password, &request.salt, request.iterations);
+        self.keyed(&derived)
+    }
+}
+
+impl JobCore {
+    /// Whether `limits` allow the job `begin` asks for: a password's
+    /// iteration count must be within bounds. Cheap: checked before the job
+    /// queues for a slot.
+    pub fn check(begin: &Begin, limits: &JobLimits) -> Result<(), JobError> {
+        if let KeySource::Password { iterations, .. } = &begin.key {
+            let (min, max) = limits.iterations;
+            if !(min..=max).contains(iterations) {
+                return Err(JobError::IterationsOutOfRange {
+                    got: *iterations,
+                    min,
+                    max,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the job `begin` asks for, within `limits` (see
+    /// [`JobCore::check`]): an encryption with a password draws its salt
+    /// here and asks for its key; every other job is ready (a decryption
+    /// with a password derives its key once the file's salt has arrived:
+    /// [`JobCore::key_request`]). Builds key schedules: run it on a worker.
+    pub fn start(begin: Begin, limits: &JobLimits) -> Result<Start, JobError> {
+        JobCore::check(&begin, limits)?;
+        let Begin { operation, key, .. } = begin;
+        match key {
+            KeySource::Password {
+                password,
+                iterations,
+            } => {
+                let password = Zeroizing::new(password.as_bytes().to_vec());
+                Ok(match operation {
+                    Operation::Encrypt => Start::DeriveKey(PendingEncryption {
+                        password,
+                        salt: random_salt()?,
+                        iterations,
+                    }),
+                    Operation::Decrypt => Start::Ready {
+                        core: JobCore::Decrypt(DecryptCore::new(DecryptStream::new(
+                            &password, iterations,
+                        ))),
+                        header: None,
+                    },
+                })
+            }
+            KeySource::Derived(params) => Ok(match operation {
+                Operation::Encrypt => {
+                    let (stream, header) =
+                        EncryptStream::with_key(&params.key, &params.iv, &params.salt);
+                    Start::Ready {
+                        core: JobCore::Encrypt(EncryptCore::new(stream)),
+                        header: Some(header),
+                    }
+                }
+                Operation::Decrypt => Start::Ready {
+                    core: JobCore::Decrypt(DecryptCore::new(DecryptStream::with_key(
+                        &params.key,
+                        &params.iv,
+                        &params.salt,
+                    ))),
+                    header: None,
+                },
+            }),
+        }
+    }
+
+    /// Starts a job and, for an encryption with a password, derives its
+    /// key in one piece: the job and the header to send first.
+    pub fn start_derived(
+        begin: Begin,
+        limits: &JobLimits,
+    ) -> Result<(JobCore, Option<[u8; HEADER_LEN]>), JobError> {
+        Ok(match JobCore::start(begin, limits)? {
+            Start::Ready { core, header } => (core, header),
+            Start::DeriveKey(pending) => {
+                let (core, header) = pending.derive();
+                (core, Some(header))
+            }
+        })
+    }
+
+    /// For a decryption with a password whose key is not derived yet: the
+    /// derivation to run before `buf` is transformed, once `buf` completes
+    /// the file's salt. Hand the result to [`JobCore::provide_key`];
+    /// without it, `update` derives the key in one piece.
+    pub fn key_request(&self, buf: &ChunkBuf) -> Option<KeyRequest<'_>> {
+        let JobCore::Decrypt(core) = self else {
+            return None;
+        };
+        let salt = core.stream.salt_needed(buf)?;
+        let (password, iterations) = core.stream.password()?;
+        Some(KeyRequest {
+            password,
+            salt,
+            iterations,
+        })
+    }
+
+    /// The key derived for [`JobCore::key_request`]'s `salt`.
+    pub fn provide_key(&mut self, derived: DerivedKey, salt: [u8; SALT_LEN]) {
+        if let JobCore::Decrypt(core) = self {
+            core.stream.provide_key(derived, salt);
+        }
+    }
+
+    /// Takes `buf` in and transforms it in place: afterwards it holds the
+    /// output to send (possibly nothing).
+    pub fn update(&mut self, buf: &mut ChunkBuf) -> Result<(), JobError> {
+        match self {
+            JobCore::Encrypt(core) => {
+                core.update(buf);
+                Ok(())
+            }
+            JobCore::Decrypt(core) => core.update(buf),
+        }
+    }
+
+    /// Ends the input: the last output (an encryption's padded block; a
+    /// decryption's last plaintext, padding checked) into `last`, and the
+    /// bytes taken in, for the done frame.
+    pub fn finish(self, last: &mut ChunkBuf) -> Result<u64, JobError> {
+        match self {
+            JobCore::Encrypt(core) => Ok(core.finish(last)),
+            JobCore::Decrypt(core) => core.finish(last),
+        }
+    }
+}
+
+/// An encryption's CBC chain and the bytes it took in.
+pub struct EncryptCore {
+    stream: EncryptStream,
+    bytes_in: u64,
+}
+
+impl EncryptCore {
+    /// An encryption on `stream`, nothing taken in yet.
+    pub fn new(stream: EncryptStream) -> Self {
+        EncryptCore {
+            stream,
+            bytes_in: 0,
+        }
+    }
+
+    /// Takes `buf` in and leaves whole blocks of plaintext in it, carrying
+    /// the rest; they must then be encrypted, in order, through
+    /// [`EncryptCore::chain`] (the lane engine does it beside other jobs').
+    pub fn begin_chunk(&mut self, buf: &mut ChunkBuf) {
+        self.bytes_in += buf.len() as u64;
+        self.stream.begin_chunk(buf);
+    }
+
+    /// The CBC chain, for the lane engine.
+    pub fn chain(&mut self) -> &mut EncryptStream {
+        &mut self.stream
+    }
+
+    /// Takes `buf` in and encrypts it in place, alone.
+    pub fn update(&mut self, buf: &mut ChunkBuf) {
+        self.bytes_in += buf.len() as u64;
+        self.stream.update(buf);
+    }
+
+    /// The padded last block into `last`; the bytes taken in.
+    pub fn finish(self, last: &mut ChunkBuf) -> u64 {
+        self.stream.finish(last);
+        self.bytes_in
+    }
+}
+
+/// A decryption's stream and the bytes it took in.
+pub struct DecryptCore {
+    stream: DecryptStream,
+    bytes_in: u64,
+}
+
+impl DecryptCore {
+    fn new(stream: DecryptStream) -> Self {
+        DecryptCore {
+            stream,
+            bytes_in: 0,
+        }
+    }
+
+    fn update(&mut self, buf: &mut ChunkBuf) -> Result<(), JobError> {
+        self.bytes_in += buf.len() as u64;
+        Ok(self.stream.update(buf)?)
+    }
+
+    fn finish(self, last: &mut ChunkBuf) -> Result<u64, JobError> {
+        self.stream.finish(last)?;
+        Ok(self.bytes_in)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use aesd_proto::{Format, Password};
+
+    use super::*;
+    use crate::cipher::{decrypt_buffer, encrypt_buffer};
+
+    const LIMITS: JobLimits = JobLimits {
+        chunk_size: 4096,
+        idle_timeout: Duration::from_secs(60),
+        max_file_size: 1 << 20,
+        iterations: (10, 100),
+        min_input_rate: 0,
+        input_rate_window: Duration::from_secs(10),
+    };
+
+    fn begin(operation: Operation, iterations: u32) -> Begin {
+        Begin {
+            operation,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Password {
+                password: Password::new(b"core".to_vec()),
+                iterations,
+            },
+        }
+    }
+
+    /// Runs `input` through `core` in chunks of `chunk` bytes, deriving a
+    /// decryption's key when asked, as the pipeline does.
+    fn run(
+        mut core: JobCore,
+        header: Option<[u8; HEADER_LEN]>,
+        input: &[u8],
+        chunk: usize,
+    ) -> (Vec<u8>, u64) {
+        let mut out = header.map(|h| h.to_vec()).unwrap_or_default();
+        for piece in input.chunks(chunk) {
+            let mut buf = ChunkBuf::with_capacity(chunk);
+            buf.payload_mut(piece.len()).copy_from_slice(piece);
+            if let Some(request) = core.key_request(&buf) {
+                let derived = derive_key(request.password, &request.salt, request.iterations);
+                let salt = request.salt;
+                core.provide_key(derived, salt);
+            }
+            core.update(&mut buf).expect("update");
+            out.extend_from_slice(buf.as_slice());
+        }
+        let mut last = ChunkBuf::with_capacity(16);
+        let bytes_in = core.finish(&mut last).expect("finish");
+        out.extend_from_slice(last.as_slice());
+        (out, bytes_in)
+    }
+
+    #[test]
+    fn iteration_counts_outside_the_limits_are_refused_before_anything_runs() {
+        for iterations in [9, 101] {
+            let err = JobCore::check(&begin(Operation::Encrypt, iterations), &LIMITS)
+                .expect_err("out of range");
+            assert!(
+                matches!(err, JobError::IterationsOutOfRange { got, min: 10, max: 100 } if got == iterations)
+            );
+            assert!(JobCore::start(begin(Operation::Decrypt, iterations), &LIMITS).is_err());
+        }
+        assert!(JobCore::check(&begin(Operation::Encrypt, 10), &LIMITS).is_ok());
+    }
+
+    #[test]
+    fn an_encryption_with_a_password_asks_for_its_key_then_writes_the_openssl_format() {
+        let plain: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let Start::DeriveKey(pending) =
+            JobCore::start(begin(Operation::Encrypt, 12), &LIMITS).expect("start")
+        else {
+            panic!("an encryption with a password needs its key first");
+        };
+        let request = pending.request();
+        assert_eq!((request.password, request.iterations), (&b"core"[..], 12));
+        let salt = request.salt;
+        let derived = derive_key(request.password, &request.salt, request.iterations);
+        let (core, header) = pending.keyed(&derived);
+        let (file, bytes_in) = run(core, Some(header), &plain, 777);
+        assert_eq!(bytes_in, plain.len() as u64);
+        assert_eq!(file, encrypt_buffer(b"core", &salt, 12, &plain, 4096));
+        assert_eq!(
+            decrypt_buffer(b"core", 12, &file, 100).expect("decrypts"),
+            plain
+        );
+    }
+
+    #[test]
+    fn a_decryption_with_a_password_asks_for_its_key_once_the_salt_is_in() {
+        let plain = b"the job core, decrypting".repeat(40);
+        let file = encrypt_buffer(b"core", &[5; SALT_LEN], 20, &plain, 64);
+        let Start::Ready { core, header: None } =
+            JobCore::start(begin(Operation::Decrypt, 20), &LIMITS).expect("start")
+        else {
+            panic!("a decryption starts at once, with no header");
+        };
+        // 10 bytes: not the whole salt yet; the next chunk completes it.
+        let mut buf = ChunkBuf::with_capacity(16);
+        buf.payload_mut(10).copy_from_slice(&file[..10]);
+        assert!(core.key_request(&buf).is_none());
+        let (out, bytes_in) = run(core, None, &file, 10);
+        assert_eq!((out, bytes_in), (plain.clone(), file.len() as u64));
+        // Without provide_key, update derives the key in one piece.
+        let (core, _) =
+            JobCore::start_derived(begin(Operation::Decrypt, 20), &LIMITS).expect("start");
+        let mut whole = ChunkBuf::with_capacity(file.len());
+        whole.payload_mut(file.len()).copy_from_slice(&file);
+        let mut core = core;
+        core.update(&mut whole).expect("update");
+        let mut last = ChunkBuf::with_capacity(16);
+        let mut out = whole.as_slice().to_vec();
+        core.finish(&mut last).expect("finish");
+        out.extend_from_slice(last.as_slice());
+        assert_eq!(out, plain);
+    }
+
+    #[test]
+    fn a_wrong_password_fails_at_the_end_as_decrypt_failed() {
+        let file = encrypt_buffer(b"other", &[6; SALT_LEN], 20, &[1u8; 64], 64);
+        let (mut core, _) =
+            JobCore::start_derived(begin(Operation::Decrypt, 20), &LIMITS).expect("start");
+        let mut buf = ChunkBuf::with_capacity(file.len());
+        buf.payload_mut(file.len()).copy_from_slice(&file);
+        core.update(&mut buf).expect("blocks decrypt to something");
+        let mut last = ChunkBuf::with_capacity(16);
+        let err = core.finish(&mut last).expect_err("padding");
+        assert_eq!(err.code(), aesd_proto::ErrorCode::DecryptFailed);
+    }
+}
