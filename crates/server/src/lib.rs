@@ -15,7 +15,9 @@
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
-//! * [`job`]: one job: admission, then the read → cipher → write pipeline.
+//! * [`job`]: one job: admission, then the read → cipher → write pipeline;
+//!   [`job::core`], the job's state and transitions without I/O (also
+//!   driven by the `cost` benchmark and a fuzz target).
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
 //! * [`client_key`]: who a client is for the per-client limits (an IPv4

@@ -146,9 +146,9 @@ impl WorkerPool {
         })
     }
 
-    /// Encrypts one chunk of a job's CBC chain (as
-    /// [`EncryptStream::update`]) on a worker, in a lane beside other
-    /// jobs' chunks; returns the stream and the encrypted chunk.
+    /// Encrypts one chunk of a job's encryption (as
+    /// [`EncryptCore::update`]) on a worker, in a lane beside other
+    /// jobs' chunks; returns the job's encryption and the encrypted chunk.
     pub async fn encrypt_chunk(
         &self,
         core: EncryptCore,
