@@ -9,7 +9,7 @@ t_systemd_hardening() {
 		'CapabilityBoundingSet=' 'MemoryDenyWriteExecute=yes' 'LockPersonality=yes' \
 		'SystemCallFilter=@system-service' \
 		'ExecStartPre=/usr/local/bin/aesd --check-config /etc/aesd/aesd.toml' \
-		'ExecStart=/usr/local/bin/aesd --config /etc/aesd/aesd.toml' 'Type=notify'; do
+		'ExecStart=/usr/local/bin/aesd --config /etc/aesd/aesd.toml' 'Type=notify' 'LimitCORE=0'; do
 		grep -qxF "$key" "$unit" || die "missing: $key"
 	done
 }

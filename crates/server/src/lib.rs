@@ -35,6 +35,7 @@
 //! * [`error`]: why a job failed and what the client is told.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
+//! * [`secrets`]: no core dumps (a crash leaves no passwords or keys on disk).
 //! * [`readiness`]: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
 
@@ -54,6 +55,7 @@ pub mod metrics;
 pub mod pool;
 pub mod proxy;
 pub mod readiness;
+pub mod secrets;
 pub mod server;
 pub mod session;
 pub mod shared;

@@ -17,6 +17,9 @@ fn main() -> ExitCode {
         eprintln!("aesd: cannot install the AES instruction emulator");
         return ExitCode::FAILURE;
     }
+    // Before any secret is read (the token file, a job's password): a
+    // crash must not leave them in a core file.
+    let core_dumps = aesd_server::secrets::disable_core_dumps();
     let cli = Cli::parse_with_defaults();
     if let Some(path) = &cli.check_config {
         return check_config(path);
@@ -51,6 +54,9 @@ fn main() -> ExitCode {
         .init();
     for warning in config.warnings() {
         tracing::warn!("{warning}");
+    }
+    if let Err(err) = core_dumps {
+        tracing::warn!("{err}: a crash may leave secrets in a core file");
     }
     info!(
         aes = backend.engine.name(),

@@ -1,7 +1,8 @@
 //! Graceful shutdown of the real `aesd` process on SIGTERM: it stops
 //! accepting, lets a running job finish within the grace period, cuts off
 //! a job that outlives it with a ShuttingDown error (never a silent
-//! truncation), and exits 0.
+//! truncation), and exits 0; SIGINT does the same, and jobs still queued
+//! are told `shutting_down` at once. Also: aesd runs with core dumps off.
 
 use std::path::Path;
 use std::time::Duration;
@@ -91,4 +92,89 @@ async fn a_job_outliving_the_grace_period_gets_a_shutting_down_error() {
         .expect("wait");
     assert_eq!(code, Some(0), "log:\n{log}");
     drop(feed);
+}
+
+/// SIGINT (Ctrl-C in a terminal) is the same graceful shutdown as SIGTERM,
+/// and jobs still queued for a slot are told `shutting_down` at once while
+/// the running one finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_tells_queued_jobs_and_lets_the_running_one_finish() {
+    let mut aesd = AesdProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_aesd")),
+        &[
+            "--shutdown-grace",
+            "20",
+            "--workers",
+            "1",
+            "--max-active",
+            "1",
+            "--max-active-per-client",
+            "1",
+        ],
+    );
+    let addr = aesd.addr.to_string();
+    let data = pattern_bytes(21, SIZE);
+    let (mut feed, mut input) = tokio::io::duplex(1 << 16);
+    let running = tokio::spawn({
+        let addr = addr.clone();
+        async move {
+            let mut client = Client::connect(&addr).await.expect("connect");
+            let mut sink = VerifyingSink::new(b"shutdown", 1000, Pattern::new(21), SIZE as u64);
+            let report = client.run_job(&spec(), &mut input, &mut sink).await;
+            (report, sink.finish())
+        }
+    });
+    feed.write_all(&data[..SIZE / 2]).await.expect("first half");
+    // Two more jobs queue behind the running one (one slot).
+    let mut queued = Vec::new();
+    let mut queued_feeds = Vec::new();
+    for _ in 0..2 {
+        let (feed, mut input) = tokio::io::duplex(1 << 16);
+        queued_feeds.push(feed);
+        let addr = addr.clone();
+        queued.push(tokio::spawn(async move {
+            let mut client = Client::connect(&addr).await.expect("connect");
+            client.run_job(&spec(), &mut input, &mut Vec::new()).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    aesd.signal("INT");
+    for job in queued {
+        let result = tokio::time::timeout(Duration::from_secs(10), job)
+            .await
+            .expect("a queued job is told at once")
+            .expect("task");
+        let err = result.expect_err("a queued job does not run after shutdown begins");
+        assert_eq!(err.server_code(), Some(ErrorCode::ShuttingDown), "{err}");
+    }
+    feed.write_all(&data[SIZE / 2..])
+        .await
+        .expect("second half");
+    drop(feed);
+    let (report, verified) = running.await.expect("task");
+    let report = report.expect("the running job completes");
+    assert_eq!(report.bytes_sent, SIZE as u64);
+    assert_eq!(verified, Ok(SIZE as u64));
+    let log = aesd.log().join("\n");
+    assert!(log.contains("SIGINT received"), "log:\n{log}");
+    let code = tokio::task::spawn_blocking(move || aesd.wait_exit(Duration::from_secs(10)))
+        .await
+        .expect("wait");
+    assert_eq!(code, Some(0), "log:\n{log}");
+    drop(queued_feeds);
+}
+
+/// The running aesd writes no core file, whatever limit it was started
+/// with (secrets stay out of core dumps).
+#[test]
+fn aesd_runs_with_core_dumps_off() {
+    let aesd = AesdProcess::start(Path::new(env!("CARGO_BIN_EXE_aesd")), &[]);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", aesd.pid())).expect("limits");
+    let core = limits
+        .lines()
+        .find(|line| line.starts_with("Max core file size"))
+        .expect("a core file size line");
+    let fields: Vec<&str> = core.split_whitespace().collect();
+    assert_eq!(&fields[4..6], ["0", "0"], "{core}");
 }
