@@ -109,6 +109,10 @@ impl Server {
                 metrics_listener,
                 Arc::clone(&shared.metrics),
                 shared.shutdown.clone(),
+                metrics::http::Admission {
+                    connections: Arc::clone(&shared.connections),
+                    ipv6_prefix: shared.config.client_ipv6_prefix,
+                },
             ));
         }
         tokio::pin!(signal);

@@ -1,0 +1,82 @@
+//! The `/metrics` endpoint under abuse: idle scrapers hold at most
+//! `MAX_CONNECTIONS` places (the next one gets 503 at once, the job port
+//! serves on), and its connections count under the server's connection cap.
+
+use std::time::Duration;
+
+use aesd_proto::Operation;
+use aesd_server::ConfigLayer;
+use aesd_server::metrics::http::MAX_CONNECTIONS;
+use aesd_testkit::{encrypt_verified, job_spec, start_server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Sends a scrape on `stream` and reads the whole response (the server
+/// closes after it), within 10 s.
+async fn scrape(mut stream: TcpStream) -> String {
+    let _ = stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
+        .await;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_scrapers_hold_at_most_the_cap_and_the_job_port_serves_on() {
+    let server = start_server(ConfigLayer {
+        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let metrics = server.metrics_addr().expect("metrics port");
+    let mut idle = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        idle.push(TcpStream::connect(metrics).await.expect("connect"));
+    }
+    // Give the server time to accept them all.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = scrape(TcpStream::connect(metrics).await.expect("connect")).await;
+    assert!(
+        refused.starts_with("HTTP/1.1 503 Service Unavailable"),
+        "{refused}"
+    );
+    assert!(refused.contains("scrapes are being served"), "{refused}");
+    let addr = server.addr().to_string();
+    encrypt_verified(&addr, &job_spec(Operation::Encrypt, "pw"), 1, 100_000)
+        .await
+        .expect("the job port serves while scrapers idle");
+    // One idle scraper leaves: its place is free again.
+    drop(idle.pop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let served = scrape(TcpStream::connect(metrics).await.expect("connect")).await;
+    assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
+    assert!(
+        served.contains("aesd_errors_total{kind=\"busy\"} 1"),
+        "{served}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrapes_count_under_the_servers_connection_cap() {
+    let server = start_server(ConfigLayer {
+        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        max_connections: Some(1),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let metrics = server.metrics_addr().expect("metrics port");
+    let _held = TcpStream::connect(metrics).await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = scrape(TcpStream::connect(metrics).await.expect("connect")).await;
+    assert!(
+        refused.starts_with("HTTP/1.1 503 Service Unavailable"),
+        "{refused}"
+    );
+    assert!(refused.contains("too many connections"), "{refused}");
+    server.shutdown().await;
+}
