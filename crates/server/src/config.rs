@@ -132,6 +132,14 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_rate_window: Option<f64>,
 
+    /// PBKDF2 iterations one client may make aesd run per minute (jobs
+    /// with key source 1, where the client sends its password); a begin
+    /// over the budget gets busy and is told when to retry. A job larger
+    /// than the budget needs a full minute's worth. 0 turns it off
+    #[arg(long, value_name = "ITERATIONS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kdf_budget: Option<u64>,
+
     /// Largest input one job may send, in bytes; past this the job fails with
     /// limit_exceeded
     #[arg(long, value_name = "BYTES")]
@@ -296,6 +304,8 @@ pub struct Config {
     pub min_input_rate: u32,
     /// Waiting time over which the input rate is measured.
     pub input_rate_window: Duration,
+    /// PBKDF2 iterations per client and minute (0: no budget).
+    pub kdf_budget: u64,
     /// Largest input of one job, in bytes.
     pub max_file_size: u64,
     /// Jobs per connection.
@@ -471,6 +481,7 @@ impl Config {
                 layer.input_rate_window,
                 defaults::INPUT_RATE_WINDOW_SECS,
             )?,
+            kdf_budget: layer.kdf_budget.unwrap_or(defaults::KDF_BUDGET),
             max_file_size: layer.max_file_size.unwrap_or(defaults::MAX_FILE_SIZE),
             max_jobs_per_connection: layer
                 .max_jobs_per_connection
@@ -627,6 +638,7 @@ impl Config {
             max_queued_per_client: Some(self.max_queued_per_client),
             min_input_rate: Some(self.min_input_rate),
             input_rate_window: Some(self.input_rate_window.as_secs_f64()),
+            kdf_budget: Some(self.kdf_budget),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             token_file: self

@@ -50,6 +50,9 @@ pub const CLIENT_IPV6_PREFIX: u8 = crate::client_key::DEFAULT_IPV6_PREFIX;
 pub const MIN_INPUT_RATE: u32 = 1024;
 /// Seconds of waiting over which the input rate is measured.
 pub const INPUT_RATE_WINDOW_SECS: f64 = 10.0;
+/// PBKDF2 iterations (key source 1) one client may make aesd run per
+/// minute: one `max-iter` job, or ten jobs at openssl's 10 000.
+pub const KDF_BUDGET: u64 = 100_000;
 
 /// Jobs one client may have processed at once: all slots but one, so one
 /// client (an attacker's stalled jobs, or a load test from one host) can
@@ -87,6 +90,7 @@ pub fn shown() -> Vec<(&'static str, String)> {
         ("max-queued-per-client", "max-queue".to_owned()),
         ("min-input-rate", MIN_INPUT_RATE.to_string()),
         ("input-rate-window", INPUT_RATE_WINDOW_SECS.to_string()),
+        ("kdf-budget", KDF_BUDGET.to_string()),
         (
             "max-file-size",
             format!("{MAX_FILE_SIZE} ({} GiB)", MAX_FILE_SIZE >> 30),

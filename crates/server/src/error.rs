@@ -7,6 +7,7 @@ use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
 use crate::admission::Refused;
 use crate::cipher::CipherError;
 use crate::input_rate::TooSlow;
+use crate::kdf_budget::BudgetExceeded;
 use crate::limits::ConnectionRefused;
 use crate::proxy::ProxyError;
 
@@ -68,6 +69,9 @@ pub enum JobError {
     /// The admission queue is full.
     #[error(transparent)]
     Busy(#[from] Refused),
+    /// The client used up its PBKDF2 budget (`kdf-budget`).
+    #[error(transparent)]
+    KdfBudget(#[from] BudgetExceeded),
     /// The server (or this client) has as many connections open as allowed.
     #[error(transparent)]
     ConnectionsFull(#[from] ConnectionRefused),
@@ -138,7 +142,9 @@ impl JobError {
             JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
-            JobError::Busy(_) | JobError::ConnectionsFull(_) => ErrorCode::Busy,
+            JobError::Busy(_) | JobError::ConnectionsFull(_) | JobError::KdfBudget(_) => {
+                ErrorCode::Busy
+            }
             JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
             JobError::Proxy(err) => err.code(),
             JobError::ShuttingDown => ErrorCode::ShuttingDown,

@@ -23,6 +23,8 @@
 //! * [`client_key`]: who a client is for the per-client limits (an IPv4
 //!   address, an IPv6 prefix).
 //! * [`input_rate`]: the minimum input rate of a running job.
+//! * [`kdf_budget`]: how much PBKDF2 (key source 1) one client may make
+//!   the server run per minute.
 //! * [`proxy`]: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
@@ -49,6 +51,7 @@ pub mod defaults;
 pub mod error;
 pub mod input_rate;
 pub mod job;
+pub mod kdf_budget;
 pub mod lanes;
 pub mod limits;
 pub mod metrics;

@@ -14,6 +14,7 @@ use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
 use crate::client_key::ClientKey;
 use crate::config::Config;
+use crate::kdf_budget::KdfBudget;
 use crate::limits::ConnectionLimits;
 use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
@@ -37,6 +38,8 @@ pub struct Shared {
     pub connections: Arc<ConnectionLimits>,
     /// Delays for failed authentications, per client address.
     pub auth_failures: FailureThrottle,
+    /// PBKDF2 iterations each client may still make the server run.
+    pub kdf_budget: KdfBudget,
 }
 
 impl Shared {
@@ -66,6 +69,7 @@ impl Shared {
             shutdown: Shutdown::new(),
             name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             auth_failures: FailureThrottle::new(config.auth_failure_delay),
+            kdf_budget: KdfBudget::new(config.kdf_budget),
             config,
             metrics,
             connections,
@@ -84,6 +88,7 @@ impl Shared {
             admission: &self.admission,
             shutdown: &self.shutdown,
             metrics: &self.metrics,
+            kdf_budget: &self.kdf_budget,
             limits: JobLimits::of(&self.config),
         }
     }
@@ -100,6 +105,8 @@ pub struct JobContext<'a> {
     pub shutdown: &'a Shutdown,
     /// Where the job counts its bytes and times.
     pub metrics: &'a Metrics,
+    /// The clients' PBKDF2 budgets.
+    pub kdf_budget: &'a KdfBudget,
     /// The settings a job obeys.
     pub limits: JobLimits,
 }

@@ -172,3 +172,49 @@ async fn a_connection_runs_at_most_its_job_limit() {
         .await
         .expect("a new connection is served");
 }
+
+/// Key source 1 makes the server run PBKDF2: each client has `kdf-budget`
+/// iterations a minute. Past it a begin gets `busy` (job-level: the same
+/// connection goes on) and a job with key source 2 still runs (each client
+/// having its own bucket is `kdf_budget`'s unit test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_pbkdf2_budget_gets_busy_and_other_work_goes_on() {
+    let server = start_server(ConfigLayer {
+        kdf_budget: Some(3000),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let mut server_side = job_spec(Operation::Encrypt, "budget");
+    server_side.iterations = 1000;
+    server_side.key_derivation = aesd_client::KeyDerivation::Server;
+    let mut client = Client::connect(&server.addr().to_string())
+        .await
+        .expect("connect");
+    for _ in 0..3 {
+        client
+            .run_job(&server_side, &mut &[1u8; 100][..], &mut Vec::new())
+            .await
+            .expect("within the budget");
+    }
+    let err = client
+        .run_job(&server_side, &mut &[1u8; 100][..], &mut Vec::new())
+        .await
+        .expect_err("over the budget");
+    assert_eq!(err.server_code(), Some(ErrorCode::Busy), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("PBKDF2 budget used up"), "{text}");
+    assert!(text.contains("retry in 20 s"), "{text}");
+    // Key source 2 costs the server no PBKDF2: served on the same connection.
+    let mut client_side = server_side.clone();
+    client_side.key_derivation = aesd_client::KeyDerivation::Client;
+    client
+        .run_job(&client_side, &mut &[1u8; 100][..], &mut Vec::new())
+        .await
+        .expect("key source 2 goes on");
+    let metrics = server.shared().metrics.encode();
+    assert!(
+        metrics.contains("aesd_jobs_refused_total{reason=\"kdf_budget\"} 1"),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}

@@ -18,7 +18,9 @@ pub mod core;
 
 use std::time::{Duration, Instant};
 
-use aesd_proto::{Begin, Done, FrameKind, FrameReader, FrameWriter, Message, Queued, Started};
+use aesd_proto::{
+    Begin, Done, FrameKind, FrameReader, FrameWriter, KeySource, Message, Queued, Started,
+};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -75,6 +77,13 @@ where
     let limits = ctx.limits;
     if let Err(error) = JobCore::check(&begin, &limits) {
         return JobOutcome::failed_before_start(error);
+    }
+    // Key source 1: the server will run PBKDF2, out of the client's budget.
+    if let KeySource::Password { iterations, .. } = &begin.key
+        && let Err(exceeded) = ctx.kdf_budget.take(client, *iterations, Instant::now())
+    {
+        ctx.metrics.job_refused("kdf_budget");
+        return JobOutcome::failed_before_start(exceeded.into());
     }
     let _permit = match admit(reader, writer, client, ctx).await {
         Ok(permit) => permit,

@@ -70,7 +70,12 @@ pub struct RefusalLabel {
 }
 
 /// Every `reason` of `aesd_jobs_refused_total`.
-pub const REFUSAL_REASONS: [&str; 3] = ["queue_full", "per_client_active", "per_client_queued"];
+pub const REFUSAL_REASONS: [&str; 4] = [
+    "queue_full",
+    "per_client_active",
+    "per_client_queued",
+    "kdf_budget",
+];
 
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
