@@ -9,6 +9,9 @@
 #   proxy_header   arbitrary connection starts through the PROXY protocol
 #                  header parser (v1 and v2); a header never takes bytes
 #                  past its end, re-encodes to the same addresses
+#   client         arbitrary server byte streams (welcome included) against
+#                  the client library running one job: it must end within
+#                  its idle timeout, and a done job's counts must be true
 #   job_core       arbitrary inputs, in chunks of every size, through the
 #                  server's sans-I/O job core: an encryption decrypts back,
 #                  a file that decrypts re-encrypts to exactly itself
@@ -20,7 +23,8 @@
 # Options:
 #   --time SECS   fuzzing time per target; 0 = until stopped [20]
 #   --jobs N      parallel fuzzing processes per target [1]
-#   TARGET...     frame_decoder, session, proxy_header and/or job_core [all]
+#   TARGET...     frame_decoder, session, proxy_header, client and/or
+#                 job_core [all]
 #   -h, --help    this text
 #
 # Each run starts from a seed corpus written from the hex test vectors of
@@ -56,7 +60,7 @@ while (($#)); do
       sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
       exit 0
       ;;
-    frame_decoder | session | proxy_header | job_core) targets+=("$1") ;;
+    frame_decoder | session | proxy_header | client | job_core) targets+=("$1") ;;
     *)
       echo "fuzz.sh: unknown option or target '$1' (try --help)" >&2
       exit 2
@@ -72,7 +76,7 @@ done
   echo "fuzz.sh: --jobs must be at least 1" >&2
   exit 2
 }
-((${#targets[@]})) || targets=(frame_decoder session proxy_header job_core)
+((${#targets[@]})) || targets=(frame_decoder session proxy_header client job_core)
 
 apt_install python3 g++
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -125,6 +129,14 @@ seeds = {
         + bytes([192, 0, 2, 1, 10, 0, 0, 2]) + (40000).to_bytes(2, "big") + (7878).to_bytes(2, "big") + hello,
         "v2-local": b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00" + hello,
         "hello-only": hello,
+    },
+    # The first byte picks the job (bit 0: decrypt, bit 1: the server derives).
+    "client": {
+        "welcome-only": b"\x00" + vectors["frame-welcome"],
+        "welcome-derived": b"\x00" + vectors["frame-welcome-derived"],
+        "welcome-then-error": b"\x00" + vectors["frame-welcome"] + vectors["frame-error"],
+        "welcome-started-data-done": b"\x00" + vectors["frame-welcome"]
+        + vectors["frame-started"] + data + vectors["frame-done"],
     },
     # The first byte: bit 0 picks decryption, the rest the chunking.
     "job_core": {
