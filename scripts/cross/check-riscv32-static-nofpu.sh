@@ -13,10 +13,13 @@
 #      FP instruction executed is SIGILL) with ARGS (default: --help), exit 0
 #
 # Usage: scripts/cross/check-riscv32-static-nofpu.sh [--no-run] [--args "ARGS"] BIN...
-#        scripts/cross/check-riscv32-static-nofpu.sh --control
-#   --control  builds scripts/cross/selftest.rs as hard-float riscv32gc (with
-#              -Zbuild-std) and expects this check to FAIL on it (proves the
-#              check can fail); slow the first time (~3 min: std + musl).
+#        scripts/cross/check-riscv32-static-nofpu.sh --control | --control-gc
+#   --control     builds scripts/cross/nofpu-control.c (a static rv32imac
+#                 program holding one fadd.s) with zig and expects this check
+#                 to FAIL on it, by its disassembly and by its SIGILL: proves
+#                 the check can fail (seconds; CI runs it on every commit)
+#   --control-gc  the same with scripts/cross/selftest.rs built as hard-float
+#                 riscv32gc (-Zbuild-std); slow the first time (~3 min)
 # Exit status: 0 if every BIN passes, 1 otherwise.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,6 +38,18 @@ while (($#)); do
       shift
       ;;
     --control)
+      ctl="$(mktemp -d)/nofpu-control"
+      "$here/zigcc.sh" riscv32imac-unknown-linux-musl -static -O1 -o "$ctl" "$here/nofpu-control.c"
+      echo "== control: a static rv32imac program with one fadd.s must fail this check"
+      if "$0" "$ctl"; then
+        echo "CONTROL FAILED: a binary with an FP instruction passed the no-FPU check" >&2
+        exit 1
+      fi
+      rm -rf "${ctl%/*}"
+      echo "control ok: the FP instruction was found"
+      exit 0
+      ;;
+    --control-gc)
       pkg="$root/target/cross-selftest"
       "$here/selftest.sh" --build-only riscv32imac-unknown-linux-musl >/dev/null
       (cd "$pkg" && CARGO_TARGET_DIR="$pkg/target" cargo "+$AESD_NIGHTLY" build --quiet \
@@ -50,7 +65,7 @@ while (($#)); do
       exit 0
       ;;
     -h | --help)
-      sed -n '2,21s/^# \{0,1\}//p' "$0"
+      sed -n '2,24s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     -*)
@@ -62,7 +77,7 @@ while (($#)); do
   shift
 done
 if ((${#bins[@]} == 0)); then
-  echo "usage: $0 [--no-run] [--args \"ARGS\"] BIN... | --control" >&2
+  echo "usage: $0 [--no-run] [--args \"ARGS\"] BIN... | --control | --control-gc" >&2
   exit 2
 fi
 

@@ -8,8 +8,9 @@
 #      and verifying real encrypted transfers (exit 0 only if all verified);
 #      then scripts/cross/interop.sh: the board's aesd serving the native
 #      aesload, the board's aescrypt through a native aesd, openssl as oracle
-#   5. with AESD_CROSS_CONTROL=1: the riscv32gc control build must fail the
-#      no-FPU check (slow the first time)
+#   5. the no-FPU check must fail on a small rv32imac program holding one
+#      fadd.s (--control); with AESD_CROSS_CONTROL=1 also on a riscv32gc
+#      build (--control-gc, slow the first time)
 #
 # Usage: scripts/cross/ci.sh [build-all.sh options]
 set -euo pipefail
@@ -63,8 +64,10 @@ step "cross: bench: instruction count (must be deterministic) and instructions/b
 step "cross: bench: bench executables build and run under qemu (emulated)"
 "$root/scripts/bench/cross.sh" --profile "$profile" --filter '^aes256cbc_encrypt/65536$' riscv32imac-unknown-linux-musl
 
+step "cross: the no-FPU check must fail on a binary with an FP instruction (control)"
+"$here/check-riscv32-static-nofpu.sh" --control
 if [[ "${AESD_CROSS_CONTROL:-0}" == 1 ]]; then
   step "cross: riscv32gc control build must fail the no-FPU check"
-  "$here/check-riscv32-static-nofpu.sh" --control
+  "$here/check-riscv32-static-nofpu.sh" --control-gc
 fi
 step "cross: all good"
