@@ -5,10 +5,26 @@ use std::time::Duration;
 use aesd_proto::handshake::PROTOCOL_VERSION;
 use aesd_proto::limits::{MAX_FRAME_PAYLOAD, MIN_DATA_CHUNK};
 use aesd_proto::{AuthToken, FrameError, FrameReader, FrameWriter, Hello, Message, Welcome};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::error::ClientError;
+use crate::tls::TlsSettings;
+
+/// The connection's reading side: TCP, or TLS over TCP.
+pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// The connection's writing side: TCP, or TLS over TCP.
+pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// How to connect: an access token for servers that require one, TLS for
+/// servers started with `--tls-cert`.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// Sent when the server's welcome asks for a token.
+    pub token: Option<AuthToken>,
+    /// TLS, for a server whose port speaks it.
+    pub tls: Option<TlsSettings>,
+}
 
 /// How long [`Client::connect`] waits for the TCP connection and welcome.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,8 +42,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// An open, handshaken connection to an aesd server.
 pub struct Client {
-    pub(crate) reader: FrameReader<OwnedReadHalf>,
-    pub(crate) writer: FrameWriter<OwnedWriteHalf>,
+    pub(crate) reader: FrameReader<ReadHalf>,
+    pub(crate) writer: FrameWriter<WriteHalf>,
     pub(crate) welcome: Welcome,
     pub(crate) broken: bool,
     pub(crate) idle_timeout: Duration,
@@ -49,7 +65,19 @@ impl Client {
         addr: &str,
         token: Option<&AuthToken>,
     ) -> Result<Client, ClientError> {
-        let mut client = tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(addr))
+        let options = ConnectOptions {
+            token: token.cloned(),
+            tls: None,
+        };
+        Self::connect_with(addr, &options).await
+    }
+
+    /// Connects to `addr` (`host:port`) with `options`: TLS first when
+    /// given, then the handshake, then the token when the server asks.
+    pub async fn connect_with(addr: &str, options: &ConnectOptions) -> Result<Client, ClientError> {
+        let token = options.token.as_ref();
+        let connect = Self::connect_inner(addr, options.tls.as_ref());
+        let mut client = tokio::time::timeout(CONNECT_TIMEOUT, connect)
             .await
             .map_err(|_| ClientError::ConnectTimeout {
                 addr: addr.to_owned(),
@@ -88,14 +116,28 @@ impl Client {
         }
     }
 
-    async fn connect_inner(addr: &str) -> Result<Client, ClientError> {
+    async fn connect_inner(addr: &str, tls: Option<&TlsSettings>) -> Result<Client, ClientError> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|source| ClientError::Connect {
                 addr: addr.to_owned(),
                 source,
             })?;
-        Client::over(stream).await
+        let Some(tls) = tls else {
+            return Client::over(stream).await;
+        };
+        let _ = stream.set_nodelay(true);
+        let (connector, name) = tls.for_addr(addr)?;
+        let stream =
+            connector
+                .connect(name, stream)
+                .await
+                .map_err(|err| ClientError::TlsHandshake {
+                    addr: addr.to_owned(),
+                    detail: tls_failure(&err),
+                })?;
+        let (read, write) = tokio::io::split(stream);
+        Client::handshake(Box::new(read), Box::new(write)).await
     }
 
     /// Handshakes over a stream that is already connected: one that went
@@ -103,6 +145,11 @@ impl Client {
     pub async fn over(stream: TcpStream) -> Result<Client, ClientError> {
         let _ = stream.set_nodelay(true);
         let (read, write) = stream.into_split();
+        Client::handshake(Box::new(read), Box::new(write)).await
+    }
+
+    /// The hello and welcome over a connected byte stream.
+    async fn handshake(read: ReadHalf, write: WriteHalf) -> Result<Client, ClientError> {
         // Output chunks are the input chunk plus at most a block of carry
         // and a block of padding; accept anything up to the protocol cap.
         let mut reader = FrameReader::new(read, MAX_FRAME_PAYLOAD);
@@ -171,6 +218,23 @@ fn check_data_limit(max_data: u32) -> Result<(), ClientError> {
             min: MIN_DATA_CHUNK,
             max: MAX_FRAME_PAYLOAD,
         })
+    }
+}
+
+/// rustls' reason for a failed handshake, with a hint when the server
+/// answered something that is not TLS (a plain aesd answers a TLS hello
+/// with an error frame, which is not a TLS record).
+fn tls_failure(err: &std::io::Error) -> String {
+    let text = err.to_string();
+    let not_tls = text.contains("InvalidContentType")
+        || text.contains("corrupt message")
+        || text.contains("InvalidMessage");
+    if not_tls {
+        format!(
+            "{text}: the server does not speak TLS on this port (is it started with --tls-cert?)"
+        )
+    } else {
+        text
     }
 }
 

@@ -5,6 +5,18 @@ use aesd_proto::{ErrorCode, ErrorFrame, FrameError};
 /// A client operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// TLS could not be set up (CA file, server name).
+    #[error(transparent)]
+    TlsSetup(#[from] crate::tls::TlsSetupError),
+    /// The TLS handshake failed: a wrong certificate, or a server that does
+    /// not speak TLS on that port.
+    #[error("TLS handshake with {addr} failed: {detail}")]
+    TlsHandshake {
+        /// The server.
+        addr: String,
+        /// rustls' explanation, with a hint when the server is plain.
+        detail: String,
+    },
     /// The server could not be reached.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
@@ -124,6 +136,7 @@ impl ClientError {
     pub fn kind(&self) -> &'static str {
         match self {
             ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
+            ClientError::TlsSetup(_) | ClientError::TlsHandshake { .. } => "tls",
             ClientError::TokenRequired { .. } | ClientError::AuthTimeout { .. } => "unauthorized",
             ClientError::Server(frame) => frame.code.name(),
             ClientError::Frame(_) | ClientError::Closed | ClientError::Broken => "connection",

@@ -11,6 +11,7 @@
 //!   (and [`Client::run_job_observed`] for live queue/start events).
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
+//! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
 //! * [`error`]: [`ClientError`], why an operation failed.
 //! * [`printable`]: server text made safe to print (control characters
 //!   escaped).
@@ -26,8 +27,9 @@ pub mod job;
 pub mod key_source;
 pub mod password;
 pub mod printable;
+pub mod tls;
 
-pub use connection::Client;
+pub use connection::{Client, ConnectOptions};
 pub use error::ClientError;
 pub use job::{DEFAULT_ITERATIONS, JobEvent, JobReport, JobSpec};
 pub use key_source::KeyDerivation;

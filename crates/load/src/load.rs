@@ -21,9 +21,10 @@ use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
 use crate::verify::VerifyingSink;
-use aesd_client::connection::Client;
+use aesd_client::connection::{Client, ConnectOptions};
 use aesd_client::job::{JobEvent, JobReport, JobSpec};
 use aesd_client::key_source::KeyDerivation;
+use aesd_client::tls::TlsSettings;
 
 /// When clients start.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,6 +60,8 @@ pub struct LoadPlan {
     pub password: Password,
     /// Access token for servers that require one.
     pub token: Option<AuthToken>,
+    /// TLS, for servers started with `--tls-cert`.
+    pub tls: Option<TlsSettings>,
     /// How long a job waits for a silent server (see
     /// [`Client::set_idle_timeout`]).
     pub idle_timeout: Duration,
@@ -124,9 +127,13 @@ impl RunContext {
         let server = LoadPlan::server_of(client, self.servers.len());
         let size = self.plan.size_of(client);
         self.progress.update(|counts| counts.running += 1);
+        let options = ConnectOptions {
+            token: self.plan.token.clone(),
+            tls: self.plan.tls.clone(),
+        };
         let (report, outcome) = transfer(
             &self.servers[server],
-            self.plan.token.as_ref(),
+            &options,
             self.plan.idle_timeout,
             &self.spec,
             self.plan.data_seed(client),
@@ -218,13 +225,14 @@ async fn collect(running: &mut JoinSet<Transfer>, transfers: &mut Vec<Transfer>)
     }
 }
 
-/// One client: connect (with `token` if the server asks for one; failing
+/// One client: connect with `options` (TLS, and the token if the server
+/// asks for one; failing
 /// after `idle_timeout` of server silence during the job), encrypt
 /// `size` bytes of the seeded pattern, verify the result; bytes and queue
 /// state go to `progress`.
 pub async fn transfer(
     server: &str,
-    token: Option<&AuthToken>,
+    options: &ConnectOptions,
     idle_timeout: Duration,
     spec: &JobSpec,
     seed: u64,
@@ -235,7 +243,7 @@ pub async fn transfer(
         kind: kind.to_owned(),
         message,
     };
-    let mut client = match Client::connect_with_token(server, token).await {
+    let mut client = match Client::connect_with(server, options).await {
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
@@ -294,6 +302,7 @@ mod tests {
             key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
+            tls: None,
             idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
         }
     }

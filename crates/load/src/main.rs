@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aesd_client::password::{read_password_file, read_token_file};
+use aesd_client::tls::TlsArgs;
 use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
 use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_load::distribution::SizeDist;
@@ -111,6 +112,15 @@ struct Args {
     /// --token-file; the embedded server then requires it too [default: no token]
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// The embedded server speaks TLS with this PEM certificate chain (needs
+    /// --embedded-tls-key; connect with --tls-ca naming the certificate or its CA)
+    #[arg(long, value_name = "FILE", requires = "embedded_tls_key")]
+    embedded_tls_cert: Option<PathBuf>,
+    /// The private key of --embedded-tls-cert
+    #[arg(long, value_name = "FILE", requires = "embedded_tls_cert")]
+    embedded_tls_key: Option<PathBuf>,
     /// Fail a transfer when its server sends nothing (or takes no input) for this many seconds
     /// during the job; waiting in the queue after a `queued` answer is not limited
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout)]
@@ -257,6 +267,7 @@ fn plans(
         key_derivation: args.key_derivation,
         password,
         token,
+        tls: args.tls.settings()?,
         idle_timeout: args.timeout,
         clients: args.clients,
         chunk: args.chunk,
@@ -552,6 +563,10 @@ async fn start_embedded(
         max_queued_per_client: Some(1 << 20),
         min_input_rate: Some(0),
         token_file: args.token_file.clone(),
+        tls_cert: args.embedded_tls_cert.clone(),
+        tls_key: args.embedded_tls_key.clone(),
+        // Every job comes from 127.0.0.1: no PBKDF2 budget per client.
+        kdf_budget: Some(0),
         min_iter: Some(1),
         max_iter: Some(args.iterations.max(aesd_server::defaults::MAX_ITER)),
         ..ConfigLayer::default()

@@ -77,6 +77,8 @@ pub struct SuiteOptions {
     pub password: Password,
     /// Access token for servers that require one.
     pub token: Option<AuthToken>,
+    /// TLS, for servers started with `--tls-cert`.
+    pub tls: Option<aesd_client::tls::TlsSettings>,
     /// How long a job waits for a silent server (see
     /// [`Client::set_idle_timeout`](aesd_client::Client::set_idle_timeout)).
     pub idle_timeout: std::time::Duration,
@@ -184,6 +186,7 @@ impl Suite {
             key_derivation: options.key_derivation,
             password: options.password.clone(),
             token: options.token.clone(),
+            tls: options.tls.clone(),
             idle_timeout: options.idle_timeout,
         }
     }
@@ -223,6 +226,7 @@ pub fn custom_plan(options: &SuiteOptions) -> LoadPlan {
         key_derivation: options.key_derivation,
         password: options.password.clone(),
         token: options.token.clone(),
+        tls: options.tls.clone(),
         idle_timeout: options.idle_timeout,
     }
 }
@@ -257,6 +261,7 @@ mod tests {
             key_derivation: KeyDerivation::Auto,
             password: Password::new(b"pw".to_vec()),
             token: None,
+            tls: None,
             idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
             clients: None,
             chunk: None,

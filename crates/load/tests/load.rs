@@ -31,6 +31,7 @@ fn plan(clients: usize, arrival: Arrival, size: u64) -> LoadPlan {
         key_derivation: aesd_client::KeyDerivation::Auto,
         password: Password::new(b"load test".to_vec()),
         token: None,
+        tls: None,
         idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
     }
 }

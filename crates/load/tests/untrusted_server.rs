@@ -17,7 +17,7 @@ async fn an_aesload_transfer_to_a_silent_server_times_out() {
     let started = Instant::now();
     let (_, outcome) = transfer(
         &addr.to_string(),
-        None,
+        &aesd_client::ConnectOptions::default(),
         Duration::from_millis(500),
         &spec,
         1,

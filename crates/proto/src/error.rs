@@ -110,6 +110,9 @@ pub enum ErrorCode {
     /// The connection ran the server's maximum number of jobs per
     /// connection; a new connection may run more.
     JobLimit,
+    /// The port speaks TLS and the client sent a plain hello (sent in the
+    /// clear, before the connection closes).
+    TlsRequired,
     /// Decryption failed: wrong password or corrupted data (deliberately
     /// not told apart).
     DecryptFailed,
@@ -144,6 +147,7 @@ impl ErrorCode {
             ErrorCode::LimitExceeded => 10,
             ErrorCode::Unauthorized => 11,
             ErrorCode::JobLimit => 12,
+            ErrorCode::TlsRequired => 13,
             ErrorCode::DecryptFailed => 20,
             ErrorCode::BadCiphertext => 21,
             ErrorCode::Busy => 30,
@@ -169,6 +173,7 @@ impl ErrorCode {
             10 => ErrorCode::LimitExceeded,
             11 => ErrorCode::Unauthorized,
             12 => ErrorCode::JobLimit,
+            13 => ErrorCode::TlsRequired,
             20 => ErrorCode::DecryptFailed,
             21 => ErrorCode::BadCiphertext,
             30 => ErrorCode::Busy,
@@ -210,6 +215,7 @@ impl ErrorCode {
             ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::JobLimit => "job_limit",
+            ErrorCode::TlsRequired => "tls_required",
             ErrorCode::DecryptFailed => "decrypt_failed",
             ErrorCode::BadCiphertext => "bad_ciphertext",
             ErrorCode::Busy => "busy",

@@ -23,6 +23,7 @@ use crate::backend::AesBackend;
 use crate::defaults;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::{CidrError, TrustedProxies};
+use crate::tls::TlsIdentity;
 
 /// Smallest data chunk the server can be configured to accept (the
 /// protocol's floor, which clients check in the welcome).
@@ -150,6 +151,18 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_jobs_per_connection: Option<u64>,
+
+    /// TLS on the job port: this PEM certificate chain (leaf first); needs
+    /// --tls-key. Clients then connect with --tls or --tls-ca; a plain
+    /// client gets tls_required
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS on the job port: the PEM private key of --tls-cert
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
 
     /// Require clients to send this access token before any job: the file's
     /// first line, 16 to 256 bytes (clients: --token-file)
@@ -312,6 +325,8 @@ pub struct Config {
     pub max_jobs_per_connection: u64,
     /// The access token clients must send, if any.
     pub access_token: Option<AccessToken>,
+    /// TLS on the job port, when configured.
+    pub tls: Option<TlsIdentity>,
     /// First delay before answering a failed authentication.
     pub auth_failure_delay: Duration,
     /// Peers that must send a PROXY header (empty: none).
@@ -486,6 +501,29 @@ impl Config {
             max_jobs_per_connection: layer
                 .max_jobs_per_connection
                 .unwrap_or(defaults::MAX_JOBS_PER_CONNECTION),
+            tls: match (&layer.tls_cert, &layer.tls_key) {
+                (Some(cert), Some(key)) => {
+                    Some(
+                        TlsIdentity::load(cert, key).map_err(|err| ConfigError::Invalid {
+                            key: "tls-cert",
+                            reason: err.to_string(),
+                        })?,
+                    )
+                }
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(ConfigError::Invalid {
+                        key: "tls-key",
+                        reason: "--tls-cert needs --tls-key (the certificate's private key)".into(),
+                    });
+                }
+                (None, Some(_)) => {
+                    return Err(ConfigError::Invalid {
+                        key: "tls-cert",
+                        reason: "--tls-key needs --tls-cert (the certificate chain)".into(),
+                    });
+                }
+            },
             access_token: match &layer.token_file {
                 Some(path) => {
                     Some(
@@ -641,6 +679,8 @@ impl Config {
             kdf_budget: Some(self.kdf_budget),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
+            tls_cert: self.tls.as_ref().map(|tls| tls.cert_path().to_owned()),
+            tls_key: self.tls.as_ref().map(|tls| tls.key_path().to_owned()),
             token_file: self
                 .access_token
                 .as_ref()

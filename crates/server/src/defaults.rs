@@ -99,6 +99,8 @@ pub fn shown() -> Vec<(&'static str, String)> {
             "max-jobs-per-connection",
             MAX_JOBS_PER_CONNECTION.to_string(),
         ),
+        ("tls-cert", "none".to_owned()),
+        ("tls-key", "none".to_owned()),
         ("token-file", "none".to_owned()),
         ("auth-failure-delay", AUTH_FAILURE_DELAY_SECS.to_string()),
         ("metrics-listen", "off".to_owned()),

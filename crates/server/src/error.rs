@@ -84,6 +84,14 @@ pub enum JobError {
     /// A PROXY protocol header was missing, broken or not allowed.
     #[error(transparent)]
     Proxy(#[from] ProxyError),
+    /// The port speaks TLS and the client started in the clear.
+    #[error(
+        "this port requires TLS: connect with --tls or --tls-ca FILE (the server's certificate or its CA)"
+    )]
+    TlsRequired,
+    /// The TLS handshake failed or timed out (nobody to tell: no channel).
+    #[error("TLS handshake failed: {0}")]
+    TlsHandshake(String),
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
@@ -148,6 +156,8 @@ impl JobError {
             JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
             JobError::Proxy(err) => err.code(),
             JobError::ShuttingDown => ErrorCode::ShuttingDown,
+            JobError::TlsRequired => ErrorCode::TlsRequired,
+            JobError::TlsHandshake(_) => ErrorCode::Internal,
             JobError::Timeout { .. } | JobError::TooSlow(_) => ErrorCode::Timeout,
             JobError::ClientGone | JobError::Internal(_) | JobError::Io(_) | JobError::Aborted => {
                 ErrorCode::Internal
@@ -162,6 +172,7 @@ impl JobError {
             JobError::ClientGone => "client_gone",
             JobError::Io(_) => "io",
             JobError::Aborted => "aborted",
+            JobError::TlsHandshake(_) => "tls_handshake",
             other => other.code().name(),
         }
     }
@@ -183,7 +194,10 @@ impl JobError {
     /// sending side (end of stream, truncated frame) may still be reading,
     /// so it is told, best effort; after a transport error it is not.
     pub fn peer_reachable(&self) -> bool {
-        !matches!(self, JobError::Io(_) | JobError::Aborted)
+        !matches!(
+            self,
+            JobError::Io(_) | JobError::Aborted | JobError::TlsHandshake(_)
+        )
     }
 }
 

@@ -13,6 +13,7 @@
 //! * [`shared`]: what every connection shares, and the narrow view of it
 //!   a job's stages get.
 //! * [`session`]: one connection: handshake, then jobs one after another.
+//! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline;
@@ -63,6 +64,7 @@ pub mod server;
 pub mod session;
 pub mod shared;
 pub mod shutdown;
+pub mod tls;
 
 pub use config::{Config, ConfigLayer};
 pub use server::{RunningServer, Server, ServerError};

@@ -29,6 +29,7 @@ use crate::limits::ConnectionSlot;
 use crate::metrics::Metrics;
 use crate::proxy::ProxyError;
 use crate::shared::Shared;
+use crate::tls::TLS_HANDSHAKE_BYTE;
 
 /// How long a refused connection is given to take its error frame.
 const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
@@ -83,8 +84,52 @@ pub async fn serve(
     if let Err(err) = stream.set_nodelay(true) {
         debug!(%peer, "cannot set TCP_NODELAY: {err}");
     }
-    let (read, write) = stream.into_split();
-    serve_io(read, write, peer, &shared).await;
+    let Some(tls) = shared.config.tls.clone() else {
+        let (read, write) = stream.into_split();
+        serve_io(read, write, peer, &shared).await;
+        return;
+    };
+    // A TLS port: the first byte says whether the client starts TLS.
+    let limit = shared.config.handshake_timeout;
+    let mut first = [0u8; 1];
+    let peeked = timeout(limit, stream.peek(&mut first)).await;
+    let error = match peeked {
+        Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_BYTE => {
+            match timeout(limit, tls.acceptor().accept(stream)).await {
+                Ok(Ok(tls_stream)) => {
+                    let (read, write) = tokio::io::split(tls_stream);
+                    serve_io(read, write, peer, &shared).await;
+                    return;
+                }
+                Ok(Err(err)) => {
+                    let error = JobError::TlsHandshake(err.to_string());
+                    report_unreachable(peer, &error, &shared.metrics);
+                    return;
+                }
+                Err(_) => {
+                    let error = JobError::TlsHandshake(format!(
+                        "not finished within {:.1} s",
+                        limit.as_secs_f64()
+                    ));
+                    report_unreachable(peer, &error, &shared.metrics);
+                    return;
+                }
+            }
+        }
+        Ok(Ok(0)) | Ok(Err(_)) => JobError::ClientGone,
+        Ok(Ok(_)) => JobError::TlsRequired,
+        Err(_) => JobError::Timeout {
+            what: "waiting for the TLS handshake",
+            limit,
+        },
+    };
+    refuse(stream, peer, error, Arc::clone(&shared.metrics)).await;
+}
+
+/// Counts and logs an error the client cannot be told (no channel to it).
+fn report_unreachable(peer: SocketAddr, error: &JobError, metrics: &Metrics) {
+    metrics.error(error.kind());
+    debug!(%peer, "connection closed: {error}");
 }
 
 /// Serves one connection over any pair of byte streams (the halves of a

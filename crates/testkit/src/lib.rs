@@ -117,7 +117,7 @@ pub async fn encrypt_verified(
 ) -> Result<JobReport, String> {
     match load::transfer(
         server,
-        None,
+        &aesd_client::ConnectOptions::default(),
         aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
         spec,
         seed,

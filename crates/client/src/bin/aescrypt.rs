@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use aesd_client::ConnectOptions;
 use aesd_client::atomic_output::TempOutput;
 use aesd_client::connection::parse_idle_timeout;
 use aesd_client::password::{read_password_file, read_token_file};
+use aesd_client::tls::TlsArgs;
 use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
 use anyhow::{Context, Result, bail};
@@ -61,6 +63,8 @@ struct Args {
     /// started with --token-file [default: none]
     #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Input file, or - for stdin
     #[arg(short = 'i', long = "in", value_name = "IN")]
     input: PathBuf,
@@ -139,7 +143,11 @@ async fn run(args: &Args) -> Result<()> {
         Some(path) => Some(read_token_file(path, "aescrypt")?),
         None => None,
     };
-    let mut client = Client::connect_with_token(&args.server, token.as_ref()).await?;
+    let options = ConnectOptions {
+        token,
+        tls: args.tls.settings()?,
+    };
+    let mut client = Client::connect_with(&args.server, &options).await?;
     client.set_idle_timeout(args.timeout);
     let report = if is_stdio(&args.output) {
         let mut stdout = tokio::io::stdout();

@@ -483,6 +483,7 @@ pub(crate) mod tests {
                 key_derivation: aesd_client::KeyDerivation::Auto,
                 password: Password::new(b"pw".to_vec()),
                 token: None,
+                tls: None,
                 idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
             },
             run: LoadRun {

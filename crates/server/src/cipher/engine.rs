@@ -45,7 +45,7 @@ static SELECTED: OnceLock<Engine> = OnceLock::new();
 cpufeatures::new!(cpu_aes, "aes");
 
 /// Whether the CPU has AES instructions the `aes` crate uses.
-fn cpu_has_aes() -> bool {
+pub fn cpu_has_aes() -> bool {
     #[cfg(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64"))]
     {
         cpu_aes::get()
