@@ -38,6 +38,9 @@
 #                       instruction; a test build of aesd whose SIGILL handler
 #                       emulates it under qemu, the handler left out of the count
 #                       so each AES instruction counts as one, as on the board)
+#   --tls               the jobs over TLS (aesd --tls-cert/--tls-key with a P-256
+#                       certificate made here by openssl, clients --tls-ca): the
+#                       count then includes the TLS record layer and handshakes
 #   --quick             CI: --jobs 2 --size 1048576, one count per run
 #   --no-build          use the binaries of the last build
 #   --json FILE         write the results as JSON
@@ -54,7 +57,7 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/bench/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,43s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,46s/^# \{0,1\}//p' "$0"; }
 die_usage() {
   echo "aesd-icount.sh: $* (try --help)" >&2
   exit 2
@@ -69,6 +72,7 @@ derivation=auto
 backend=software
 operation=encrypt
 repeats=2
+tls=0
 build=1
 json=""
 target=riscv32imac-unknown-linux-musl
@@ -95,6 +99,7 @@ while (($#)); do
       repeats=1
       ;;
     --no-build) build=0 ;;
+    --tls) tls=1 ;;
     -h | --help)
       usage
       exit 0
@@ -168,6 +173,20 @@ cleanup() {
 trap cleanup EXIT
 
 printf 'icount bench password\n' >"$work/password"
+client_tls=()
+if ((tls)); then
+  # A CA and a certificate it signs for 127.0.0.1, as a board would have.
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" \
+    -out "$work/ca.pem" -days 2 -subj "/CN=aesd bench CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/tls.key" \
+    -out "$work/tls.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$work/tls.ext"
+  openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
+    -out "$work/tls.pem" -days 2 -extfile "$work/tls.ext" 2>/dev/null
+  aesd_args+=(--tls-cert "$work/tls.pem" --tls-key "$work/tls.key")
+  client_tls=(--tls-ca "$work/ca.pem")
+fi
 # The ciphertexts decryption jobs read: made by openssl (the format's oracle)
 # from random plaintexts, per size and job.
 ciphertexts() {
@@ -186,14 +205,14 @@ run_jobs() {
   local port="$1" jobs="$2" bytes="$3"
   if [[ "$operation" == encrypt ]]; then
     "$native/aesload" --server "127.0.0.1:$port" --clients "$jobs" --chunk "$jobs" \
-      --size "$bytes" --iter "$iter" --key-derivation "$derivation" --quiet
+      --size "$bytes" --iter "$iter" --key-derivation "$derivation" --quiet "${client_tls[@]}"
     return
   fi
   ciphertexts "$bytes" "$jobs"
   local pids=() j failed=0
   for ((j = 0; j < jobs; j++)); do
     "$native/aescrypt" --server "127.0.0.1:$port" --password-file "$work/password" \
-      --iter "$iter" --key-derivation "$derivation" \
+      --iter "$iter" --key-derivation "$derivation" "${client_tls[@]}" \
       --in "$work/plain-$bytes-$j.enc" --out "$work/out-$j" decrypt &
     pids+=($!)
   done
@@ -241,8 +260,8 @@ count_run() {
 idle=()
 for _ in $(seq "$repeats"); do idle+=("$(count_run 0 0)"); done
 results=()
-printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s, %s\n' \
-  "$target" "$workers" "$derivation" "$iter" "$backend" "$operation"
+printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s, %s%s\n' \
+  "$target" "$workers" "$derivation" "$iter" "$backend" "$operation" "$( ((tls)) && echo ', over TLS')"
 printf 'process start-up and shutdown, no job: %s instructions\n' "${idle[*]}"
 printf '%-5s %-12s %-28s %-28s %-14s %-16s\n' jobs "bytes/job" "count(SIZE)" "count(BASE)" "instr/byte" "fixed per job"
 IFS=',' read -r -a jobs_values <<<"$jobs_list"
