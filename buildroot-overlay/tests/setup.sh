@@ -17,7 +17,7 @@ venv=${XDG_CACHE_HOME:-$HOME/.cache}/aesd-buildroot-overlay/venv
 
 # apt_install (scripts/lib.sh): only what is missing, one apt-get update.
 # systemd brings systemd-analyze, util-linux unshare, coreutils od.
-apt_install shellcheck busybox-static openssl util-linux systemd make coreutils tar python3
+apt_install shellcheck busybox-static openssl util-linux systemd make coreutils tar python3 musl-tools
 
 if command -v rustup >/dev/null 2>&1; then
 	if ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then

@@ -347,7 +347,7 @@ EOF
 	expect_match 'not ready \(no pid file\) within AESD_START_WAIT=1s, killed' "$out" "reason"
 	expect_match 'mute aesd: starting, never ready' "$out" "last words"
 	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
-	[ ! -e "$sandbox/var/run/aesd.pid.launch" ] || die "launch file left behind"
+	[ ! -e "$sandbox/var/run/aesd.pid.supervisor" ] || die "supervisor file left behind"
 	for _ in $(seq 1 20); do
 		[ -z "$(sandbox_pids)" ] && return 0
 		sleep 0.2
@@ -356,6 +356,34 @@ EOF
 }
 
 harness_test "S50aesd start fails and kills an aesd not ready within AESD_START_WAIT" t_never_ready
+
+# A panic aborts the release aesd (panic = "abort": SIGABRT); the supervisor
+# starts it again, and stop still stops it for good.
+t_respawn_after_a_crash() {
+	init_script AESD_RESPAWN_DELAY=1 start
+	expect_rc 0 "$rc" "start"
+	local first second
+	first=$(sandbox_pid)
+	kill -ABRT "$first"
+	for _ in $(seq 1 50); do
+		second=$(sandbox_pid 2>/dev/null) || second=""
+		if [[ -n "$second" && "$second" != "$first" ]] && [ "$(comm_of "$second")" = aesd ]; then
+			break
+		fi
+		sleep 0.2
+	done
+	[[ -n "$second" && "$second" != "$first" ]] || die "no new aesd after the crash of $first:" "$(cat "$sandbox/var/log/aesd.log")"
+	grep -q 'aesd crashed (exit status 134), starting it again in 1s' "$sandbox/var/log/aesd.log" ||
+		die "the respawn is not logged:" "$(tail -n 5 "$sandbox/var/log/aesd.log")"
+	echo "aesd $first aborted, respawned as $second"
+	init_script stop
+	expect_rc 0 "$rc" "stop"
+	sleep 2
+	[ -z "$(sandbox_pids)" ] || die "something was started again after stop: $(sandbox_pids)"
+	[ ! -e "$sandbox/var/run/aesd.pid.supervisor" ] || die "supervisor file left behind"
+}
+
+harness_test "S50aesd starts aesd again after a crash (SIGABRT, as a panic), stop stops it for good" t_respawn_after_a_crash
 
 t_nothing_left() {
 	# The fake's last `sleep 1` may linger for up to a second.
