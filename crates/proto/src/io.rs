@@ -8,12 +8,13 @@
 use std::io;
 
 use bytes::Buf;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::error::ProtoError;
 use crate::frame::{FrameHeader, FrameKind, HEADER_LEN};
 use crate::handshake::{HELLO_LEN, Hello};
 use crate::message::Message;
+use crate::read_buffer::ReadBuffer;
 
 /// Reading or writing a frame failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +39,7 @@ pub enum FrameError {
 
 /// Reads frames from a byte stream.
 pub struct FrameReader<R> {
-    inner: BufReader<R>,
+    inner: ReadBuffer<R>,
     max_data: u32,
     scratch: Vec<u8>,
     /// The bytes of a frame header read so far (see [`FrameReader::next_header`]).
@@ -54,7 +55,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             // Small: it holds headers and control frames; data payloads
             // are read past it straight into the caller's buffer. Every
             // open connection pays for it.
-            inner: BufReader::with_capacity(4 * 1024, inner),
+            inner: ReadBuffer::new(inner, 4 * 1024),
             max_data,
             scratch: Vec::new(),
             header: [0; HEADER_LEN],
@@ -109,7 +110,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let result = self.read_full(&mut scratch, "frame payload").await;
         let decoded = result.and_then(|()| Ok(Message::decode(header.kind, &scratch)?));
         if header.kind != FrameKind::Data {
+            // A control frame may carry a secret (begin: password or key;
+            // auth: token): wipe the copy here and the input buffer's.
             scratch.fill(0);
+            self.inner.wipe_consumed();
         }
         self.scratch = scratch;
         decoded
@@ -254,6 +258,40 @@ mod tests {
         reader.read_payload(&mut data).await.expect("payload");
         assert_eq!(&data, b"xyz");
         assert!(reader.next_header().await.expect("clean end").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_begin_frames_password_does_not_stay_in_the_input_buffer() {
+        use crate::message::{Begin, Format, KeySource, Password};
+        let password = b"hunter2-never-kept";
+        let begin = Message::Begin(Begin {
+            operation: crate::Operation::Encrypt,
+            format: Format::OpensslSaltedPbkdf2,
+            key: KeySource::Password {
+                password: Password::new(password.to_vec()),
+                iterations: 1000,
+            },
+        });
+        let mut bytes = begin.to_bytes().expect("encode");
+        bytes.extend(Message::Data(b"after".to_vec()).to_bytes().expect("encode"));
+        let mut reader = FrameReader::new(&bytes[..], 65536);
+        assert!(matches!(
+            reader.read_message().await,
+            Ok(Some(Message::Begin(_)))
+        ));
+        let contains = |haystack: &[u8]| haystack.windows(password.len()).any(|w| w == password);
+        assert!(
+            !contains(reader.inner.raw()),
+            "the password is still in the buffer"
+        );
+        assert!(
+            !contains(&reader.scratch),
+            "the password is still in the scratch"
+        );
+        assert_eq!(
+            reader.read_message().await.expect("data"),
+            Some(Message::Data(b"after".to_vec()))
+        );
     }
 
     #[tokio::test]

@@ -28,6 +28,7 @@ pub mod handshake;
 pub mod io;
 pub mod limits;
 pub mod message;
+mod read_buffer;
 pub mod secret_file;
 
 pub use error::{ErrorCode, ProtoError};
