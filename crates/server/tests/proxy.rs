@@ -19,6 +19,8 @@ use tokio::net::{TcpSocket, TcpStream};
 /// The trusted proxy's address; clients that are not proxies use 127.0.0.2.
 const PROXY: &str = "127.0.0.1";
 const STRANGER: &str = "127.0.0.2";
+/// A second address outside the trusted proxies.
+const OTHER_STRANGER: &str = "127.0.0.3";
 
 fn aesd() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_aesd"))
@@ -129,9 +131,12 @@ async fn carried_addresses_key_the_limits_and_the_log() {
     other.close().await;
     drop(held);
 
-    // Untrusted peers may not send a header; a trusted one must.
-    for version in [1, 2] {
-        let error = refused(STRANGER, server, &header(version, "10.0.0.1:1", server)).await;
+    // Untrusted peers may not send a header; a trusted one must. (Two
+    // untrusted addresses: with a cap of 1 per client, a second connection
+    // from the same one could arrive before the server has released the
+    // first one's place, and get `busy`.)
+    for (version, stranger) in [(1, STRANGER), (2, OTHER_STRANGER)] {
+        let error = refused(stranger, server, &header(version, "10.0.0.1:1", server)).await;
         assert_eq!(error.code, ErrorCode::BadMagic, "{error:?}");
         assert!(
             error.message.contains("trusted-proxies"),
