@@ -39,7 +39,11 @@ const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 /// connection that closed before sending anything is only counted.
 pub async fn refuse(stream: TcpStream, peer: SocketAddr, error: JobError, metrics: Arc<Metrics>) {
     let mut writer = FrameWriter::new(stream);
-    report(&mut writer, peer, &error, REFUSAL_WRITE_LIMIT, &metrics).await;
+    if matches!(error, JobError::ClientGone) {
+        report_unreachable(peer, &error, &metrics);
+    } else {
+        report(&mut writer, peer, &error, REFUSAL_WRITE_LIMIT, &metrics).await;
+    }
     let _ = writer.shutdown().await;
 }
 
