@@ -4,6 +4,7 @@
 //! | --- | --- | --- |
 //! | `aes256cbc_encrypt/<size>` | `EncryptStream::update` on one chunk | bytes |
 //! | `aes256cbc_decrypt/<size>` | `DecryptStream::update` on one chunk | bytes |
+//! | `aes256cbc_encrypt_chains/<n>` | `encrypt_chains`: n chains (different keys) of 16 KiB in one call, as the lane engine runs concurrent jobs | bytes of all chains |
 //! | `pbkdf2_sha256/10000` | `derive_key` with 10 000 iterations | iterations |
 //! | `frame_data_64KiB/{encode,decode}` | a 64 KiB data frame | frame bytes |
 //! | `frame_begin/{encode,decode}` | a begin frame | frame bytes |
@@ -25,6 +26,7 @@ use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::{FrameHeader, Message};
 use aesd_server::ConfigLayer;
 use aesd_server::cipher::derive_key;
+use aesd_server::cipher::engine::{Chain, Engine, encrypt_chains};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_main};
 
 fn aes256cbc(c: &mut Criterion) {
@@ -39,6 +41,34 @@ fn aes256cbc(c: &mut Criterion) {
         let mut fixture = DecryptFixture::new(size);
         move || fixture.run()
     });
+}
+
+/// Concurrent jobs' CBC chains encrypted together on this process's engine
+/// (the fixsliced AES's lanes, the AES-NI kernels' interleaved rounds).
+fn chains(c: &mut Criterion) {
+    const CHAIN_BYTES: usize = 16 * 1024;
+    let engine = Engine::detect();
+    let mut group = c.benchmark_group("aes256cbc_encrypt_chains");
+    for count in [1usize, 2, 4] {
+        let mut chains: Vec<Chain> = (0..count)
+            .map(|n| Chain::new(&[n as u8 + 1; 32], &[n as u8; 16]))
+            .collect();
+        let mut buffers = vec![vec![0x5au8; CHAIN_BYTES]; count];
+        group.throughput(Throughput::Bytes((count * CHAIN_BYTES) as u64));
+        group.bench_function(BenchmarkId::from_parameter(count), |b| {
+            b.iter(|| {
+                let mut calls: Vec<(&mut Chain, &mut [u8])> = chains
+                    .iter_mut()
+                    .zip(buffers.iter_mut())
+                    .map(|(chain, data)| (chain, &mut data[..]))
+                    .collect();
+                encrypt_chains(&mut calls);
+                black_box(&buffers);
+            });
+        });
+    }
+    eprintln!("aes256cbc_encrypt_chains: engine {}", engine.name());
+    group.finish();
 }
 
 /// One bench per size in [`CIPHER_SIZES`], each timing the closure that
@@ -129,6 +159,7 @@ fn config() -> Criterion {
 fn benches() {
     let mut criterion = config().configure_from_args();
     aes256cbc(&mut criterion);
+    chains(&mut criterion);
     pbkdf2(&mut criterion);
     frames(&mut criterion);
     loopback(&mut criterion);

@@ -9,10 +9,12 @@ pub const BLOCK: usize = 16;
 
 /// One CBC chain's part of a call: its key, its chaining value (the IV,
 /// then the last ciphertext block: updated, so the chain continues in the
-/// next call) and whole blocks of plaintext, encrypted in place.
-pub struct CbcLane<'a> {
+/// next call) and whole blocks of plaintext, encrypted in place. `K` is the
+/// expanded key of the AES that runs it: the fixsliced [`KeySchedule`]
+/// here, `aesni::AesniKey` on x86-64 with AES instructions.
+pub struct CbcLane<'a, K = KeySchedule> {
     /// The chain's expanded key.
-    pub key: &'a KeySchedule,
+    pub key: &'a K,
     /// The chaining value.
     pub iv: &'a mut Block,
     /// Whole blocks (a multiple of 16 bytes), plaintext in, ciphertext out.
@@ -150,6 +152,12 @@ mod tests {
         out
     }
 
+    /// NIST SP 800-38A F.2.5 (CBC-AES256.Encrypt): plaintext and ciphertext.
+    const SP800_38A_PLAIN: &str = "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51\
+                                   30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+    const SP800_38A_CIPHER: &str = "f58c4c04d6e5f1ba779eabfb5f7bfbd69cfc4e967edb808d679f777bc6702c7d\
+                                    39f23369a9d9bacfa530e26304231461b2eb05e2c39be9fcda6c19078c6a9d1b";
+
     /// NIST SP 800-38A F.2.5 (CBC-AES256.Encrypt).
     #[test]
     fn sp800_38a_f25() {
@@ -162,44 +170,42 @@ mod tests {
             .unwrap()
             .try_into()
             .unwrap();
-        let mut data = hex::decode(
-            "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51\
-             30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710",
-        )
-        .unwrap();
+        let mut data = hex::decode(SP800_38A_PLAIN).unwrap();
         let schedule = KeySchedule::new(&key);
         // In two calls: the chain continues through the updated IV.
         let (first, second) = data.split_at_mut(32);
         encrypt(&schedule, &mut iv, first);
         encrypt(&schedule, &mut iv, second);
-        assert_eq!(
-            hex::encode(&data),
-            "f58c4c04d6e5f1ba779eabfb5f7bfbd69cfc4e967edb808d679f777bc6702c7d\
-             39f23369a9d9bacfa530e26304231461b2eb05e2c39be9fcda6c19078c6a9d1b"
-        );
+        assert_eq!(hex::encode(&data), SP800_38A_CIPHER);
     }
 
-    #[test]
-    fn lanes_of_any_count_and_length_match_the_reference() {
+    /// Up to `max` lanes of random keys, IVs and lengths (0 to 39 blocks),
+    /// encrypted in one call of `encrypt`, give the reference's ciphertext
+    /// and chaining value in every lane.
+    fn check_lanes<K>(
+        max: usize,
+        expand: impl Fn(&[u8; 32]) -> K,
+        encrypt: impl Fn(&mut [CbcLane<'_, K>]),
+    ) {
+        const MOST: usize = 8;
         let mut seed = 99;
-        for count in 1..=LANES {
+        for count in 1..=max {
             for round in 0..20 {
-                let keys: [[u8; 32]; LANES] = core::array::from_fn(|_| bytes::<32>(&mut seed));
-                let ivs: [Block; LANES] = core::array::from_fn(|_| bytes::<16>(&mut seed));
-                let lens: [usize; LANES] =
+                let keys: [[u8; 32]; MOST] = core::array::from_fn(|_| bytes::<32>(&mut seed));
+                let ivs: [Block; MOST] = core::array::from_fn(|_| bytes::<16>(&mut seed));
+                let lens: [usize; MOST] =
                     core::array::from_fn(|l| BLOCK * ((round * 7 + l * 13) % 40));
-                let mut datas: [[u8; 4096]; LANES] = core::array::from_fn(|_| [0u8; 4096]);
+                let mut datas: Vec<[u8; 4096]> = (0..MOST).map(|_| [0u8; 4096]).collect();
                 for data in datas.iter_mut() {
                     for byte in data.iter_mut() {
                         *byte = bytes::<1>(&mut seed)[0];
                     }
                 }
-                let originals = datas;
-                let schedules: [KeySchedule; LANES] =
-                    core::array::from_fn(|l| KeySchedule::new(&keys[l]));
+                let originals = datas.clone();
+                let schedules: Vec<K> = keys.iter().map(&expand).collect();
                 let mut chain = ivs;
                 {
-                    let mut lanes: Vec<CbcLane<'_>> = datas
+                    let mut lanes: Vec<CbcLane<'_, K>> = datas
                         .iter_mut()
                         .zip(chain.iter_mut())
                         .zip(schedules.iter())
@@ -211,7 +217,7 @@ mod tests {
                             data: &mut data[..len],
                         })
                         .collect();
-                    encrypt_lanes(&mut lanes);
+                    encrypt(&mut lanes);
                 }
                 for l in 0..count {
                     let (expected, last) = reference(&keys[l], &ivs[l], &originals[l][..lens[l]]);
@@ -224,6 +230,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn lanes_of_any_count_and_length_match_the_reference() {
+        check_lanes(LANES, KeySchedule::new, encrypt_lanes);
+    }
+
+    /// The AES-NI kernels, on a CPU that has the instructions (else the
+    /// test says so and checks that no key can be made).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn aesni_lanes_match_the_reference() {
+        use crate::aesni::{self, AesniKey};
+        if AesniKey::new(&[0; 32]).is_none() {
+            eprintln!("this CPU has no AES-NI: the kernels cannot run here");
+            return;
+        }
+        let expand = |key: &[u8; 32]| AesniKey::new(key).expect("checked above");
+        check_lanes(aesni::AESNI_LANES, expand, aesni::encrypt_lanes);
+        // SP 800-38A F.2.5, one lane in two calls.
+        let key: [u8; 32] =
+            hex::decode("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4")
+                .unwrap()
+                .try_into()
+                .unwrap();
+        let mut iv: Block = hex::decode("000102030405060708090a0b0c0d0e0f")
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let mut data = hex::decode(SP800_38A_PLAIN).unwrap();
+        let key = expand(&key);
+        let (first, second) = data.split_at_mut(32);
+        for data in [first, second] {
+            aesni::encrypt_lanes(&mut [CbcLane {
+                key: &key,
+                iv: &mut iv,
+                data,
+            }]);
+        }
+        assert_eq!(hex::encode(&data), SP800_38A_CIPHER);
     }
 
     /// The word path (buffers aligned to 4 bytes) and the byte path give

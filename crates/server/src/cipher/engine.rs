@@ -4,10 +4,12 @@
 //!   (`aesd-cipher`), which encrypts up to [`aesd_cipher::LANES`] chains
 //!   with different keys in one call: the boards (rv32 and rv64 cores
 //!   without AES instructions, the Raspberry Pi 4's Cortex-A72).
-//! * [`Engine::Hardware`]: the CPU's AES instructions through the `aes`
-//!   crate (AES-NI, ARMv8 crypto), one chain after the other: development
-//!   machines and servers, where they are many times faster than any
-//!   software AES.
+//! * [`Engine::Hardware`]: the CPU's AES instructions: on x86-64
+//!   `aesd-cipher`'s AES-NI kernels, the rounds of up to 4 chains
+//!   interleaved (one chain alone runs at the instruction's latency);
+//!   elsewhere (ARMv8 crypto) the `aes` crate, one chain after the other.
+//!   Development machines and servers, where they are many times faster
+//!   than any software AES.
 //! * [`Engine::VexRiscv`]: VexRiscv's AES instruction (`aesd-vexriscv`),
 //!   two chains interleaved: the board's SoC with `--aes-instruction`. Only
 //!   used after the start-up probe passed ([`crate::backend`]); on other
@@ -61,7 +63,7 @@ pub fn cpu_has_aes() -> bool {
 pub enum Engine {
     /// aesd's fixsliced AES, several chains per call.
     Fixsliced,
-    /// The CPU's AES instructions, one chain at a time.
+    /// The CPU's AES instructions (chains interleaved on x86-64).
     Hardware,
     /// VexRiscv's AES instruction, two chains interleaved.
     VexRiscv,
@@ -96,7 +98,10 @@ impl Engine {
     pub fn lanes(self) -> usize {
         match self {
             Engine::Fixsliced => aesd_cipher::LANES,
+            #[cfg(target_arch = "x86_64")]
+            Engine::Hardware => aesd_cipher::aesni::AESNI_LANES,
             // One at a time; the lane engine still groups them (harmless).
+            #[cfg(not(target_arch = "x86_64"))]
             Engine::Hardware => aesd_cipher::LANES,
             Engine::VexRiscv => 2,
         }
@@ -121,8 +126,17 @@ pub enum Chain {
         /// The chaining value.
         iv: [u8; BLOCK],
     },
-    /// For [`Engine::Hardware`].
+    /// For [`Engine::Hardware`] where `aesd-cipher` has no kernel (or, on
+    /// x86-64, the CPU has no AES-NI: the `aes` crate's software AES).
     Hardware(Box<CbcEncryptor>),
+    /// For [`Engine::Hardware`] on x86-64 with AES-NI.
+    #[cfg(target_arch = "x86_64")]
+    Aesni {
+        /// The expanded key.
+        key: Box<aesd_cipher::aesni::AesniKey>,
+        /// The chaining value.
+        iv: [u8; BLOCK],
+    },
     /// For [`Engine::VexRiscv`].
     VexRiscv {
         /// The expanded key.
@@ -146,7 +160,16 @@ impl Chain {
                 key: Box::new(KeySchedule::new(key)),
                 iv: *iv,
             },
-            Engine::Hardware => Chain::Hardware(Box::new(CbcEncryptor::new(key.into(), iv.into()))),
+            Engine::Hardware => {
+                #[cfg(target_arch = "x86_64")]
+                if let Some(key) = aesd_cipher::aesni::AesniKey::new(key) {
+                    return Chain::Aesni {
+                        key: Box::new(key),
+                        iv: *iv,
+                    };
+                }
+                Chain::Hardware(Box::new(CbcEncryptor::new(key.into(), iv.into())))
+            }
             Engine::VexRiscv => Chain::VexRiscv {
                 key: Box::new(VexKey::new::<VexInsn>(key)),
                 iv: *iv,
@@ -157,8 +180,13 @@ impl Chain {
 
 impl Drop for Chain {
     fn drop(&mut self) {
-        if let Chain::Fixsliced { iv, .. } | Chain::VexRiscv { iv, .. } = self {
-            zeroize::Zeroize::zeroize(iv);
+        match self {
+            Chain::Fixsliced { iv, .. } | Chain::VexRiscv { iv, .. } => {
+                zeroize::Zeroize::zeroize(iv)
+            }
+            #[cfg(target_arch = "x86_64")]
+            Chain::Aesni { iv, .. } => zeroize::Zeroize::zeroize(iv),
+            Chain::Hardware(_) => {}
         }
     }
 }
@@ -216,9 +244,13 @@ impl Drop for DecryptChain {
 }
 
 /// Continues each chain over its whole blocks, the fixsliced ones together
-/// (up to [`aesd_cipher::LANES`] per call).
+/// (up to [`aesd_cipher::LANES`] per call), the AES-NI ones too (up to
+/// `AESNI_LANES`).
 pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     let mut lanes: Vec<CbcLane<'_>> = Vec::with_capacity(aesd_cipher::LANES);
+    #[cfg(target_arch = "x86_64")]
+    let mut aesni_lanes: Vec<CbcLane<'_, aesd_cipher::aesni::AesniKey>> =
+        Vec::with_capacity(aesd_cipher::aesni::AESNI_LANES);
     let mut vex_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
     for (chain, data) in chains.iter_mut() {
         match &mut **chain {
@@ -234,10 +266,22 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
                 debug_assert!(rest.is_empty());
                 cipher.encrypt_blocks(blocks);
             }
+            #[cfg(target_arch = "x86_64")]
+            Chain::Aesni { key, iv } => {
+                if aesni_lanes.len() == aesd_cipher::aesni::AESNI_LANES {
+                    aesd_cipher::aesni::encrypt_lanes(&mut aesni_lanes);
+                    aesni_lanes.clear();
+                }
+                aesni_lanes.push(CbcLane { key, iv, data });
+            }
             Chain::VexRiscv { key, iv } => {
                 vex_lanes.push(aesd_vexriscv::aes::CbcLane { key, iv, data })
             }
         }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if !aesni_lanes.is_empty() {
+        aesd_cipher::aesni::encrypt_lanes(&mut aesni_lanes);
     }
     if !vex_lanes.is_empty() {
         aesd_vexriscv::aes::cbc_encrypt_lanes::<VexInsn>(&mut vex_lanes);
