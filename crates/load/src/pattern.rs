@@ -9,20 +9,27 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// An endless seeded byte sequence (xorshift64*, 8 bytes per step).
+/// An endless seeded byte sequence: the SplitMix64 stream of the seed, 8
+/// bytes per step. Each step depends only on its index (no chain from one
+/// word to the next), so filling a buffer runs at several bytes per cycle:
+/// aesload generates and checks every byte it sends.
 #[derive(Debug, Clone)]
 pub struct Pattern {
-    state: u64,
+    base: u64,
+    index: u64,
     word: [u8; 8],
     used: usize,
 }
+
+/// SplitMix64's increment (the golden ratio in 64 bits).
+const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 impl Pattern {
     /// The sequence for `seed` (any value, zero included).
     pub fn new(seed: u64) -> Self {
         Pattern {
-            // splitmix64 of the seed: well-mixed and never zero.
-            state: splitmix64(seed) | 1,
+            base: splitmix64(seed),
+            index: 0,
             word: [0; 8],
             used: 8,
         }
@@ -38,30 +45,30 @@ impl Pattern {
             out = &mut out[1..];
         }
         let mut words = out.chunks_exact_mut(8);
+        let mut index = self.index;
         for word in &mut words {
-            word.copy_from_slice(&self.next_word().to_le_bytes());
+            word.copy_from_slice(&self.word_at(index).to_le_bytes());
+            index += 1;
         }
+        self.index = index;
         let tail = words.into_remainder();
         if !tail.is_empty() {
-            self.word = self.next_word().to_le_bytes();
+            self.word = self.word_at(self.index).to_le_bytes();
+            self.index += 1;
             tail.copy_from_slice(&self.word[..tail.len()]);
             self.used = tail.len();
         }
     }
 
-    fn next_word(&mut self) -> u64 {
-        let mut x = self.state;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.state = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    #[inline(always)]
+    fn word_at(&self, index: u64) -> u64 {
+        splitmix64(self.base.wrapping_add(index.wrapping_mul(GAMMA)))
     }
 }
 
 /// SplitMix64: turns a counter or seed into a well-mixed 64-bit value.
 pub fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = seed.wrapping_add(GAMMA);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

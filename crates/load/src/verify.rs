@@ -175,7 +175,12 @@ impl VerifyingSink {
     fn compare(&mut self, plain: &[u8]) -> Result<(), VerifyError> {
         self.scratch.resize(plain.len(), 0);
         self.expected.fill(&mut self.scratch);
-        if let Some(index) = plain.iter().zip(&self.scratch).position(|(a, b)| a != b) {
+        if plain != &self.scratch[..] {
+            let index = plain
+                .iter()
+                .zip(&self.scratch)
+                .position(|(a, b)| a != b)
+                .unwrap_or(plain.len());
             return Err(VerifyError::Mismatch(self.checked + index as u64));
         }
         self.checked += plain.len() as u64;
