@@ -56,8 +56,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let server_bytes = server_bytes.to_vec();
     runtime().block_on(async move {
-        let outcome =
-            tokio::time::timeout(Duration::from_secs(10), run(server_bytes, spec)).await;
+        let outcome = tokio::time::timeout(Duration::from_secs(10), run(server_bytes, spec)).await;
         assert!(outcome.is_ok(), "the client hung on a hostile server");
     });
 });

@@ -21,8 +21,8 @@ use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{FrameKind, FrameReader};
 use aesd_server::config::{Config, ConfigLayer};
 use aesd_server::server::Server;
-use aesd_server::shared::Shared;
 use aesd_server::session::serve_io;
+use aesd_server::shared::Shared;
 use libfuzzer_sys::fuzz_target;
 use tokio::runtime::Runtime;
 
@@ -74,6 +74,9 @@ fn harness() -> &'static Harness {
                 runtime.block_on(Server::bind(config)).expect("bind")
             })
             .collect();
+        // The token is read when the configuration resolves: the file is
+        // no longer needed (and is not left in the temporary directory).
+        let _ = std::fs::remove_file(&token_file);
         Harness {
             open: servers[0].shared(),
             guarded: servers[1].shared(),

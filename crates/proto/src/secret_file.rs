@@ -102,10 +102,32 @@ pub fn permission_warning(path: &Path, what: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn file_with(name: &str, content: &[u8]) -> PathBuf {
+    /// A temporary file, removed when the test is done with it.
+    struct TempFile(PathBuf);
+
+    impl std::ops::Deref for TempFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TempFile {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn file_with(name: &str, content: &[u8]) -> TempFile {
         let path = std::env::temp_dir().join(format!("aesd-secret-{}-{name}", std::process::id()));
         std::fs::write(&path, content).expect("write");
-        path
+        TempFile(path)
     }
 
     #[test]

@@ -119,15 +119,19 @@ impl FailureThrottle {
 mod tests {
     use super::*;
 
-    fn token_file(name: &str, content: &[u8]) -> PathBuf {
+    /// The token read from a temporary file holding `content` (removed
+    /// once read).
+    fn token_from(name: &str, content: &[u8]) -> Result<AccessToken, SecretFileError> {
         let path = std::env::temp_dir().join(format!("aesd-token-{}-{name}", std::process::id()));
         std::fs::write(&path, content).expect("write");
-        path
+        let token = AccessToken::from_file(&path);
+        let _ = std::fs::remove_file(&path);
+        token
     }
 
     #[test]
     fn only_the_exact_token_matches() {
-        let token = AccessToken::from_file(&token_file("ok", b"0123456789abcdef\n")).expect("ok");
+        let token = token_from("ok", b"0123456789abcdef\n").expect("ok");
         assert!(token.matches(b"0123456789abcdef"));
         assert!(!token.matches(b"0123456789abcdeF"));
         assert!(!token.matches(b"0123456789abcdef\n"));
@@ -138,7 +142,7 @@ mod tests {
 
     #[test]
     fn short_tokens_are_refused() {
-        let err = AccessToken::from_file(&token_file("short", b"tiny\n")).unwrap_err();
+        let err = token_from("short", b"tiny\n").unwrap_err();
         assert!(
             matches!(err, SecretFileError::Length { len: 4, .. }),
             "{err}"

@@ -176,7 +176,23 @@ fn probe_instruction() -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn device_tree(marked: bool) -> PathBuf {
+    /// A fake device tree, removed when the test is done with it.
+    struct DeviceTree(PathBuf);
+
+    impl std::ops::Deref for DeviceTree {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for DeviceTree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn device_tree(marked: bool) -> DeviceTree {
         let root = std::env::temp_dir().join(format!(
             "aesd-dt-{}-{marked}-{:?}",
             std::process::id(),
@@ -190,7 +206,7 @@ mod tests {
         } else {
             let _ = std::fs::remove_file(&property);
         }
-        root
+        DeviceTree(root)
     }
 
     #[test]
