@@ -9,7 +9,7 @@
 //! position `l + L·c + 4L·i` (`L` = [`LANES`]): each row is a group of
 //! `4L` bits, and inside a group the columns follow one another with the
 //! lanes interleaved. SubBytes is then a Boolean circuit on the 8 planes
-//! (the 113-gate circuit of Boyar and Peralta), with no table and no branch;
+//! (the 115-gate circuit of Boyar and Peralta), with no table and no branch;
 //! the byte at row `i + 1` is a rotation of the word by `4L` bits.
 //!
 //! # Fixslicing
@@ -150,9 +150,12 @@ fn mix_columns<const R: u32>(state: &mut [Word; 8]) {
     }
 }
 
-/// SubBytes on the 8 planes: the Boyar–Peralta circuit (top linear layer,
-/// shared non-linear middle, bottom linear layer), without its 4 NOT gates
-/// (folded into the round keys: see [`NOT_PLANES`]).
+/// SubBytes on the 8 planes: Boyar and Peralta's circuit for the AES
+/// S-box ("A new combinational logic minimization technique with
+/// applications to cryptology", SEA 2010): a top linear layer of 23 XORs,
+/// a non-linear middle of 32 ANDs and 30 XORs, a bottom linear layer of 30
+/// XORs, 115 gates in all, without the 4 NOT gates of its XNORs (folded
+/// into the round keys: see [`NOT_PLANES`]).
 #[inline(always)]
 fn sub_bytes(state: &mut [Word; 8]) {
     // The circuit numbers bits from the most significant: U0 = bit 7.
@@ -165,138 +168,130 @@ fn sub_bytes(state: &mut [Word; 8]) {
     let u6 = state[1];
     let u7 = state[0];
 
-    let t1 = u0 ^ u3;
-    let t2 = u0 ^ u5;
-    let t3 = u0 ^ u6;
-    let t4 = u3 ^ u5;
-    let t5 = u4 ^ u6;
-    let t6 = t1 ^ t5;
-    let t7 = u1 ^ u2;
-    let t8 = u7 ^ t6;
-    let t9 = u7 ^ t7;
-    let t10 = t6 ^ t7;
-    let t11 = u1 ^ u5;
-    let t12 = u2 ^ u5;
-    let t13 = t3 ^ t4;
-    let t14 = t6 ^ t11;
-    let t15 = t5 ^ t11;
-    let t16 = t5 ^ t12;
-    let t17 = t9 ^ t16;
-    let t18 = u3 ^ u7;
-    let t19 = t7 ^ t18;
-    let t20 = t1 ^ t19;
-    let t21 = u6 ^ u7;
-    let t22 = t7 ^ t21;
-    let t23 = t2 ^ t22;
-    let t24 = t2 ^ t10;
-    let t25 = t20 ^ t17;
-    let t26 = t3 ^ t16;
-    let t27 = t1 ^ t12;
+    // Top linear layer: the 22 inputs y1..y21 (and U7) of the middle.
+    let y14 = u3 ^ u5;
+    let y13 = u0 ^ u6;
+    let y9 = u0 ^ u3;
+    let y8 = u0 ^ u5;
+    let t0 = u1 ^ u2;
+    let y1 = t0 ^ u7;
+    let y4 = y1 ^ u3;
+    let y12 = y13 ^ y14;
+    let y2 = y1 ^ u0;
+    let y5 = y1 ^ u6;
+    let y3 = y5 ^ y8;
+    let t1 = u4 ^ y12;
+    let y15 = t1 ^ u5;
+    let y20 = t1 ^ u1;
+    let y6 = y15 ^ u7;
+    let y10 = y15 ^ t0;
+    let y11 = y20 ^ y9;
+    let y7 = u7 ^ y11;
+    let y17 = y10 ^ y11;
+    let y19 = y10 ^ y8;
+    let y16 = t0 ^ y11;
+    let y21 = y13 ^ y16;
+    let y18 = u0 ^ y16;
 
-    let m1 = t13 & t6;
-    let m2 = t23 & t8;
-    let m3 = t14 ^ m1;
-    let m4 = t19 & u7;
-    let m5 = m4 ^ m1;
-    let m6 = t3 & t16;
-    let m7 = t22 & t9;
-    let m8 = t26 ^ m6;
-    let m9 = t20 & t17;
-    let m10 = m9 ^ m6;
-    let m11 = t1 & t15;
-    let m12 = t4 & t27;
-    let m13 = m12 ^ m11;
-    let m14 = t2 & t10;
-    let m15 = m14 ^ m11;
-    let m16 = m3 ^ m2;
-    let m17 = m5 ^ t24;
-    let m18 = m8 ^ m7;
-    let m19 = m10 ^ m15;
-    let m20 = m16 ^ m13;
-    let m21 = m17 ^ m15;
-    let m22 = m18 ^ m13;
-    let m23 = m19 ^ t25;
-    let m24 = m22 ^ m23;
-    let m25 = m22 & m20;
-    let m26 = m21 ^ m25;
-    let m27 = m20 ^ m21;
-    let m28 = m23 ^ m25;
-    let m29 = m28 & m27;
-    let m30 = m26 & m24;
-    let m31 = m20 & m23;
-    let m32 = m27 & m31;
-    let m33 = m27 ^ m25;
-    let m34 = m21 & m22;
-    let m35 = m24 & m34;
-    let m36 = m24 ^ m25;
-    let m37 = m21 ^ m29;
-    let m38 = m32 ^ m33;
-    let m39 = m23 ^ m30;
-    let m40 = m35 ^ m36;
-    let m41 = m38 ^ m40;
-    let m42 = m37 ^ m39;
-    let m43 = m37 ^ m38;
-    let m44 = m39 ^ m40;
-    let m45 = m42 ^ m41;
-    let m46 = m44 & t6;
-    let m47 = m40 & t8;
-    let m48 = m39 & u7;
-    let m49 = m43 & t16;
-    let m50 = m38 & t9;
-    let m51 = m37 & t17;
-    let m52 = m42 & t15;
-    let m53 = m45 & t27;
-    let m54 = m41 & t10;
-    let m55 = m44 & t13;
-    let m56 = m40 & t23;
-    let m57 = m39 & t19;
-    let m58 = m43 & t3;
-    let m59 = m38 & t22;
-    let m60 = m37 & t20;
-    let m61 = m42 & t1;
-    let m62 = m45 & t4;
-    let m63 = m41 & t2;
+    // Middle: inversion in GF(2^4)^2, shared by all outputs.
+    let t2 = y12 & y15;
+    let t3 = y3 & y6;
+    let t4 = t3 ^ t2;
+    let t5 = y4 & u7;
+    let t6 = t5 ^ t2;
+    let t7 = y13 & y16;
+    let t8 = y5 & y1;
+    let t9 = t8 ^ t7;
+    let t10 = y2 & y7;
+    let t11 = t10 ^ t7;
+    let t12 = y9 & y11;
+    let t13 = y14 & y17;
+    let t14 = t13 ^ t12;
+    let t15 = y8 & y10;
+    let t16 = t15 ^ t12;
+    let t17 = t4 ^ y20;
+    let t18 = t6 ^ t16;
+    let t19 = t9 ^ t14;
+    let t20 = t11 ^ t16;
+    let t21 = t17 ^ t14;
+    let t22 = t18 ^ y19;
+    let t23 = t19 ^ y21;
+    let t24 = t20 ^ y18;
+    let t25 = t21 ^ t22;
+    let t26 = t21 & t23;
+    let t27 = t24 ^ t26;
+    let t28 = t25 & t27;
+    let t29 = t28 ^ t22;
+    let t30 = t23 ^ t24;
+    let t31 = t22 ^ t26;
+    let t32 = t31 & t30;
+    let t33 = t32 ^ t24;
+    let t34 = t23 ^ t33;
+    let t35 = t27 ^ t33;
+    let t36 = t24 & t35;
+    let t37 = t36 ^ t34;
+    let t38 = t27 ^ t36;
+    let t39 = t29 & t38;
+    let t40 = t25 ^ t39;
+    let t41 = t40 ^ t37;
+    let t42 = t29 ^ t33;
+    let t43 = t29 ^ t40;
+    let t44 = t33 ^ t37;
+    let t45 = t42 ^ t41;
+    let z0 = t44 & y15;
+    let z1 = t37 & y6;
+    let z2 = t33 & u7;
+    let z3 = t43 & y16;
+    let z4 = t40 & y1;
+    let z5 = t29 & y7;
+    let z6 = t42 & y11;
+    let z7 = t45 & y17;
+    let z8 = t41 & y10;
+    let z9 = t44 & y12;
+    let z10 = t37 & y3;
+    let z11 = t33 & y4;
+    let z12 = t43 & y13;
+    let z13 = t40 & y5;
+    let z14 = t29 & y2;
+    let z15 = t42 & y9;
+    let z16 = t45 & y14;
+    let z17 = t41 & y8;
 
-    let l0 = m61 ^ m62;
-    let l1 = m50 ^ m56;
-    let l2 = m46 ^ m48;
-    let l3 = m47 ^ m55;
-    let l4 = m54 ^ m58;
-    let l5 = m49 ^ m61;
-    let l6 = m62 ^ l5;
-    let l7 = m46 ^ l3;
-    let l8 = m51 ^ m59;
-    let l9 = m52 ^ m53;
-    let l10 = m53 ^ l4;
-    let l11 = m60 ^ l2;
-    let l12 = m48 ^ m51;
-    let l13 = m50 ^ l0;
-    let l14 = m52 ^ m61;
-    let l15 = m55 ^ l1;
-    let l16 = m56 ^ l0;
-    let l17 = m57 ^ l1;
-    let l18 = m58 ^ l8;
-    let l19 = m63 ^ l4;
-    let l20 = l0 ^ l1;
-    let l21 = l1 ^ l7;
-    let l22 = l3 ^ l12;
-    let l23 = l18 ^ l2;
-    let l24 = l15 ^ l9;
-    let l25 = l6 ^ l10;
-    let l26 = l7 ^ l9;
-    let l27 = l8 ^ l10;
-    let l28 = l11 ^ l14;
-    let l29 = l11 ^ l17;
+    // Bottom linear layer.
+    let t46 = z15 ^ z16;
+    let t47 = z10 ^ z11;
+    let t48 = z5 ^ z13;
+    let t49 = z9 ^ z10;
+    let t50 = z2 ^ z12;
+    let t51 = z2 ^ z5;
+    let t52 = z7 ^ z8;
+    let t53 = z0 ^ z3;
+    let t54 = z6 ^ z7;
+    let t55 = z16 ^ z17;
+    let t56 = z12 ^ t48;
+    let t57 = t50 ^ t53;
+    let t58 = z4 ^ t46;
+    let t59 = z3 ^ t54;
+    let t60 = t46 ^ t57;
+    let t61 = z14 ^ t57;
+    let t62 = t52 ^ t58;
+    let t63 = t49 ^ t58;
+    let t64 = z4 ^ t59;
+    let t65 = t61 ^ t62;
+    let t66 = z1 ^ t63;
+    let t67 = t64 ^ t65;
 
-    // S1, S2, S6 and S7 are complemented in the circuit (NOT_PLANES).
-    state[7] = l6 ^ l24;
-    state[6] = l16 ^ l26;
-    state[5] = l19 ^ l28;
-    state[4] = l6 ^ l21;
-    state[3] = l20 ^ l22;
-    state[2] = l25 ^ l29;
-    state[1] = l13 ^ l27;
-    state[0] = l6 ^ l23;
+    // S1, S2, S6 and S7 are XNORs in the circuit: here XORs, their
+    // complement comes with the round keys (NOT_PLANES).
+    let s3 = t53 ^ t66;
+    state[7] = t59 ^ t63;
+    state[6] = t64 ^ s3;
+    state[5] = t55 ^ t67;
+    state[4] = s3;
+    state[3] = t51 ^ t66;
+    state[2] = t47 ^ t65;
+    state[1] = t56 ^ t62;
+    state[0] = t48 ^ t60;
 }
 
 /// The planes whose S-box output is complemented (S1, S2, S6, S7: bits 6,
