@@ -158,9 +158,12 @@ mod tests {
     const SP800_38A_CIPHER: &str = "f58c4c04d6e5f1ba779eabfb5f7bfbd69cfc4e967edb808d679f777bc6702c7d\
                                     39f23369a9d9bacfa530e26304231461b2eb05e2c39be9fcda6c19078c6a9d1b";
 
-    /// NIST SP 800-38A F.2.5 (CBC-AES256.Encrypt).
-    #[test]
-    fn sp800_38a_f25() {
+    /// NIST SP 800-38A F.2.5 (CBC-AES256.Encrypt) through `encrypt`, one
+    /// lane in two calls: the chain continues through the updated IV.
+    fn check_sp800_38a<K>(
+        expand: impl Fn(&[u8; 32]) -> K,
+        encrypt: impl Fn(&mut [CbcLane<'_, K>]),
+    ) {
         let key: [u8; 32] =
             hex::decode("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4")
                 .unwrap()
@@ -171,12 +174,21 @@ mod tests {
             .try_into()
             .unwrap();
         let mut data = hex::decode(SP800_38A_PLAIN).unwrap();
-        let schedule = KeySchedule::new(&key);
-        // In two calls: the chain continues through the updated IV.
+        let key = expand(&key);
         let (first, second) = data.split_at_mut(32);
-        encrypt(&schedule, &mut iv, first);
-        encrypt(&schedule, &mut iv, second);
+        for data in [first, second] {
+            encrypt(&mut [CbcLane {
+                key: &key,
+                iv: &mut iv,
+                data,
+            }]);
+        }
         assert_eq!(hex::encode(&data), SP800_38A_CIPHER);
+    }
+
+    #[test]
+    fn sp800_38a_f25() {
+        check_sp800_38a(KeySchedule::new, encrypt_lanes);
     }
 
     /// Up to `max` lanes of random keys, IVs and lengths (0 to 39 blocks),
@@ -249,27 +261,7 @@ mod tests {
         }
         let expand = |key: &[u8; 32]| AesniKey::new(key).expect("checked above");
         check_lanes(aesni::AESNI_LANES, expand, aesni::encrypt_lanes);
-        // SP 800-38A F.2.5, one lane in two calls.
-        let key: [u8; 32] =
-            hex::decode("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4")
-                .unwrap()
-                .try_into()
-                .unwrap();
-        let mut iv: Block = hex::decode("000102030405060708090a0b0c0d0e0f")
-            .unwrap()
-            .try_into()
-            .unwrap();
-        let mut data = hex::decode(SP800_38A_PLAIN).unwrap();
-        let key = expand(&key);
-        let (first, second) = data.split_at_mut(32);
-        for data in [first, second] {
-            aesni::encrypt_lanes(&mut [CbcLane {
-                key: &key,
-                iv: &mut iv,
-                data,
-            }]);
-        }
-        assert_eq!(hex::encode(&data), SP800_38A_CIPHER);
+        check_sp800_38a(expand, aesni::encrypt_lanes);
     }
 
     /// The word path (buffers aligned to 4 bytes) and the byte path give
