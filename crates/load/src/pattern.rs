@@ -9,10 +9,13 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// An endless seeded byte sequence: the SplitMix64 stream of the seed, 8
-/// bytes per step. Each step depends only on its index (no chain from one
-/// word to the next), so filling a buffer runs at several bytes per cycle:
-/// aesload generates and checks every byte it sends.
+/// An endless seeded byte sequence, 8 bytes per step: word `i` is a mix of
+/// `base + i·γ` (SplitMix64's increment γ; `base` from the seed) with one
+/// multiplication. Every step of the mix is a bijection, so no two words
+/// of one sequence are equal (a repeated or reordered piece of output
+/// cannot go unnoticed), and each word depends only on its index (no
+/// chain from one word to the next), so filling a buffer runs at several
+/// bytes per cycle: aesload generates and checks every byte it sends.
 #[derive(Debug, Clone)]
 pub struct Pattern {
     base: u64,
@@ -62,7 +65,10 @@ impl Pattern {
 
     #[inline(always)]
     fn word_at(&self, index: u64) -> u64 {
-        splitmix64(self.base.wrapping_add(index.wrapping_mul(GAMMA)))
+        // x ^ x>>32, an odd multiplier, x ^ x>>32 again: each invertible.
+        let z = self.base.wrapping_add(index.wrapping_mul(GAMMA));
+        let z = (z ^ (z >> 32)).wrapping_mul(0xd6e8_feb8_6659_fd93);
+        z ^ (z >> 32)
     }
 }
 
@@ -128,6 +134,19 @@ mod tests {
             }
         }
         assert_eq!(whole, pieces);
+    }
+
+    #[test]
+    fn no_word_repeats_within_a_sequence() {
+        let mut bytes = vec![0u8; 8 * 65_536];
+        Pattern::new(9).fill(&mut bytes);
+        let mut words: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")))
+            .collect();
+        words.sort_unstable();
+        words.dedup();
+        assert_eq!(words.len(), 65_536);
     }
 
     #[test]
