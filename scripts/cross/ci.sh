@@ -51,6 +51,8 @@ done
 
 step "cross: aesd-cipher's 2-lane fixsliced AES on riscv32imac under qemu (vectors, differential)"
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-cipher --lib)
+step "cross: aesd-cipher's ARMv8 AES kernels (4 chains interleaved) on aarch64 under qemu (vectors, differential)"
+(cd "$root" && AESD_REQUIRE_CPU_AES=1 cargo test --quiet --locked --target aarch64-unknown-linux-musl -p aesd-cipher --lib)
 step "cross: VexRiscv's AES instruction: riscv32 machine code under qemu, emulated and probed"
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --tests)
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv \

@@ -539,7 +539,7 @@ fn sub_word(word: [u8; 4]) -> [u8; 4] {
 }
 
 /// The FIPS-197 AES-256 key expansion: 15 round keys.
-fn expand(key: &[u8; 32]) -> [Block; ROUNDS + 1] {
+pub(crate) fn expand(key: &[u8; 32]) -> [Block; ROUNDS + 1] {
     let mut words = [[0u8; 4]; 4 * (ROUNDS + 1)];
     for (index, word) in words.iter_mut().take(8).enumerate() {
         word.copy_from_slice(&key[4 * index..4 * index + 4]);

@@ -8,10 +8,10 @@
 //!   of several independent CBC chains are encrypted in one call.
 //! * [`cbc`]: CBC encryption of up to [`LANES`] chains at once
 //!   ([`cbc::encrypt_lanes`]), each with its own key, IV and data.
-//! * `aesni` (x86-64 only): the same multi-lane CBC with the CPU's AES
-//!   instructions, the rounds of up to 4 chains interleaved (development
-//!   machines and servers; the only `unsafe` code of the crate, each call
-//!   guarded by the CPU check).
+//! * `cpu_aes` (x86-64 and aarch64 only): the same multi-lane CBC with the
+//!   CPU's AES instructions (AES-NI, ARMv8's AES extension), the rounds of
+//!   up to 4 chains interleaved (development machines and servers; the
+//!   only `unsafe` code of the crate, each call guarded by the CPU check).
 //!
 //! Why it exists: CBC encryption is serial within a file, so a bitsliced
 //! AES that works on several blocks per call wastes all but one lane on a
@@ -19,9 +19,9 @@
 //! together (its lane engine) through [`cbc::encrypt_lanes`].
 #![cfg_attr(not(test), no_std)]
 
-#[cfg(target_arch = "x86_64")]
-pub mod aesni;
 pub mod cbc;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub mod cpu_aes;
 pub mod fixslice;
 
 pub use fixslice::{Block, KeySchedule, LANES};

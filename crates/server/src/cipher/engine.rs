@@ -4,10 +4,10 @@
 //!   (`aesd-cipher`), which encrypts up to [`aesd_cipher::LANES`] chains
 //!   with different keys in one call: the boards (rv32 and rv64 cores
 //!   without AES instructions, the Raspberry Pi 4's Cortex-A72).
-//! * [`Engine::Hardware`]: the CPU's AES instructions: on x86-64
-//!   `aesd-cipher`'s AES-NI kernels, the rounds of up to 4 chains
-//!   interleaved (one chain alone runs at the instruction's latency);
-//!   elsewhere (ARMv8 crypto) the `aes` crate, one chain after the other.
+//! * [`Engine::Hardware`]: the CPU's AES instructions (x86-64's AES-NI,
+//!   ARMv8's AES extension) through `aesd-cipher`'s `cpu_aes` kernels, the
+//!   rounds of up to 4 chains interleaved (one chain alone runs at the
+//!   instruction's latency).
 //!   Development machines and servers, where they are many times faster
 //!   than any software AES.
 //! * [`Engine::VexRiscv`]: VexRiscv's AES instruction (`aesd-vexriscv`),
@@ -63,7 +63,7 @@ pub fn cpu_has_aes() -> bool {
 pub enum Engine {
     /// aesd's fixsliced AES, several chains per call.
     Fixsliced,
-    /// The CPU's AES instructions (chains interleaved on x86-64).
+    /// The CPU's AES instructions, chains interleaved.
     Hardware,
     /// VexRiscv's AES instruction, two chains interleaved.
     VexRiscv,
@@ -98,10 +98,10 @@ impl Engine {
     pub fn lanes(self) -> usize {
         match self {
             Engine::Fixsliced => aesd_cipher::LANES,
-            #[cfg(target_arch = "x86_64")]
-            Engine::Hardware => aesd_cipher::aesni::AESNI_LANES,
-            // One at a time; the lane engine still groups them (harmless).
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            Engine::Hardware => aesd_cipher::cpu_aes::CPU_AES_LANES,
+            // No AES instructions here: never selected.
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
             Engine::Hardware => aesd_cipher::LANES,
             Engine::VexRiscv => 2,
         }
@@ -126,14 +126,15 @@ pub enum Chain {
         /// The chaining value.
         iv: [u8; BLOCK],
     },
-    /// For [`Engine::Hardware`] where `aesd-cipher` has no kernel (or, on
-    /// x86-64, the CPU has no AES-NI: the `aes` crate's software AES).
+    /// For [`Engine::Hardware`] on a CPU without AES instructions (tests
+    /// only: the `aes` crate's software AES).
     Hardware(Box<CbcEncryptor>),
-    /// For [`Engine::Hardware`] on x86-64 with AES-NI.
-    #[cfg(target_arch = "x86_64")]
-    Aesni {
+    /// For [`Engine::Hardware`]: the CPU's AES instructions (x86-64,
+    /// aarch64), several chains interleaved.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    CpuAes {
         /// The expanded key.
-        key: Box<aesd_cipher::aesni::AesniKey>,
+        key: Box<aesd_cipher::cpu_aes::CpuAesKey>,
         /// The chaining value.
         iv: [u8; BLOCK],
     },
@@ -161,9 +162,9 @@ impl Chain {
                 iv: *iv,
             },
             Engine::Hardware => {
-                #[cfg(target_arch = "x86_64")]
-                if let Some(key) = aesd_cipher::aesni::AesniKey::new(key) {
-                    return Chain::Aesni {
+                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                if let Some(key) = aesd_cipher::cpu_aes::CpuAesKey::new(key) {
+                    return Chain::CpuAes {
                         key: Box::new(key),
                         iv: *iv,
                     };
@@ -184,8 +185,8 @@ impl Drop for Chain {
             Chain::Fixsliced { iv, .. } | Chain::VexRiscv { iv, .. } => {
                 zeroize::Zeroize::zeroize(iv)
             }
-            #[cfg(target_arch = "x86_64")]
-            Chain::Aesni { iv, .. } => zeroize::Zeroize::zeroize(iv),
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            Chain::CpuAes { iv, .. } => zeroize::Zeroize::zeroize(iv),
             Chain::Hardware(_) => {}
         }
     }
@@ -244,13 +245,13 @@ impl Drop for DecryptChain {
 }
 
 /// Continues each chain over its whole blocks, the fixsliced ones together
-/// (up to [`aesd_cipher::LANES`] per call), the AES-NI ones too (up to
-/// `AESNI_LANES`).
+/// (up to [`aesd_cipher::LANES`] per call), those on the CPU's AES
+/// instructions too (up to `CPU_AES_LANES`).
 pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     let mut lanes: Vec<CbcLane<'_>> = Vec::with_capacity(aesd_cipher::LANES);
-    #[cfg(target_arch = "x86_64")]
-    let mut aesni_lanes: Vec<CbcLane<'_, aesd_cipher::aesni::AesniKey>> =
-        Vec::with_capacity(aesd_cipher::aesni::AESNI_LANES);
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    let mut cpu_lanes: Vec<CbcLane<'_, aesd_cipher::cpu_aes::CpuAesKey>> =
+        Vec::with_capacity(aesd_cipher::cpu_aes::CPU_AES_LANES);
     let mut vex_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
     for (chain, data) in chains.iter_mut() {
         match &mut **chain {
@@ -266,22 +267,22 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
                 debug_assert!(rest.is_empty());
                 cipher.encrypt_blocks(blocks);
             }
-            #[cfg(target_arch = "x86_64")]
-            Chain::Aesni { key, iv } => {
-                if aesni_lanes.len() == aesd_cipher::aesni::AESNI_LANES {
-                    aesd_cipher::aesni::encrypt_lanes(&mut aesni_lanes);
-                    aesni_lanes.clear();
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            Chain::CpuAes { key, iv } => {
+                if cpu_lanes.len() == aesd_cipher::cpu_aes::CPU_AES_LANES {
+                    aesd_cipher::cpu_aes::encrypt_lanes(&mut cpu_lanes);
+                    cpu_lanes.clear();
                 }
-                aesni_lanes.push(CbcLane { key, iv, data });
+                cpu_lanes.push(CbcLane { key, iv, data });
             }
             Chain::VexRiscv { key, iv } => {
                 vex_lanes.push(aesd_vexriscv::aes::CbcLane { key, iv, data })
             }
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    if !aesni_lanes.is_empty() {
-        aesd_cipher::aesni::encrypt_lanes(&mut aesni_lanes);
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if !cpu_lanes.is_empty() {
+        aesd_cipher::cpu_aes::encrypt_lanes(&mut cpu_lanes);
     }
     if !vex_lanes.is_empty() {
         aesd_vexriscv::aes::cbc_encrypt_lanes::<VexInsn>(&mut vex_lanes);
