@@ -58,7 +58,6 @@ pub fn encrypt_lanes(lanes: &mut [CbcLane<'_>]) {
                 .get(l)
                 .map_or([0; 4], |lane| block_words(&lane.iv[..]))
         });
-        let mut blocks: [BlockWords; LANES] = [[0; 4]; LANES];
         let aligned = lanes.iter().enumerate().all(|(l, lane)| {
             !busy[l] || bytemuck::try_cast_slice::<u8, u32>(&lane.data[done..shortest]).is_ok()
         });
@@ -72,24 +71,10 @@ pub fn encrypt_lanes(lanes: &mut [CbcLane<'_>]) {
                     *slot = view;
                 }
             }
-            let mut at = 0;
-            while done < shortest {
-                for l in 0..LANES {
-                    if busy[l] {
-                        let plain = &words[l][at..at + 4];
-                        blocks[l] = core::array::from_fn(|c| chain[l][c] ^ plain[c]);
-                    }
-                }
-                chain = round_keys.encrypt(&blocks);
-                for l in 0..LANES {
-                    if busy[l] {
-                        words[l][at..at + 4].copy_from_slice(&chain[l]);
-                    }
-                }
-                at += 4;
-                done += BLOCK;
-            }
+            encrypt_words(&round_keys, &mut chain, &mut words, busy);
+            done = shortest;
         } else {
+            let mut blocks: [BlockWords; LANES] = [[0; 4]; LANES];
             while done < shortest {
                 for (l, lane) in lanes.iter().enumerate() {
                     if busy[l] {
@@ -105,15 +90,51 @@ pub fn encrypt_lanes(lanes: &mut [CbcLane<'_>]) {
                 }
                 done += BLOCK;
             }
+            blocks.zeroize();
         }
         for (l, lane) in lanes.iter_mut().enumerate() {
             if busy[l] {
                 store_block(&chain[l], &mut lane.iv[..]);
             }
         }
-        blocks.zeroize();
         chain.zeroize();
     }
+}
+
+/// The CBC loop over word-aligned buffers: the busy lanes' data (all of the
+/// same length, whole blocks as little-endian words) is encrypted in place,
+/// `chain` holding each lane's chaining value. Out of line, with the AES
+/// inlined into it: the loop, packing, the rounds and unpacking are one
+/// compact piece of code that a board's 4 KiB instruction cache holds whole
+/// (docs/performance.md, *Measured on the RTL*).
+#[inline(never)]
+fn encrypt_words(
+    round_keys: &LaneKeys,
+    chain: &mut [BlockWords; LANES],
+    words: &mut [&mut [u32]; LANES],
+    busy: [bool; LANES],
+) {
+    let len = (0..LANES)
+        .filter(|&l| busy[l])
+        .map(|l| words[l].len())
+        .max()
+        .unwrap_or(0);
+    let mut blocks: [BlockWords; LANES] = [[0; 4]; LANES];
+    for at in (0..len).step_by(4) {
+        for l in 0..LANES {
+            if busy[l] {
+                let plain = &words[l][at..at + 4];
+                blocks[l] = core::array::from_fn(|c| chain[l][c] ^ plain[c]);
+            }
+        }
+        *chain = round_keys.encrypt_inline(&blocks);
+        for l in 0..LANES {
+            if busy[l] {
+                words[l][at..at + 4].copy_from_slice(&chain[l]);
+            }
+        }
+    }
+    blocks.zeroize();
 }
 
 /// Encrypts one chain (one lane busy).

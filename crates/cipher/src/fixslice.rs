@@ -476,36 +476,48 @@ impl LaneKeys {
     }
 
     /// Encrypts one block per lane.
-    #[inline(always)]
     pub fn encrypt(&self, blocks: &[BlockWords; LANES]) -> [BlockWords; LANES] {
+        self.encrypt_inline(blocks)
+    }
+
+    /// [`Self::encrypt`], inlined into its caller (the CBC loop over
+    /// aligned words, where the loop and the AES must be one piece of
+    /// code: see `cbc::encrypt_words`).
+    #[inline(always)]
+    pub(crate) fn encrypt_inline(&self, blocks: &[BlockWords; LANES]) -> [BlockWords; LANES] {
         let mut state = pack(blocks);
-        let rk = &self.words;
-        add_round_key(&mut state, &rk[0..8]);
-        // Rounds 1..=12: four per turn of the frames (1, 2, 3, 0).
-        for first in [1, 5, 9] {
-            sub_bytes(&mut state);
-            mix_columns::<1>(&mut state);
-            add_round_key(&mut state, &rk[first * 8..(first + 1) * 8]);
-            sub_bytes(&mut state);
-            mix_columns::<2>(&mut state);
-            add_round_key(&mut state, &rk[(first + 1) * 8..(first + 2) * 8]);
-            sub_bytes(&mut state);
-            mix_columns::<3>(&mut state);
-            add_round_key(&mut state, &rk[(first + 2) * 8..(first + 3) * 8]);
-            sub_bytes(&mut state);
-            mix_columns::<0>(&mut state);
-            add_round_key(&mut state, &rk[(first + 3) * 8..(first + 4) * 8]);
-        }
-        // Round 13 (frame 1) and the last round (no MixColumns, frame 2).
-        sub_bytes(&mut state);
-        mix_columns::<1>(&mut state);
-        add_round_key(&mut state, &rk[13 * 8..14 * 8]);
-        sub_bytes(&mut state);
-        add_round_key(&mut state, &rk[14 * 8..15 * 8]);
+        rounds(&mut state, &self.words);
+        // The planes now hold the ciphertext: public, nothing to wipe.
         let blocks = unpack(&state);
-        state.zeroize();
         core::array::from_fn(|lane| from_frame_2(&blocks[lane]))
     }
+}
+
+/// The 14 rounds on packed planes, one round per turn of a loop: a round's
+/// frame (which MixColumns it takes) depends on the public round number
+/// only, and one round's code (the S-box, the four MixColumns, AddRoundKey)
+/// is small enough to stay in a 4 KiB instruction cache, where the rounds
+/// unrolled by four were not.
+#[inline(always)]
+fn rounds(state: &mut [Word; 8], rk: &[Word; SCHEDULE_WORDS]) {
+    add_round_key(state, &rk[0..8]);
+    let mut round = 1;
+    loop {
+        sub_bytes(state);
+        if round == ROUNDS {
+            break;
+        }
+        match round % 4 {
+            1 => mix_columns::<1>(state),
+            2 => mix_columns::<2>(state),
+            3 => mix_columns::<3>(state),
+            _ => mix_columns::<0>(state),
+        }
+        add_round_key(state, &rk[round * 8..round * 8 + 8]);
+        round += 1;
+    }
+    // The last round has no MixColumns; its output is in frame 2.
+    add_round_key(state, &rk[ROUNDS * 8..]);
 }
 
 #[inline(always)]
