@@ -10,13 +10,13 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use aesd_proto::{Begin, Done, Format, Message, Operation, Password};
+use aesd_proto::{Begin, DerivedKeyParams, Done, Format, FrameKind, Message, Operation, Password};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use crate::connection::Client;
 use crate::error::ClientError;
-use crate::key_source::{self, KeyDerivation};
+use crate::key_source::{self, ChosenKey, KeyDerivation};
 
 /// Default PBKDF2 iteration count, as `openssl enc -pbkdf2`.
 pub const DEFAULT_ITERATIONS: u32 = 10_000;
@@ -109,8 +109,64 @@ impl Client {
         if self.broken {
             return Err(ClientError::Broken);
         }
+        let key = self.prepare_key(spec, input).await?;
+        self.run_prepared_job(spec, key, input, output, observe)
+            .await
+    }
+
+    /// Chooses the key source of a job on this server (the server's
+    /// welcome says whether it accepts derived keys) and, when this client
+    /// derives the key, runs PBKDF2 (on tokio's blocking pool): with a
+    /// fresh random salt to encrypt, with the salt of the `Salted__` header
+    /// read from `input` to decrypt (those 16 bytes are then sent first by
+    /// [`Client::run_prepared_job`]). Nothing is sent to the server.
+    pub async fn prepare_key<R>(
+        &mut self,
+        spec: &JobSpec,
+        input: &mut R,
+    ) -> Result<ChosenKey, ClientError>
+    where
+        R: AsyncRead + Unpin,
+    {
+        key_source::choose(spec, self.welcome.derived_keys, input).await
+    }
+
+    /// [`Client::prepare_key`] for an encryption whose salt, key and IV
+    /// the caller derived already ([`key_source::fresh_salt`], then
+    /// [`key_source::derive`] with the spec's password and iterations; a
+    /// load generator derives the next clients' keys while others run):
+    /// `derived` is used when this client would derive the key, the
+    /// password is sent when the server derives it. Decryption is refused
+    /// ([`ClientError::KeyDerivation`]): it takes the file's salt.
+    pub fn prepare_derived_key(
+        &self,
+        spec: &JobSpec,
+        derived: DerivedKeyParams,
+    ) -> Result<ChosenKey, ClientError> {
+        key_source::choose_derived(spec, self.welcome.derived_keys, derived)
+    }
+
+    /// [`Client::run_job_observed`] with a key from
+    /// [`Client::prepare_key`] (for the same `spec` and `input`) or
+    /// [`Client::prepare_derived_key`].
+    pub async fn run_prepared_job<R, W, F>(
+        &mut self,
+        spec: &JobSpec,
+        key: ChosenKey,
+        input: &mut R,
+        output: &mut W,
+        observe: F,
+    ) -> Result<JobReport, ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+        F: FnMut(JobEvent),
+    {
+        if self.broken {
+            return Err(ClientError::Broken);
+        }
         self.broken = true;
-        let result = self.run_job_inner(spec, input, output, observe).await;
+        let result = self.run_job_inner(spec, key, input, output, observe).await;
         self.broken = match &result {
             Ok(_) => false,
             Err(ClientError::Server(frame)) => frame.code.closes_connection(),
@@ -123,6 +179,7 @@ impl Client {
     async fn run_job_inner<R, W, F>(
         &mut self,
         spec: &JobSpec,
+        chosen: ChosenKey,
         input: &mut R,
         output: &mut W,
         mut observe: F,
@@ -133,7 +190,6 @@ impl Client {
         F: FnMut(JobEvent),
     {
         let started = Instant::now();
-        let chosen = key_source::choose(spec, self.welcome.derived_keys, input).await?;
         let begin = Message::Begin(Begin {
             operation: spec.operation,
             format: Format::OpensslSaltedPbkdf2,
@@ -214,19 +270,23 @@ impl Client {
         };
         let receive = async {
             let mut received = 0u64;
+            // Data payloads land here, one frame at a time (no copy).
+            let mut payload = Vec::with_capacity(chunk);
             let result = loop {
-                let next = next_frame(reader, idle, &activity).await;
+                let next = next_frame(reader, &mut payload, idle, &activity).await;
                 Activity::progress(&activity);
                 match next {
-                    Ok(Some(Message::Data(bytes))) => {
-                        if let Err(err) = output.write_all(&bytes).await {
+                    Ok(Some(Incoming::Data)) => {
+                        if let Err(err) = output.write_all(&payload).await {
                             break Err(ClientError::Output(err));
                         }
-                        received += bytes.len() as u64;
+                        received += payload.len() as u64;
                     }
-                    Ok(Some(Message::Done(done))) => break Ok((received, done)),
-                    Ok(Some(Message::Error(error))) => break Err(ClientError::Server(error)),
-                    Ok(Some(other)) => {
+                    Ok(Some(Incoming::Message(Message::Done(done)))) => break Ok((received, done)),
+                    Ok(Some(Incoming::Message(Message::Error(error)))) => {
+                        break Err(ClientError::Server(error));
+                    }
+                    Ok(Some(Incoming::Message(other))) => {
                         break Err(ClientError::Unexpected {
                             got: other.kind().name(),
                             state: "during the job",
@@ -289,15 +349,41 @@ impl Activity {
     }
 }
 
-/// The server's next frame during the data phase, or
-/// [`ClientError::IdleTimeout`] once nothing moved for `idle` (time spent
-/// waiting for this client's own input does not count).
+/// A frame of the data phase.
+enum Incoming {
+    /// A data frame, its payload in the caller's buffer.
+    Data,
+    /// Any other frame.
+    Message(Message),
+}
+
+/// Reads the next frame; a data frame's payload goes into `payload`
+/// (resized to it), straight from the stream.
+async fn read_incoming<R: AsyncRead + Unpin>(
+    reader: &mut aesd_proto::FrameReader<R>,
+    payload: &mut Vec<u8>,
+) -> Result<Option<Incoming>, aesd_proto::FrameError> {
+    let Some(header) = reader.next_header().await? else {
+        return Ok(None);
+    };
+    if header.kind == FrameKind::Data {
+        payload.resize(header.len as usize, 0);
+        reader.read_payload(payload).await?;
+        return Ok(Some(Incoming::Data));
+    }
+    Ok(Some(Incoming::Message(reader.read_body(header).await?)))
+}
+
+/// The server's next frame during the data phase (a data frame's payload
+/// in `payload`), or [`ClientError::IdleTimeout`] once nothing moved for
+/// `idle` (time spent waiting for this client's own input does not count).
 async fn next_frame<R: AsyncRead + Unpin>(
     reader: &mut aesd_proto::FrameReader<R>,
+    payload: &mut Vec<u8>,
     idle: Duration,
     activity: &Mutex<Activity>,
-) -> Result<Option<Message>, ClientError> {
-    let read = reader.read_message();
+) -> Result<Option<Incoming>, ClientError> {
+    let read = read_incoming(reader, payload);
     tokio::pin!(read);
     loop {
         let wake = Activity::deadline(activity, idle).unwrap_or_else(|| Instant::now() + idle);

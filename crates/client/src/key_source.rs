@@ -60,13 +60,40 @@ const SALTED_MAGIC: &[u8; 8] = b"Salted__";
 /// Length of the `Salted__` + salt header.
 pub const HEADER_LEN: usize = 16;
 
-/// A job's key source, and the input bytes read ahead to find it (sent
-/// before the rest of the input).
-pub(crate) struct ChosenKey {
+/// A job's key source, chosen (and derived, when this client derives it)
+/// before the job runs: [`Client::prepare_key`], then
+/// [`Client::run_prepared_job`]. A caller that checks the result itself
+/// (aesload's verifier) reads the derived key here instead of running
+/// PBKDF2 a second time.
+///
+/// [`Client::prepare_key`]: crate::Client::prepare_key
+/// [`Client::run_prepared_job`]: crate::Client::run_prepared_job
+pub struct ChosenKey {
     /// The key source for the begin frame.
-    pub key: KeySource,
+    pub(crate) key: KeySource,
     /// Input already read (a decryption's header); the job sends it first.
-    pub read_ahead: Vec<u8>,
+    pub(crate) read_ahead: Vec<u8>,
+}
+
+impl ChosenKey {
+    /// The salt, key and IV this client derived (key source 2); `None`
+    /// when the server derives the key from the password (key source 1).
+    pub fn derived(&self) -> Option<&DerivedKeyParams> {
+        match &self.key {
+            KeySource::Derived(params) => Some(params),
+            KeySource::Password { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ChosenKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // DerivedKeyParams prints no secret; a password is not printed.
+        f.debug_struct("ChosenKey")
+            .field("derived", &self.derived())
+            .field("read_ahead", &self.read_ahead.len())
+            .finish()
+    }
 }
 
 /// Chooses the key source for `spec` against a server that does (or does
@@ -77,22 +104,11 @@ pub(crate) async fn choose<R: AsyncRead + Unpin>(
     server_accepts_derived: bool,
     input: &mut R,
 ) -> Result<ChosenKey, ClientError> {
-    let on_client = match (spec.key_derivation, server_accepts_derived) {
-        (KeyDerivation::Server, _) | (KeyDerivation::Auto, false) => false,
-        (KeyDerivation::Client, false) => return Err(ClientError::DerivedKeysUnsupported),
-        (KeyDerivation::Auto | KeyDerivation::Client, true) => true,
-    };
-    if !on_client {
-        return Ok(ChosenKey {
-            key: KeySource::Password {
-                iterations: spec.iterations,
-                password: spec.password.clone(),
-            },
-            read_ahead: Vec::new(),
-        });
+    if !derives_on_client(spec, server_accepts_derived)? {
+        return Ok(password_key(spec));
     }
     let (salt, read_ahead) = match spec.operation {
-        Operation::Encrypt => (random_salt()?, Vec::new()),
+        Operation::Encrypt => (Some(fresh_salt()?), Vec::new()),
         Operation::Decrypt => salt_from_input(input).await?,
     };
     let params = match salt {
@@ -111,6 +127,55 @@ pub(crate) async fn choose<R: AsyncRead + Unpin>(
         key: KeySource::Derived(params),
         read_ahead,
     })
+}
+
+/// Whether this client derives the key of `spec` on a server that does
+/// (or does not) accept derived keys.
+fn derives_on_client(spec: &JobSpec, server_accepts_derived: bool) -> Result<bool, ClientError> {
+    match (spec.key_derivation, server_accepts_derived) {
+        (KeyDerivation::Server, _) | (KeyDerivation::Auto, false) => Ok(false),
+        (KeyDerivation::Client, false) => Err(ClientError::DerivedKeysUnsupported),
+        (KeyDerivation::Auto | KeyDerivation::Client, true) => Ok(true),
+    }
+}
+
+/// Key source 1: the server derives the key from the password.
+fn password_key(spec: &JobSpec) -> ChosenKey {
+    ChosenKey {
+        key: KeySource::Password {
+            iterations: spec.iterations,
+            password: spec.password.clone(),
+        },
+        read_ahead: Vec::new(),
+    }
+}
+
+/// [`choose`] for an encryption whose key the caller derived ahead (a
+/// fresh salt from [`fresh_salt`], then [`derive`] with the spec's
+/// password and iterations): `derived` is sent when this client derives
+/// the key, the password when the server does (then `derived` is dropped).
+pub(crate) fn choose_derived(
+    spec: &JobSpec,
+    server_accepts_derived: bool,
+    derived: DerivedKeyParams,
+) -> Result<ChosenKey, ClientError> {
+    if spec.operation != Operation::Encrypt {
+        return Err(ClientError::KeyDerivation(
+            "a key derived ahead is for encryption only: decryption takes the file's salt".into(),
+        ));
+    }
+    if !derives_on_client(spec, server_accepts_derived)? {
+        return Ok(password_key(spec));
+    }
+    Ok(ChosenKey {
+        key: KeySource::Derived(derived),
+        read_ahead: Vec::new(),
+    })
+}
+
+/// A fresh random salt for an encryption (from the OS's generator).
+pub fn fresh_salt() -> Result<[u8; 8], ClientError> {
+    random_bytes::<8>()
 }
 
 /// Key and IV from `password` and `salt`, as
@@ -162,10 +227,6 @@ async fn salt_from_input<R: AsyncRead + Unpin>(
         salt
     });
     Ok((salt, header))
-}
-
-fn random_salt() -> Result<Option<[u8; 8]>, ClientError> {
-    random_bytes::<8>().map(Some)
 }
 
 fn random_bytes<const N: usize>() -> Result<[u8; N], ClientError> {
@@ -226,6 +287,36 @@ mod tests {
         };
         assert_eq!(*params.key, *derive(b"password", params.salt, 10_000).key);
         assert!(chosen.read_ahead.is_empty());
+    }
+
+    #[test]
+    fn a_key_derived_ahead_follows_the_same_rules() {
+        let ahead = derive(b"password", fresh_salt().expect("salt"), 10_000);
+        let encrypt = spec(Operation::Encrypt, KeyDerivation::Auto);
+        let chosen = choose_derived(&encrypt, true, ahead.clone()).expect("chosen");
+        assert_eq!(chosen.derived(), Some(&ahead));
+        assert!(chosen.read_ahead.is_empty());
+        // The server derives: the password is sent and the key dropped.
+        let chosen = choose_derived(&encrypt, false, ahead.clone()).expect("chosen");
+        assert!(chosen.derived().is_none());
+        assert!(matches!(chosen.key, KeySource::Password { .. }));
+        let server = spec(Operation::Encrypt, KeyDerivation::Server);
+        assert!(
+            choose_derived(&server, true, ahead.clone())
+                .expect("chosen")
+                .derived()
+                .is_none()
+        );
+        let client = spec(Operation::Encrypt, KeyDerivation::Client);
+        assert!(matches!(
+            choose_derived(&client, false, ahead.clone()),
+            Err(ClientError::DerivedKeysUnsupported)
+        ));
+        let decrypt = spec(Operation::Decrypt, KeyDerivation::Auto);
+        assert!(matches!(
+            choose_derived(&decrypt, true, ahead),
+            Err(ClientError::KeyDerivation(_))
+        ));
     }
 
     #[tokio::test]
