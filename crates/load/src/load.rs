@@ -21,10 +21,12 @@ use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
 use crate::verify::VerifyingSink;
+use aesd_client::ClientError;
 use aesd_client::connection::{Client, ConnectOptions};
 use aesd_client::job::{JobEvent, JobReport, JobSpec};
-use aesd_client::key_source::KeyDerivation;
+use aesd_client::key_source::{self, KeyDerivation};
 use aesd_client::tls::TlsSettings;
+use aesd_proto::DerivedKeyParams;
 
 /// When clients start.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,12 +118,14 @@ struct RunContext {
 }
 
 impl RunContext {
-    /// Runs client `client`, meant to start `scheduled` into the run.
+    /// Runs client `client`, meant to start `scheduled` into the run, with
+    /// its key if it was derived ahead.
     async fn client(
         self: Arc<Self>,
         client: usize,
         batch: Option<usize>,
         scheduled: Duration,
+        key: Option<KeyAhead>,
     ) -> Transfer {
         let dispatched = self.started.elapsed();
         let server = LoadPlan::server_of(client, self.servers.len());
@@ -131,11 +135,15 @@ impl RunContext {
             token: self.plan.token.clone(),
             tls: self.plan.tls.clone(),
         };
+        let target = Target {
+            server: &self.servers[server],
+            options: &options,
+            idle_timeout: self.plan.idle_timeout,
+        };
         let (report, outcome) = transfer(
-            &self.servers[server],
-            &options,
-            self.plan.idle_timeout,
+            target,
             &self.spec,
+            key,
             self.plan.data_seed(client),
             size,
             &self.progress,
@@ -191,10 +199,23 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
     let mut running = JoinSet::new();
     match plan.arrival {
         Arrival::Batches(_) => {
-            for (batch, range) in plan.batches().enumerate() {
+            let batches: Vec<Range<usize>> = plan.batches().collect();
+            let mut keys = batches
+                .first()
+                .map(|first| derive_ahead(&context.spec, first.clone()));
+            for (batch, range) in batches.iter().enumerate() {
                 let scheduled = context.started.elapsed();
-                for client in range {
-                    running.spawn(Arc::clone(&context).client(client, Some(batch), scheduled));
+                // The next batch's keys derive while this batch runs.
+                let this = std::mem::replace(
+                    &mut keys,
+                    batches
+                        .get(batch + 1)
+                        .map(|next| derive_ahead(&context.spec, next.clone())),
+                );
+                let mut this = this.unwrap_or_default().into_iter();
+                for client in range.clone() {
+                    let key = this.next().flatten();
+                    running.spawn(Arc::clone(&context).client(client, Some(batch), scheduled, key));
                 }
                 collect(&mut running, &mut transfers).await;
             }
@@ -203,7 +224,7 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
             for client in 0..plan.clients {
                 let scheduled = Duration::from_secs_f64(client as f64 / rate);
                 tokio::time::sleep_until((context.started + scheduled).into()).await;
-                running.spawn(Arc::clone(&context).client(client, None, scheduled));
+                running.spawn(Arc::clone(&context).client(client, None, scheduled, None));
             }
             collect(&mut running, &mut transfers).await;
         }
@@ -213,6 +234,31 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
         duration: context.started.elapsed(),
         transfers,
     }
+}
+
+/// A client's key, derived ahead on tokio's blocking pool (a fresh salt,
+/// PBKDF2 with the job's password and iterations).
+pub type KeyAhead = tokio::task::JoinHandle<Result<DerivedKeyParams, ClientError>>;
+
+/// Starts deriving the keys of the clients in `batch` (one per client, in
+/// order), when `spec` lets the client derive them (key derivation auto or
+/// client): a batch's clients then find their keys ready instead of all
+/// running PBKDF2 at once while the server waits for them. With key
+/// derivation `server`, nothing (each job sends the password). A key the
+/// server turns out not to accept (an aesd without key source 2, with
+/// `auto`) is dropped and the password sent.
+fn derive_ahead(spec: &JobSpec, batch: Range<usize>) -> Vec<Option<KeyAhead>> {
+    batch
+        .map(|_| {
+            (spec.key_derivation != KeyDerivation::Server).then(|| {
+                let (password, iterations) = (spec.password.clone(), spec.iterations);
+                tokio::task::spawn_blocking(move || {
+                    let salt = key_source::fresh_salt()?;
+                    Ok(key_source::derive(password.as_bytes(), salt, iterations))
+                })
+            })
+        })
+        .collect()
 }
 
 /// Waits for every task in `running`.
@@ -225,16 +271,26 @@ async fn collect(running: &mut JoinSet<Transfer>, transfers: &mut Vec<Transfer>)
     }
 }
 
-/// One client: connect with `options` (TLS, and the token if the server
-/// asks for one; failing
-/// after `idle_timeout` of server silence during the job), encrypt
-/// `size` bytes of the seeded pattern, verify the result; bytes and queue
-/// state go to `progress`.
+/// Where a transfer goes and how it connects.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The server, `host:port`.
+    pub server: &'a str,
+    /// TLS, and the token if the server asks for one.
+    pub options: &'a ConnectOptions,
+    /// The job fails after this long of server silence (see
+    /// [`Client::set_idle_timeout`]).
+    pub idle_timeout: Duration,
+}
+
+/// One client: connect to `target`, take its key from `key_ahead` if it
+/// was derived ahead (else choose and derive it now), encrypt `size` bytes
+/// of the seeded pattern, verify the result; bytes and queue state go to
+/// `progress`.
 pub async fn transfer(
-    server: &str,
-    options: &ConnectOptions,
-    idle_timeout: Duration,
+    target: Target<'_>,
     spec: &JobSpec,
+    key_ahead: Option<KeyAhead>,
     seed: u64,
     size: u64,
     progress: &Progress,
@@ -243,21 +299,39 @@ pub async fn transfer(
         kind: kind.to_owned(),
         message,
     };
-    let mut client = match Client::connect_with(server, options).await {
+    let mut client = match Client::connect_with(target.server, target.options).await {
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
-    client.set_idle_timeout(idle_timeout);
+    client.set_idle_timeout(target.idle_timeout);
     let mut source = Metered::new(PatternSource::new(seed, size), progress);
-    let mut sink = VerifyingSink::new(
-        spec.password.as_bytes(),
-        spec.iterations,
-        Pattern::new(seed),
-        size,
-    );
+    // The key is chosen (and, with key source 2, derived here) before the
+    // job, so the verifier takes the client's key instead of running
+    // PBKDF2 again (see crate::verify).
+    let key = match key_ahead {
+        Some(ahead) => match ahead.await {
+            Ok(Ok(derived)) => client.prepare_derived_key(spec, derived),
+            Ok(Err(err)) => Err(err),
+            Err(err) => Err(ClientError::KeyDerivation(err.to_string())),
+        },
+        None => client.prepare_key(spec, &mut source).await,
+    };
+    let key = match key {
+        Ok(key) => key,
+        Err(err) => return (None, failed(err.kind(), err.to_string())),
+    };
+    let mut sink = match key.derived() {
+        Some(params) => VerifyingSink::with_key(params, Pattern::new(seed), size),
+        None => VerifyingSink::new(
+            spec.password.as_bytes(),
+            spec.iterations,
+            Pattern::new(seed),
+            size,
+        ),
+    };
     let mut queued = false;
     let result = client
-        .run_job_observed(spec, &mut source, &mut sink, |event| {
+        .run_prepared_job(spec, key, &mut source, &mut sink, |event| {
             let change = match event {
                 JobEvent::BeginSent => !queued,
                 JobEvent::Started => queued,

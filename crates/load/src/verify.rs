@@ -1,16 +1,26 @@
 //! Independent verification of an encrypted result.
 //!
 //! [`VerifyingSink`] is an async writer that takes aesd's output for an
-//! encrypt job, decrypts it on its own (PBKDF2 and CBC straight from the
-//! RustCrypto primitives, not through the server's streaming code) and
-//! compares the plaintext, byte for byte, with the [`Pattern`] that was
-//! sent. It holds at most one chunk, whatever the file size.
+//! encrypt job, decrypts it on its own (CBC straight from the RustCrypto
+//! primitives, not through the server's streaming code or aesd's cipher
+//! crate) and compares the plaintext, byte for byte, with the [`Pattern`]
+//! that was sent. It holds at most one chunk, whatever the file size.
+//!
+//! The key: when the client derived it (key source 2, aesload's default),
+//! the sink takes the client's salt, key and IV
+//! ([`VerifyingSink::with_key`]) and requires the output's header to carry
+//! that salt; running PBKDF2 a second time would check only the client's
+//! own key derivation (tested against `openssl enc` in the client
+//! library), not the server. When the server derived it from the password
+//! (key source 1), the sink derives it from the header's salt
+//! ([`VerifyingSink::new`]).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use aes::Aes256;
+use aesd_proto::DerivedKeyParams;
 use cbc::cipher::{Array, BlockModeDecrypt, KeyIvInit};
 use tokio::io::AsyncWrite;
 
@@ -31,6 +41,15 @@ pub enum VerifyError {
     /// A decrypted byte differs from what was sent.
     #[error("decrypted data differs from the input at byte {0}")]
     Mismatch(u64),
+    /// The output's header carries another salt than the client sent
+    /// with its derived key.
+    #[error("the output's salt {got} is not the salt {sent} the client sent")]
+    WrongSalt {
+        /// The salt sent, in hex.
+        sent: String,
+        /// The salt in the output, in hex.
+        got: String,
+    },
     /// The decrypted length differs from what was sent.
     #[error("decrypted {got} bytes, expected {expected}")]
     Length {
@@ -54,10 +73,24 @@ enum KeyState {
 
 type Decryptor = cbc::Decryptor<Aes256>;
 
+/// Where the sink's key comes from.
+enum KeyOrigin {
+    /// Derived from the output's salt (the server derived the job's key).
+    Password {
+        password: zeroize::Zeroizing<Vec<u8>>,
+        iterations: u32,
+    },
+    /// The key the client derived and sent; the output must carry its
+    /// salt. Taken when the header arrives.
+    Client {
+        salt: [u8; 8],
+        cipher: Option<Box<Decryptor>>,
+    },
+}
+
 /// Decrypts and checks an encrypt job's output as it arrives.
 pub struct VerifyingSink {
-    password: zeroize::Zeroizing<Vec<u8>>,
-    iterations: u32,
+    origin: KeyOrigin,
     expected: Pattern,
     expected_len: u64,
     key: KeyState,
@@ -66,6 +99,11 @@ pub struct VerifyingSink {
     ciphertext_len: u64,
     checked: u64,
     failure: Option<VerifyError>,
+}
+
+/// Lower-case hex of a salt, for messages.
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// PBKDF2-HMAC-SHA256 to key and IV, as `openssl enc -pbkdf2` does.
@@ -85,9 +123,34 @@ impl VerifyingSink {
     /// A sink expecting the encryption of the first `expected_len` bytes
     /// of `expected` under `password`.
     pub fn new(password: &[u8], iterations: u32, expected: Pattern, expected_len: u64) -> Self {
+        Self::from_origin(
+            KeyOrigin::Password {
+                password: zeroize::Zeroizing::new(password.to_vec()),
+                iterations,
+            },
+            expected,
+            expected_len,
+        )
+    }
+
+    /// A sink for a job whose key the client derived (key source 2): the
+    /// output must start with `params`' salt and decrypt under its key and
+    /// IV to the first `expected_len` bytes of `expected`.
+    pub fn with_key(params: &DerivedKeyParams, expected: Pattern, expected_len: u64) -> Self {
+        let cipher = Decryptor::new(&(*params.key).into(), &(*params.iv).into());
+        Self::from_origin(
+            KeyOrigin::Client {
+                salt: params.salt,
+                cipher: Some(Box::new(cipher)),
+            },
+            expected,
+            expected_len,
+        )
+    }
+
+    fn from_origin(origin: KeyOrigin, expected: Pattern, expected_len: u64) -> Self {
         VerifyingSink {
-            password: zeroize::Zeroizing::new(password.to_vec()),
-            iterations,
+            origin,
             expected,
             expected_len,
             key: KeyState::Header(Vec::with_capacity(16)),
@@ -118,12 +181,37 @@ impl VerifyingSink {
         Ok((take, Some(salt)))
     }
 
+    /// The key state once the header's `salt` is known: the client's key
+    /// (if the salt is the one sent), or a derivation from the password,
+    /// started by `derive`.
+    fn key_for_salt(
+        &mut self,
+        salt: [u8; 8],
+        derive: impl FnOnce(zeroize::Zeroizing<Vec<u8>>, u32) -> KeyState,
+    ) -> Result<KeyState, VerifyError> {
+        match &mut self.origin {
+            KeyOrigin::Password {
+                password,
+                iterations,
+            } => Ok(derive(password.clone(), *iterations)),
+            KeyOrigin::Client { salt: sent, cipher } => match cipher.take() {
+                Some(cipher) if *sent == salt => Ok(KeyState::Ready(cipher)),
+                _ => Err(VerifyError::WrongSalt {
+                    sent: to_hex(sent),
+                    got: to_hex(&salt),
+                }),
+            },
+        }
+    }
+
     /// Deriving on the calling thread; for the synchronous unit tests.
     #[cfg(test)]
     fn absorb(&mut self, bytes: &[u8]) -> Result<(), VerifyError> {
         let (taken, salt) = self.take_header(bytes)?;
         if let Some(salt) = salt {
-            self.key = KeyState::Ready(Box::new(derive(&self.password, &salt, self.iterations)));
+            self.key = self.key_for_salt(salt, |password, iterations| {
+                KeyState::Ready(Box::new(derive(&password, &salt, iterations)))
+            })?;
         }
         match self.key {
             KeyState::Ready(_) => self.absorb_ciphertext(&bytes[taken..]),
@@ -141,9 +229,14 @@ impl VerifyingSink {
         };
         let ready = self.pending.len() - keep;
         if ready > 0 {
-            let mut plain = std::mem::take(&mut self.pending);
-            self.pending = plain.split_off(ready);
-            self.decrypt_and_check(&mut plain)?;
+            // Decrypt in place, then move the kept tail to the front: the
+            // buffer's allocation is reused from chunk to chunk.
+            let mut pending = std::mem::take(&mut self.pending);
+            let result = self.decrypt_and_check(&mut pending[..ready]);
+            pending.copy_within(ready.., 0);
+            pending.truncate(keep);
+            self.pending = pending;
+            result?;
         }
         Ok(())
     }
@@ -244,10 +337,15 @@ impl AsyncWrite for VerifyingSink {
                 return Poll::Ready(Ok(buf.len()));
             }
             Ok((taken, Some(salt))) => {
-                let (password, iterations) = (self.password.clone(), self.iterations);
-                self.key = KeyState::Deriving(tokio::task::spawn_blocking(move || {
-                    derive(&password, &salt, iterations)
-                }));
+                let next = self.key_for_salt(salt, |password, iterations| {
+                    KeyState::Deriving(tokio::task::spawn_blocking(move || {
+                        derive(&password, &salt, iterations)
+                    }))
+                });
+                match next {
+                    Ok(state) => self.key = state,
+                    Err(failure) => self.failure = Some(failure),
+                }
                 return Poll::Ready(Ok(taken));
             }
             Ok((taken, None)) if taken > 0 => return Poll::Ready(Ok(taken)),
@@ -321,6 +419,33 @@ mod tests {
             verify(&bytes[16..], 9, 1000, 64),
             Err(VerifyError::MissingHeader)
         );
+    }
+
+    #[test]
+    fn the_clients_key_verifies_and_another_salt_or_key_is_caught() {
+        let salt = [5u8; 8];
+        let params = aesd_client::key_source::derive(b"pw", salt, 1000);
+        let bytes = encrypted(9, 1000);
+        let check = |params: &DerivedKeyParams, bytes: &[u8]| {
+            let mut sink = VerifyingSink::with_key(params, Pattern::new(9), 1000);
+            for part in bytes.chunks(100) {
+                sink.absorb(part)?;
+            }
+            sink.finish()
+        };
+        assert_eq!(check(&params, &bytes), Ok(1000));
+        let mut other_salt = bytes.clone();
+        other_salt[8] ^= 1;
+        assert_eq!(
+            check(&params, &other_salt),
+            Err(VerifyError::WrongSalt {
+                sent: "0505050505050505".into(),
+                got: "0405050505050505".into(),
+            })
+        );
+        let mut other_key = params.clone();
+        other_key.key[0] ^= 1;
+        assert!(check(&other_key, &bytes).is_err(), "another key");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use aesd_load::load::transfer;
+use aesd_load::load::{Target, transfer};
 use aesd_load::progress::Progress;
 use aesd_load::record::Outcome;
 use aesd_proto::Operation;
@@ -16,10 +16,13 @@ async fn an_aesload_transfer_to_a_silent_server_times_out() {
     let spec = job_spec(Operation::Encrypt, "pw");
     let started = Instant::now();
     let (_, outcome) = transfer(
-        &addr.to_string(),
-        &aesd_client::ConnectOptions::default(),
-        Duration::from_millis(500),
+        Target {
+            server: &addr.to_string(),
+            options: &aesd_client::ConnectOptions::default(),
+            idle_timeout: Duration::from_millis(500),
+        },
         &spec,
+        None,
         1,
         10_000,
         &Progress::default(),

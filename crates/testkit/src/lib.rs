@@ -116,10 +116,13 @@ pub async fn encrypt_verified(
     size: u64,
 ) -> Result<JobReport, String> {
     match load::transfer(
-        server,
-        &aesd_client::ConnectOptions::default(),
-        aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
+        load::Target {
+            server,
+            options: &aesd_client::ConnectOptions::default(),
+            idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
+        },
         spec,
+        None,
         seed,
         size,
         &Progress::default(),
