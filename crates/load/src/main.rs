@@ -139,6 +139,11 @@ struct Args {
     /// Embedded server only: jobs processed at once [default: 2 × workers]
     #[arg(long, value_name = "N")]
     max_active: Option<usize>,
+    /// Embedded server only: its largest data frame, and so the size of the chunks aesload
+    /// sends and the server encrypts (4096..1048576). Larger than aesd's default (65536, sized
+    /// for the boards' memory): on a host, fewer frames mean fewer wake-ups per byte
+    #[arg(long, value_name = "BYTES", default_value_t = EMBEDDED_CHUNK_SIZE)]
+    embedded_chunk_size: u32,
     /// Write every parameter, summary and transfer as JSON
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -324,11 +329,12 @@ async fn run(args: Args) -> Result<bool> {
         Some(server) => {
             let config = &server.shared().config;
             println!(
-                "server: embedded aesd on {} ({} workers, {} active slots, queue {})",
+                "server: embedded aesd on {} ({} workers, {} active slots, queue {}, chunks of {} bytes)",
                 server.addr(),
                 config.workers,
                 config.max_active,
-                config.max_queue
+                config.max_queue,
+                config.chunk_size
             );
         }
         None if servers.len() == 1 => println!("server: {}", servers[0]),
@@ -536,6 +542,11 @@ fn describe(plan: &LoadPlan) -> String {
     )
 }
 
+/// The embedded server's chunk size: 256 KiB (`aesload --suite large` on
+/// a 2-core host: 726 MB/s against 657 with aesd's 64 KiB; 1 MiB did no
+/// better than 256 KiB; docs/performance.md).
+const EMBEDDED_CHUNK_SIZE: u32 = 262_144;
+
 /// An aesd on 127.0.0.1 (ephemeral port) with room in its queue for
 /// every client that may wait at once, so an embedded run never sees
 /// `busy`: a whole batch, or every client of an open-loop run.
@@ -562,6 +573,7 @@ async fn start_embedded(
         max_active_per_client: Some(1 << 20),
         max_queued_per_client: Some(1 << 20),
         min_input_rate: Some(0),
+        chunk_size: Some(args.embedded_chunk_size),
         token_file: args.token_file.clone(),
         tls_cert: args.embedded_tls_cert.clone(),
         tls_key: args.embedded_tls_key.clone(),
