@@ -9,13 +9,15 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// An endless seeded byte sequence, 8 bytes per step: word `i` is a mix of
-/// `base + i·γ` (SplitMix64's increment γ; `base` from the seed) with one
-/// multiplication. Every step of the mix is a bijection, so no two words
-/// of one sequence are equal (a repeated or reordered piece of output
-/// cannot go unnoticed), and each word depends only on its index (no
-/// chain from one word to the next), so filling a buffer runs at several
-/// bytes per cycle: aesload generates and checks every byte it sends.
+/// An endless seeded byte sequence, 8 bytes per step: word `i` is
+/// `z ^ (z >> 32)` with `z = base + i·γ` (SplitMix64's increment γ, odd;
+/// `base` from the seed). Both steps are bijections, so no two words of
+/// one sequence are equal within 2^64 words (a repeated or reordered piece
+/// of output cannot go unnoticed), and each word depends only on its index,
+/// with no multiplication: filling a buffer runs in SIMD registers at
+/// several bytes per cycle, and aesload generates and checks every byte it
+/// sends on the same cores as the server it measures. (The data need not
+/// look random: AES-CBC does not care, and the check compares every byte.)
 #[derive(Debug, Clone)]
 pub struct Pattern {
     base: u64,
@@ -65,9 +67,9 @@ impl Pattern {
 
     #[inline(always)]
     fn word_at(&self, index: u64) -> u64 {
-        // x ^ x>>32, an odd multiplier, x ^ x>>32 again: each invertible.
+        // A Weyl sequence (odd increment: a bijection of the index), then
+        // x ^ x>>32 (invertible: the high half is kept and gives the low).
         let z = self.base.wrapping_add(index.wrapping_mul(GAMMA));
-        let z = (z ^ (z >> 32)).wrapping_mul(0xd6e8_feb8_6659_fd93);
         z ^ (z >> 32)
     }
 }
