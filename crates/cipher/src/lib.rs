@@ -8,6 +8,10 @@
 //!   of several independent CBC chains are encrypted in one call.
 //! * [`cbc`]: CBC encryption of up to [`LANES`] chains at once
 //!   ([`cbc::encrypt_lanes`]), each with its own key, IV and data.
+//! * [`stream`]: the `openssl enc -salt` file format over chunks of any
+//!   size (carried partial blocks, the held-back last block, PKCS#7
+//!   padding, the `Salted__` header) and [`stream::ChunkBuf`], the
+//!   in-place chunk buffer: whatever AES runs the CBC chain.
 //! * `cpu_aes` (x86-64 and aarch64 only): the same multi-lane CBC with the
 //!   CPU's AES instructions (AES-NI, ARMv8's AES extension), the rounds of
 //!   up to 4 chains interleaved (development machines and servers; the
@@ -19,9 +23,13 @@
 //! together (its lane engine) through [`cbc::encrypt_lanes`].
 #![cfg_attr(not(test), no_std)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod cbc;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub mod cpu_aes;
 pub mod fixslice;
+pub mod stream;
 
 pub use fixslice::{Block, KeySchedule, LANES};

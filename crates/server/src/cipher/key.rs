@@ -5,11 +5,7 @@
 
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-/// The 8 bytes that start every salted file.
-pub const SALTED_MAGIC: [u8; 8] = *b"Salted__";
-
-/// Salt length in bytes.
-pub const SALT_LEN: usize = 8;
+pub use aesd_cipher::stream::{SALT_LEN, SALTED_MAGIC, header};
 
 /// An AES-256 key and CBC IV, wiped on drop.
 #[derive(Zeroize, ZeroizeOnDrop)]
@@ -38,14 +34,6 @@ pub fn random_salt() -> Result<[u8; SALT_LEN], super::CipherError> {
     let mut salt = [0u8; SALT_LEN];
     getrandom::fill(&mut salt).map_err(|err| super::CipherError::Rng(err.to_string()))?;
     Ok(salt)
-}
-
-/// The 16-byte file header for `salt`.
-pub fn header(salt: &[u8; SALT_LEN]) -> [u8; 16] {
-    let mut header = [0u8; 16];
-    header[..8].copy_from_slice(&SALTED_MAGIC);
-    header[8..].copy_from_slice(salt);
-    header
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! * [`chunk`]: [`ChunkBuf`], a reusable buffer with headroom, so carried
 //!   bytes are prepended and blocks are encrypted in place.
 //! * [`stream`]: [`EncryptStream`] and [`DecryptStream`], which keep one CBC
-//!   chain across any chunking of the input.
+//!   chain across any chunking of the input: the format's framing (carry,
+//!   held-back last block, padding, header) is `aesd_cipher::stream`'s,
+//!   the CBC chain the engine's.
 //! * [`sliced`]: PBKDF2 in slices, so a derivation can stop between them.
 //! * [`engine`]: which AES encrypts (the CPU's instructions, or aesd's
 //!   fixsliced AES with several jobs' chains per call).
@@ -27,7 +29,7 @@ pub use stream::{
 pub const LANES: usize = aesd_cipher::LANES;
 
 /// AES block size in bytes.
-pub const BLOCK: usize = 16;
+pub const BLOCK: usize = aesd_cipher::cbc::BLOCK;
 
 /// Length of the `Salted__` + salt header.
-pub const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = aesd_cipher::stream::HEADER_LEN;

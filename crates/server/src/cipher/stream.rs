@@ -1,14 +1,17 @@
 //! Streaming encryption and decryption in the `openssl enc` format.
 //!
 //! Both streams take chunks of any size in [`ChunkBuf`]s and transform them
-//! in place, keeping one CBC chain for the whole file. Whatever does not
-//! fill a whole block is carried to the next chunk; the decryptor also
-//! holds back the last block until the end, because only it carries the
-//! PKCS#7 padding.
+//! in place, keeping one CBC chain for the whole file. The format's framing
+//! (the carried partial block, the held-back last block that carries the
+//! PKCS#7 padding, the `Salted__` header) is aesd-cipher's
+//! ([`EncryptFraming`], [`DecryptFraming`]); here are the keys and the
+//! CBC chains (the engine's).
+
+use aesd_cipher::stream::{DecryptFraming, EncryptFraming, FormatError, unpadded_len};
 
 use super::chunk::ChunkBuf;
 use super::engine::{Chain, DecryptChain, encrypt_chains};
-use super::key::{self, DerivedKey, SALT_LEN, SALTED_MAGIC, derive_key};
+use super::key::{self, DerivedKey, SALT_LEN, derive_key};
 use super::{BLOCK, HEADER_LEN};
 
 /// Why a stream could not be encrypted or decrypted.
@@ -35,11 +38,20 @@ pub enum CipherError {
     Rng(String),
 }
 
+impl From<FormatError> for CipherError {
+    fn from(error: FormatError) -> Self {
+        match error {
+            FormatError::MissingHeader => CipherError::MissingHeader,
+            FormatError::BadLength { len } => CipherError::BadLength { len },
+            FormatError::BadPadding => CipherError::DecryptFailed,
+        }
+    }
+}
+
 /// Encrypts a stream of chunks; one CBC chain for the whole stream.
 pub struct EncryptStream {
     cipher: Chain,
-    carry: [u8; BLOCK],
-    carry_len: usize,
+    framing: EncryptFraming,
 }
 
 impl EncryptStream {
@@ -73,8 +85,7 @@ impl EncryptStream {
         let cipher = Chain::new(key, iv);
         let stream = EncryptStream {
             cipher,
-            carry: [0; BLOCK],
-            carry_len: 0,
+            framing: EncryptFraming::new(),
         };
         (stream, key::header(salt))
     }
@@ -92,22 +103,14 @@ impl EncryptStream {
     /// last block, so that `buf` holds whole blocks, still plaintext. They
     /// must then be encrypted, in order, with [`encrypt_lanes`].
     pub fn begin_chunk(&mut self, buf: &mut ChunkBuf) {
-        buf.prepend(&self.carry[..self.carry_len]);
-        let whole = buf.len() - buf.len() % BLOCK;
-        self.carry_len = buf.len() - whole;
-        self.carry[..self.carry_len].copy_from_slice(&buf.as_slice()[whole..]);
-        buf.truncate(whole);
+        self.framing.begin_chunk(buf);
     }
 
     /// Pads and encrypts the last block into `buf` (which is cleared
     /// first): 16 bytes of ciphertext, the end of the stream.
     pub fn finish(mut self, buf: &mut ChunkBuf) {
-        buf.clear();
-        buf.prepend(&self.carry[..self.carry_len]);
-        let pad = BLOCK - self.carry_len;
-        buf.append(&[pad as u8; BLOCK][..pad]);
+        self.framing.last_block(buf);
         encrypt_chains(&mut [(&mut self.cipher, buf.as_mut_slice())]);
-        self.carry.fill(0);
     }
 }
 
@@ -126,12 +129,8 @@ enum DecryptKey {
 /// Decrypts a stream of chunks in the `openssl enc` format.
 pub struct DecryptStream {
     key: DecryptKey,
-    header: [u8; HEADER_LEN],
-    header_len: usize,
+    framing: DecryptFraming,
     cipher: Option<DecryptChain>,
-    carry: [u8; BLOCK],
-    carry_len: usize,
-    ciphertext_len: u64,
 }
 
 impl DecryptStream {
@@ -153,12 +152,8 @@ impl DecryptStream {
     fn with_source(key: DecryptKey) -> Self {
         DecryptStream {
             key,
-            header: [0; HEADER_LEN],
-            header_len: 0,
+            framing: DecryptFraming::new(),
             cipher: None,
-            carry: [0; BLOCK],
-            carry_len: 0,
-            ciphertext_len: 0,
         }
     }
 
@@ -172,18 +167,7 @@ impl DecryptStream {
         if self.cipher.is_some() || !matches!(self.key, DecryptKey::Password { .. }) {
             return None;
         }
-        if self.header_len + buf.len() < HEADER_LEN {
-            return None;
-        }
-        let mut header = self.header;
-        let take = HEADER_LEN - self.header_len;
-        header[self.header_len..].copy_from_slice(&buf.as_slice()[..take]);
-        if header[..SALTED_MAGIC.len()] != SALTED_MAGIC {
-            return None;
-        }
-        let mut salt = [0u8; SALT_LEN];
-        salt.copy_from_slice(&header[SALTED_MAGIC.len()..]);
-        Some(salt)
+        self.framing.salt_ahead(buf)
     }
 
     /// The key and IV derived from the password and `salt` (see
@@ -209,22 +193,7 @@ impl DecryptStream {
     /// blocks in place, holding back the last one. Afterwards `buf` holds
     /// plaintext to send (possibly nothing).
     pub fn update(&mut self, buf: &mut ChunkBuf) -> Result<(), CipherError> {
-        if self.cipher.is_none() {
-            let take = (HEADER_LEN - self.header_len).min(buf.len());
-            self.header[self.header_len..self.header_len + take]
-                .copy_from_slice(&buf.as_slice()[..take]);
-            self.header_len += take;
-            buf.advance(take);
-            let magic_seen = self.header_len.min(SALTED_MAGIC.len());
-            if self.header[..magic_seen] != SALTED_MAGIC[..magic_seen] {
-                return Err(CipherError::MissingHeader);
-            }
-            if self.header_len < HEADER_LEN {
-                buf.clear();
-                return Ok(());
-            }
-            let mut salt = [0u8; SALT_LEN];
-            salt.copy_from_slice(&self.header[SALTED_MAGIC.len()..]);
+        if let Some(salt) = self.framing.take_header(buf)? {
             let cipher = match &self.key {
                 DecryptKey::Password {
                     password,
@@ -245,16 +214,7 @@ impl DecryptStream {
         let Some(cipher) = self.cipher.as_mut() else {
             return Ok(());
         };
-        self.ciphertext_len += buf.len() as u64;
-        buf.prepend(&self.carry[..self.carry_len]);
-        let mut keep = buf.len() % BLOCK;
-        if keep == 0 && !buf.is_empty() {
-            keep = BLOCK;
-        }
-        let release = buf.len() - keep;
-        self.carry_len = keep;
-        self.carry[..keep].copy_from_slice(&buf.as_slice()[release..]);
-        buf.truncate(release);
+        self.framing.hold_back(buf);
         cipher.decrypt(buf.as_mut_slice());
         Ok(())
     }
@@ -262,17 +222,10 @@ impl DecryptStream {
     /// Checks the length, decrypts the held-back block and strips the
     /// padding into `buf` (cleared first).
     pub fn finish(mut self, buf: &mut ChunkBuf) -> Result<(), CipherError> {
-        buf.clear();
+        self.framing.last_block(buf)?;
         let Some(cipher) = self.cipher.as_mut() else {
             return Err(CipherError::MissingHeader);
         };
-        if self.ciphertext_len == 0 || self.ciphertext_len % BLOCK as u64 != 0 {
-            return Err(CipherError::BadLength {
-                len: self.ciphertext_len,
-            });
-        }
-        buf.prepend(&self.carry[..self.carry_len]);
-        self.carry.fill(0);
         cipher.decrypt(buf.as_mut_slice());
         let mut last = [0u8; BLOCK];
         last.copy_from_slice(buf.as_slice());
@@ -338,19 +291,6 @@ pub fn encrypt_lanes(lanes: &mut [(&mut EncryptStream, &mut [u8])]) {
         .map(|(stream, blocks)| (&mut stream.cipher, &mut **blocks))
         .collect();
     encrypt_chains(&mut chains);
-}
-
-/// The plaintext length of a last block with valid PKCS#7 padding. Every
-/// byte is inspected whatever the padding looks like, so the time taken
-/// does not depend on where the padding is wrong.
-fn unpadded_len(block: &[u8; BLOCK]) -> Option<usize> {
-    let pad = block[BLOCK - 1];
-    let mut bad = u8::from(pad == 0) | u8::from(usize::from(pad) > BLOCK);
-    for (index, byte) in block.iter().enumerate() {
-        let in_padding = u8::from(BLOCK - index <= usize::from(pad));
-        bad |= in_padding & u8::from(*byte != pad);
-    }
-    (bad == 0).then(|| BLOCK - usize::from(pad))
 }
 
 #[cfg(test)]
@@ -430,23 +370,5 @@ mod tests {
             decrypt_in_chunks(&cipher[..cipher.len() - 1], 64, b"pw"),
             Err(CipherError::BadLength { len: 47 })
         );
-    }
-
-    #[test]
-    fn padding_check_accepts_only_pkcs7() {
-        let mut block = [0u8; 16];
-        block[15] = 1;
-        assert_eq!(unpadded_len(&block), Some(15));
-        block = [16; 16];
-        assert_eq!(unpadded_len(&block), Some(0));
-        block[0] = 15;
-        assert_eq!(unpadded_len(&block), None);
-        block = [0; 16];
-        assert_eq!(unpadded_len(&block), None);
-        block[15] = 17;
-        assert_eq!(unpadded_len(&block), None);
-        block[14] = 3;
-        block[15] = 2;
-        assert_eq!(unpadded_len(&block), None);
     }
 }
