@@ -106,17 +106,16 @@ fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// PBKDF2-HMAC-SHA256 to key and IV, as `openssl enc -pbkdf2` does.
-fn derive(password: &[u8], salt: &[u8], iterations: u32) -> Decryptor {
-    let mut material = zeroize::Zeroizing::new([0u8; 48]);
-    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, salt, iterations, material.as_mut());
-    let mut key = [0u8; 32];
-    let mut iv = [0u8; 16];
-    key.copy_from_slice(&material[..32]);
-    iv.copy_from_slice(&material[32..]);
-    let cipher = Decryptor::new(&key.into(), &iv.into());
-    zeroize::Zeroize::zeroize(&mut key);
-    cipher
+/// A CBC decryptor for the key and IV of `params`.
+fn decryptor(params: &DerivedKeyParams) -> Decryptor {
+    Decryptor::new(&(*params.key).into(), &(*params.iv).into())
+}
+
+/// The decryptor for `password` and the output's `salt`: the key and IV
+/// PBKDF2-HMAC-SHA256 gives, as `openssl enc -pbkdf2` derives them (the
+/// client library's derivation, tested against `openssl enc -P`).
+fn derive(password: &[u8], salt: [u8; 8], iterations: u32) -> Decryptor {
+    decryptor(&aesd_client::key_source::derive(password, salt, iterations))
 }
 
 impl VerifyingSink {
@@ -137,11 +136,10 @@ impl VerifyingSink {
     /// output must start with `params`' salt and decrypt under its key and
     /// IV to the first `expected_len` bytes of `expected`.
     pub fn with_key(params: &DerivedKeyParams, expected: Pattern, expected_len: u64) -> Self {
-        let cipher = Decryptor::new(&(*params.key).into(), &(*params.iv).into());
         Self::from_origin(
             KeyOrigin::Client {
                 salt: params.salt,
-                cipher: Some(Box::new(cipher)),
+                cipher: Some(Box::new(decryptor(params))),
             },
             expected,
             expected_len,
@@ -183,17 +181,17 @@ impl VerifyingSink {
 
     /// The key state once the header's `salt` is known: the client's key
     /// (if the salt is the one sent), or a derivation from the password,
-    /// started by `derive`.
+    /// started by `start_derivation`.
     fn key_for_salt(
         &mut self,
         salt: [u8; 8],
-        derive: impl FnOnce(zeroize::Zeroizing<Vec<u8>>, u32) -> KeyState,
+        start_derivation: impl FnOnce(zeroize::Zeroizing<Vec<u8>>, u32) -> KeyState,
     ) -> Result<KeyState, VerifyError> {
         match &mut self.origin {
             KeyOrigin::Password {
                 password,
                 iterations,
-            } => Ok(derive(password.clone(), *iterations)),
+            } => Ok(start_derivation(password.clone(), *iterations)),
             KeyOrigin::Client { salt: sent, cipher } => match cipher.take() {
                 Some(cipher) if *sent == salt => Ok(KeyState::Ready(cipher)),
                 _ => Err(VerifyError::WrongSalt {
@@ -210,7 +208,7 @@ impl VerifyingSink {
         let (taken, salt) = self.take_header(bytes)?;
         if let Some(salt) = salt {
             self.key = self.key_for_salt(salt, |password, iterations| {
-                KeyState::Ready(Box::new(derive(&password, &salt, iterations)))
+                KeyState::Ready(Box::new(derive(&password, salt, iterations)))
             })?;
         }
         match self.key {
@@ -339,7 +337,7 @@ impl AsyncWrite for VerifyingSink {
             Ok((taken, Some(salt))) => {
                 let next = self.key_for_salt(salt, |password, iterations| {
                     KeyState::Deriving(tokio::task::spawn_blocking(move || {
-                        derive(&password, &salt, iterations)
+                        derive(&password, salt, iterations)
                     }))
                 });
                 match next {
