@@ -246,24 +246,13 @@ impl EncryptFraming {
 
 /// The framing of a decryption: the header, then whole blocks of
 /// ciphertext with the last one held back, then the held-back block.
+#[derive(Default)]
 pub struct DecryptFraming {
     header: [u8; HEADER_LEN],
     header_len: usize,
     carry: [u8; BLOCK],
     carry_len: usize,
     ciphertext_len: u64,
-}
-
-impl Default for DecryptFraming {
-    fn default() -> Self {
-        DecryptFraming {
-            header: [0; HEADER_LEN],
-            header_len: 0,
-            carry: [0; BLOCK],
-            carry_len: 0,
-            ciphertext_len: 0,
-        }
-    }
 }
 
 impl Drop for DecryptFraming {
