@@ -5,17 +5,14 @@
 //! whose registers, byte selects and ShiftRows columns follow from a few
 //! rules; writing them out by hand would hide those rules in 700 lines.
 //!
-//! The words a kernel keeps in registers are AES columns. Rounds 1 to 13
-//! read and write them big-endian (row 0 in the most significant byte), the
-//! only layout the instruction's MixColumns placement works with. The data
-//! in memory is read and written with plain `lw`/`sw`, which gives
-//! little-endian words (row `r` in byte `r`); instead of swapping bytes,
-//! the first round shifts each operand so that row `r` sits in byte `3 - r`
-//! where its byte select reads it, and the last round, whose S-box byte
-//! lands where it was read, shifts row `r` to byte `r`. The first and last
-//! round keys are stored little-endian for this (`Aes256Key`'s kernel
-//! schedule). Columns are interleaved within a round, so no instruction
-//! needs the result of the one before it.
+//! The words a kernel keeps in registers are AES columns, little-endian
+//! (row `r` in byte `r`): what plain `lw`/`sw` give for the bytes in
+//! memory, and the layout the plugin's tables have (the plugin version real
+//! cores have: custom-0, little-endian; `src/model.rs`). So the data and
+//! the round keys are used as loaded, with no byte shuffling: a round is
+//! 4 round-key loads and 16 AES instructions. Columns are interleaved
+//! within a round, so no instruction needs the result of the one before
+//! it (the plugin writes its result late, from the memory stage).
 
 use std::path::PathBuf;
 use std::{env, fs};
@@ -35,26 +32,25 @@ const ROUNDS: usize = 14;
 /// round 1 reads `SET_A` and round 14 writes it.
 const SET_A: [&str; 4] = ["a4", "a5", "a6", "a7"];
 const SET_B: [&str; 4] = ["t0", "t1", "t2", "t3"];
-/// Scratch registers for shifted operands, used in turn.
-const SCRATCH: [&str; 2] = ["t4", "t5"];
+
+/// The AES instruction's major opcode (custom-0) as `.insn r` takes it.
+const OPCODE: &str = "0x0b";
 
 /// The instruction's funct7: byte select << 3 | last round << 1 | decrypt.
 fn funct7(byte_select: usize, last: bool, decrypt: bool) -> usize {
     byte_select << 3 | usize::from(last) << 1 | usize::from(decrypt)
 }
 
-/// The 14 rounds: input (round key 0 already added, little-endian) in
-/// `SET_A`, output (little-endian) in `SET_A`; `a0` points at the kernel
-/// schedule.
+/// The 14 rounds: input (round key 0 already added) in `SET_A`, output in
+/// `SET_A`; `a0` points at the schedule.
 fn rounds(out: &mut String, decrypt: bool) {
-    let mut scratch = 0;
     for round in 1..=ROUNDS {
         let (from, to) = if round % 2 == 1 {
             (SET_A, SET_B)
         } else {
             (SET_B, SET_A)
         };
-        let (first, last) = (round == 1, round == ROUNDS);
+        let last = round == ROUNDS;
         emit!(out, "    # round {round}");
         for (c, register) in to.iter().enumerate() {
             emit!(out, "    lw {register}, {}(a0)", 16 * round + 4 * c);
@@ -62,37 +58,17 @@ fn rounds(out: &mut String, decrypt: bool) {
         for row in 0..4 {
             for (c, register) in to.iter().enumerate() {
                 // ShiftRows takes row `row` of column c + row; InvShiftRows
-                // of column c - row.
+                // of column c - row. Byte select `row` reads that row.
                 let column = if decrypt {
                     (c + 4 - row) % 4
                 } else {
                     (c + row) % 4
                 };
-                let source = from[column];
-                // Where the row is read: byte 3 - row of a big-endian word,
-                // except in the last round, whose output byte is the one read.
-                let byte_select = if last { row } else { 3 - row };
-                let operand = if first || last {
-                    // Little-endian row `row` is in byte `row`, big-endian in
-                    // byte `3 - row`; either way it must move to
-                    // `byte_select`.
-                    let now = if first { row } else { 3 - row };
-                    let temp = SCRATCH[scratch % 2];
-                    scratch += 1;
-                    let (op, by) = if byte_select > now {
-                        ("slli", 8 * (byte_select - now))
-                    } else {
-                        ("srli", 8 * (now - byte_select))
-                    };
-                    emit!(out, "    {op} {temp}, {source}, {by}");
-                    temp
-                } else {
-                    source
-                };
                 emit!(
                     out,
-                    "    .insn r 0x2b, 0, {}, {register}, {register}, {operand}",
-                    funct7(byte_select, last, decrypt)
+                    "    .insn r {OPCODE}, 0, {}, {register}, {register}, {}",
+                    funct7(row, last, decrypt),
+                    from[column]
                 );
             }
         }

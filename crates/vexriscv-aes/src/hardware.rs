@@ -1,8 +1,8 @@
 //! The instruction on the CPU: the only `unsafe` code of the crate.
 //!
 //! Why `unsafe`: Rust has no intrinsic for a vendor's custom instruction,
-//! so it is emitted with inline assembly (`.insn r 0x2b, 0, funct7, rd,
-//! rs1, rs2`), and inline assembly is `unsafe` by definition. Each use
+//! so it is emitted with inline assembly (`.insn r 0x0b, 0, funct7, rd,
+//! rs1, rs2`: custom-0, as real cores decode it, see [`crate::model`]), and inline assembly is `unsafe` by definition. Each use
 //! reads two registers and writes one, touches no memory and no other
 //! state (`pure, nomem, nostack`), so it cannot break memory safety. It
 //! may only be run on a CPU that has the instruction: callers establish
@@ -58,8 +58,8 @@ fn run_kernel(direction: Direction, key: &Aes256Key, iv: &mut [u8; 16], data: &m
         u32::from_le_bytes([iv[4 * c], iv[4 * c + 1], iv[4 * c + 2], iv[4 * c + 3]])
     });
     let schedule: &[u32; KEY_WORDS] = match direction {
-        Direction::Encrypt => key.kernel_encrypt(),
-        Direction::Decrypt => key.kernel_decrypt(),
+        Direction::Encrypt => key.encrypt_schedule(),
+        Direction::Decrypt => key.decrypt_schedule(),
     };
     let blocks = data.len() / 16;
     // SAFETY: the schedule has 60 words and the chain 4, both borrowed for
@@ -103,7 +103,7 @@ macro_rules! insn {
             // SAFETY: see the module documentation.
             unsafe {
                 core::arch::asm!(
-                    concat!(".insn r 0x2b, 0, ", $funct7, ", {rd}, {rs1}, {rs2}"),
+                    concat!(".insn r 0x0b, 0, ", $funct7, ", {rd}, {rs1}, {rs2}"),
                     rd = lateout(reg) rd,
                     rs1 = in(reg) rs1,
                     rs2 = in(reg) rs2,

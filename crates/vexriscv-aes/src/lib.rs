@@ -3,7 +3,9 @@
 //! # Layout
 //!
 //! * [`model`]: the instruction in software, from the plugin's Scala
-//!   source: its encoding, ROM and byte shuffling.
+//!   source: its encoding (custom-0), ROM and byte shuffling
+//!   (little-endian), as every released VexRiscv core has them; the module
+//!   says which plugin version and how it was checked on generated RTL.
 //! * [`insn`]: [`AesInstruction`], the four forms of the instruction, and
 //!   the [`Model`](insn::Model) that executes them in software.
 //! * [`hardware`] (riscv32): the instruction on the CPU, through inline

@@ -12,7 +12,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::model::OPCODE;
+use crate::model;
 
 /// Byte offset of the general registers in the riscv32 Linux `ucontext`
 /// (uc_flags, uc_link, uc_stack: 20 bytes; uc_sigmask padded to 128 bytes;
@@ -20,7 +20,7 @@ use crate::model::OPCODE;
 /// register x`i`.
 const GREGS_OFFSET: usize = 160;
 
-/// Whether a custom-1 AES instruction trapped while the probe ran.
+/// Whether a (custom-0) AES instruction trapped while the probe ran.
 static TRAPPED: AtomicBool = AtomicBool::new(false);
 
 /// The registers saved in a handler's `ucontext`.
@@ -42,9 +42,10 @@ unsafe fn instruction_at(pc: u32) -> u32 {
     unsafe { core::ptr::read_unaligned(pc as usize as *const u32) }
 }
 
-/// Whether `insn` is the AES instruction (custom-1, funct3 0).
+/// Whether `insn` is the AES instruction (custom-0, funct3 0, as the
+/// plugin decodes it).
 fn is_aes(insn: u32) -> bool {
-    insn & 0x7f == OPCODE && (insn >> 12) & 7 == 0
+    model::is_aes(insn)
 }
 
 #[cfg_attr(feature = "emulate", allow(dead_code))]
