@@ -59,6 +59,17 @@ pub const fn is_aes(insn: u32) -> bool {
     insn & DECODE_MASK == DECODE_MATCH
 }
 
+/// Whether `insn` is one of the ratified RV32 scalar AES instructions
+/// (Zkne `aes32esi`/`aes32esmi`, Zknd `aes32dsi`/`aes32dsmi`): major
+/// opcode OP (0x33), funct3 0, bits 29..25 `10001`, `10011`, `10101` or
+/// `10111`, bits 31..30 the byte select. They compute what the plugin's
+/// four forms compute for the same byte select (see
+/// `crate::hardware::Zkne`).
+pub const fn is_zkne(insn: u32) -> bool {
+    let op = (insn >> 25) & 0x1f;
+    insn & 0x707f == 0x33 && (op == 0x11 || op == 0x13 || op == 0x15 || op == 0x17)
+}
+
 /// The 32-bit instruction word for `funct7`, `rd`, `rs1` and `rs2`.
 pub const fn encode(funct7: u32, rd: u32, rs1: u32, rs2: u32) -> u32 {
     (funct7 & 0x7f) << 25 | (rs2 & 31) << 20 | (rs1 & 31) << 15 | (rd & 31) << 7 | OPCODE
