@@ -9,7 +9,11 @@
 #   2. the SHIPPED board aesd (no emulator) under plain qemu: auto falls back
 #      to software and says why (also with a device tree that claims the
 #      instruction: the self-test traps), and a forced vexriscv exits 2 with
-#      the reason instead of dying of SIGILL.
+#      the reason instead of dying of SIGILL;
+#   3. the SHIPPED aesd on a qemu CPU with Zkne/Zknd (run natively by qemu):
+#      auto picks zkne from the device tree's ISA, aesload verifies, openssl
+#      decrypts what it encrypted and it decrypts what openssl encrypted; on
+#      plain rv32imac a forced zkne exits 2 with the reason.
 # Loopback only. Every process started here is stopped on exit.
 #
 # Usage: scripts/cross/vexriscv-emulated.sh PROFILE NATIVE_BIN_DIR
@@ -146,3 +150,33 @@ status=0
 grep -q "cannot run VexRiscv's AES instruction (the CPU raised an illegal-instruction trap)" "$work/forced.out" ||
   fail "forced vexriscv did not say why: $(cat "$work/forced.out")"
 echo "vexriscv-emulated: shipped aesd, forced vexriscv: exit 2, \"$(head -n1 "$work/forced.out")\""
+
+# 3. Zkne/Zknd: the SHIPPED aesd on a qemu CPU that has them (qemu runs
+# them natively: no emulator), verified by aesload and by openssl.
+zkne_cpu="rv32,f=false,d=false,c=true,zkne=true,zknd=true"
+mkdir -p "$work/dt-zkne/cpus/cpu@0"
+printf 'rv32imac_zicsr_zkne_zknd\0' >"$work/dt-zkne/cpus/cpu@0/riscv,isa"
+AESD_QEMU_CPU="$zkne_cpu" start "$shipped" --aes-backend auto --device-tree "$work/dt-zkne"
+expect_log "AES backend: zkne, because .*the device tree's ISA lists Zkne and Zknd and their self-test passed"
+"$native/aesload" --server "127.0.0.1:$port" --clients 2 --chunk 2 --sizes 1M,3000005 \
+  --iter 1000 --quiet >"$work/load.txt" 2>&1 || fail "aesload through Zkne: $(cat "$work/load.txt")"
+grep -q "Transfers Verified.*2 / 2" "$work/load.txt" || fail "not every Zkne transfer verified: $(cat "$work/load.txt")"
+head -c 200003 /dev/urandom >"$work/plain"
+"$native/aescrypt" encrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
+  -i "$work/plain" -o "$work/enc" || fail "aescrypt encrypt through Zkne"
+openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$work/enc" -out "$work/dec"
+cmp -s "$work/plain" "$work/dec" || fail "openssl decrypted other bytes than Zkne encrypted"
+openssl enc -aes-256-cbc -salt -pbkdf2 -pass "file:$work/pw" -in "$work/plain" -out "$work/openssl.enc"
+"$native/aescrypt" decrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
+  -i "$work/openssl.enc" -o "$work/back" || fail "aescrypt decrypt through Zkne"
+cmp -s "$work/plain" "$work/back" || fail "Zkne decrypted other bytes"
+stop
+echo "vexriscv-emulated: Zkne (qemu -cpu $zkne_cpu): auto picks zkne from the ISA, 2/2 aesload jobs verified, openssl decrypts its output and it decrypts openssl's (195 KiB + 3)"
+
+status=0
+"$here/qemu-run.sh" "$target" "$shipped" --aes-backend zkne --listen 127.0.0.1:0 \
+  >"$work/forced.out" 2>&1 || status=$?
+[[ $status -eq 2 ]] || fail "forced zkne on a CPU without it exited $status (want 2): $(cat "$work/forced.out")"
+grep -q "cannot run the Zkne/Zknd AES instructions (the CPU raised an illegal-instruction trap)" "$work/forced.out" ||
+  fail "forced zkne did not say why: $(cat "$work/forced.out")"
+echo "vexriscv-emulated: shipped aesd, forced zkne on plain rv32imac: exit 2, \"$(head -n1 "$work/forced.out")\""
