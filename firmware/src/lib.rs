@@ -515,6 +515,16 @@ mod tests {
     /// instruction traps exactly on the plain core (what the bare-metal
     /// probe finds on the RTL).
     fn run_on_host(bytes: usize, core: Core, settings: &Settings<'_>) -> (bool, String) {
+        run_with_probe(bytes, core, core == Core::Imac, settings)
+    }
+
+    /// The run on the host with what the probe found given.
+    fn run_with_probe(
+        bytes: usize,
+        core: Core,
+        traps: bool,
+        settings: &Settings<'_>,
+    ) -> (bool, String) {
         let (mut x, mut y, mut z) = (vec![0u8; bytes], vec![0u8; bytes], vec![0u8; bytes]);
         let mut out = String::new();
         let ok = run::<_, Model>(
@@ -527,7 +537,7 @@ mod tests {
             },
             &Settings {
                 core,
-                aes_instruction_traps: core == Core::Imac,
+                aes_instruction_traps: traps,
                 ..*settings
             },
         );
@@ -602,22 +612,7 @@ mod tests {
             (Core::Imac, false, "probe-imac-traps"),
             (Core::ImacAes, true, "probe-aes-runs"),
         ] {
-            let (mut x, mut y, mut z) = ([0u8; 64], [0u8; 64], [0u8; 64]);
-            let mut out = String::new();
-            let ok = run::<_, Model>(
-                &mut out,
-                &Counters::default,
-                Buffers {
-                    x: &mut x,
-                    y: &mut y,
-                    z: &mut z,
-                },
-                &Settings {
-                    core,
-                    aes_instruction_traps: traps,
-                    ..settings(64, "")
-                },
-            );
+            let (ok, out) = run_with_probe(64, core, traps, &settings(64, ""));
             assert!(!ok, "{out}");
             assert!(out.contains(&format!("FAIL check={check} ")), "{out}");
         }
