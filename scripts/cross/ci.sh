@@ -64,6 +64,8 @@ step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated),
 "$here/vexriscv-emulated.sh" "$profile" "$dir/debug"
 step "cross: bench: whole riscv32 aesd process, 2 concurrent jobs on one worker: instructions/byte"
 "$root/scripts/bench/aesd-icount.sh" --quick
+step "cross: bench: the same on qemu's Zkne CPU with aesd's defaults (auto picks zkne): instructions/byte"
+"$root/scripts/bench/aesd-icount.sh" --quick --no-build --aes-backend zkne
 step "cross: bench: instruction count (must be deterministic) and instructions/byte, riscv32imac"
 "$root/scripts/bench/icount.sh" --quick --profile "$profile"
 step "cross: bench: bench executables build and run under qemu (emulated)"
