@@ -13,18 +13,24 @@
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
 //! * [`error`]: [`ClientError`], why an operation failed.
+//! * [`error_line`]: an error and its causes on one line, each once.
 //! * [`printable`]: server text made safe to print (control characters
 //!   escaped).
 //! * [`password`]: password and access-token files, read as
 //!   `openssl -pass file:` reads a password.
-//! * [`atomic_output`]: `aescrypt`'s output file: a new 0600 temporary
+//! * [`atomic_output`]: a result file through a new 0600 temporary
 //!   file, synced, then renamed into place.
+//! * [`output`]: the output rule of every binary: `-` is stdout, files
+//!   via [`atomic_output`], symlinks followed, devices and FIFOs written
+//!   through; checked before any work starts.
 
 pub mod atomic_output;
 pub mod connection;
 pub mod error;
+pub mod error_line;
 pub mod job;
 pub mod key_source;
+pub mod output;
 pub mod password;
 pub mod printable;
 pub mod tls;
