@@ -23,11 +23,14 @@
 //! * [`server_metrics`]: `--metrics-url`: the server's CPU, memory, jobs
 //!   and temperature sampled from its Prometheus endpoint during a run.
 //! * [`output`]: the `--json` document and `--csv` rows.
+//! * [`console`]: the report on stdout: a closed pipe ends it quietly,
+//!   other write errors are kept for one line at the end.
 //! * [`plot`]: the `--plot` SVG.
 //! * [`compare`]: `aesload compare`: runs (and the study's published
 //!   figures) side by side, as the study's table and as an SVG.
 
 pub mod compare;
+pub mod console;
 pub mod distribution;
 pub mod durations;
 pub mod load;

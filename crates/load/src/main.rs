@@ -12,6 +12,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aesd_client::error_line::error_line;
+use aesd_client::output::OutputPath;
 use aesd_client::password::{read_password_file, read_token_file};
 use aesd_client::tls::TlsArgs;
 use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
@@ -27,6 +29,7 @@ use aesd_load::report::{Summary, server_table, study_table};
 use aesd_load::server_metrics::{self, MetricsUrl, ServerSample};
 use aesd_load::sizes::{human_bytes, parse_size};
 use aesd_load::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
+use aesd_load::{console, out, outln};
 use aesd_proto::{AuthToken, Password};
 use aesd_server::{Config, ConfigLayer, Server};
 use anyhow::{Context, Result, bail};
@@ -59,7 +62,12 @@ of 50 over 10M/50M/100M; drowning = open loop, --rate clients/s (default 20) for
 Sizes: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000; \
 --sizes 2M:5,5M:3 gives relative weights. The table prints MB as 10^6 bytes, like the study.
 
-Exit status: 0 when every transfer verified; 1 when any failed; 2 on bad arguments.
+Exit status: 0 when every transfer verified; 1 when any failed (or stdout could not be \
+written); 2 on bad arguments.
+
+--json/--csv/--plot FILE: a file is \
+replaced whole, a symlink's target likewise, a device or FIFO written through, - is stdout \
+(the report then goes to stderr); paths are checked before the run.
 
 Examples:
   aesload --suite all --scale 0.05
@@ -189,15 +197,21 @@ struct CompareArgs {
 
 /// `aesload compare`: the table on stdout, the plot on request.
 fn run_compare(args: &CompareArgs) -> Result<()> {
+    let plot_output = args.plot.as_deref().map(OutputPath::check).transpose()?;
+    if plot_output.as_ref().is_some_and(OutputPath::is_stdout) {
+        console::report_to_stderr();
+    }
     let mut runs = Vec::new();
     for file in &args.files {
         runs.extend(compare::load(file)?);
     }
     let runs = compare::prepare(runs, &args.suite)?;
-    print!("{}", compare_table(&runs));
-    if let Some(path) = &args.plot {
-        write_file(path, compare_plot::render(&runs).as_bytes())?;
-        println!("plot: {}", path.display());
+    out!("{}", compare_table(&runs));
+    if let Some(output) = &plot_output {
+        write_file(output, compare_plot::render(&runs).as_bytes())?;
+        if !output.is_stdout() {
+            outln!("plot: {}", output.path().display());
+        }
     }
     Ok(())
 }
@@ -214,9 +228,9 @@ fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(Command::Compare(compare)) = &args.command {
         return match run_compare(compare) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => stdout_status(ExitCode::SUCCESS),
             Err(err) => {
-                eprintln!("aesload compare: {err:#}");
+                eprintln!("aesload compare: {}", error_line(err.as_ref()));
                 ExitCode::from(2)
             }
         };
@@ -239,12 +253,56 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(args)) {
-        Ok(true) => ExitCode::SUCCESS,
+        Ok(true) => stdout_status(ExitCode::SUCCESS),
         Ok(false) => ExitCode::FAILURE,
         Err(err) => {
-            eprintln!("aesload: {err:#}");
+            eprintln!("aesload: {}", error_line(err.as_ref()));
             ExitCode::from(2)
         }
+    }
+}
+
+/// `status`, or 1 after saying in one line why stdout could not be
+/// written (a closed pipe is not an error: `aesload ... | head -1`).
+fn stdout_status(status: ExitCode) -> ExitCode {
+    match console::stdout_error() {
+        Some(error) => {
+            eprintln!("aesload: {error}");
+            ExitCode::FAILURE
+        }
+        None => status,
+    }
+}
+
+/// The `--json`, `--csv` and `--plot` outputs, checked before the run.
+struct Outputs {
+    json: Option<OutputPath>,
+    csv: Option<OutputPath>,
+    plot: Option<OutputPath>,
+}
+
+impl Outputs {
+    /// Checks every output path (see [`OutputPath::check`]); at most one
+    /// may be `-`, and then the report goes to stderr.
+    fn check(args: &Args) -> Result<Outputs> {
+        let check = |path: &Option<PathBuf>| path.as_deref().map(OutputPath::check).transpose();
+        let outputs = Outputs {
+            json: check(&args.json)?,
+            csv: check(&args.csv)?,
+            plot: check(&args.plot)?,
+        };
+        let to_stdout = [&outputs.json, &outputs.csv, &outputs.plot]
+            .into_iter()
+            .flatten()
+            .filter(|output| output.is_stdout())
+            .count();
+        if to_stdout > 1 {
+            bail!("only one of --json, --csv and --plot can be - (stdout)");
+        }
+        if to_stdout == 1 {
+            console::report_to_stderr();
+        }
+        Ok(outputs)
     }
 }
 
@@ -300,6 +358,7 @@ fn plans(
 }
 
 async fn run(args: Args) -> Result<bool> {
+    let outputs = Outputs::check(&args)?;
     let password = match &args.password_file {
         Some(path) => read_password_file(path, "aesload")?,
         None => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
@@ -319,16 +378,19 @@ async fn run(args: Args) -> Result<bool> {
         None => args.server.clone(),
     };
     for (name, plan) in &plans {
-        println!("aesload: {name}: {}", describe(plan));
+        outln!("aesload: {name}: {}", describe(plan));
     }
-    println!(
+    outln!(
         "settings: seed {}, scale {}, PBKDF2 {} iterations, warm-up {}",
-        args.seed, args.scale, args.iterations, args.warmup
+        args.seed,
+        args.scale,
+        args.iterations,
+        args.warmup
     );
     match &embedded {
         Some(server) => {
             let config = &server.shared().config;
-            println!(
+            outln!(
                 "server: embedded aesd on {} ({} workers, {} active slots, queue {}, chunks of {} bytes)",
                 server.addr(),
                 config.workers,
@@ -337,8 +399,8 @@ async fn run(args: Args) -> Result<bool> {
                 config.chunk_size
             );
         }
-        None if servers.len() == 1 => println!("server: {}", servers[0]),
-        None => println!("servers (round-robin): {}", servers.join(", ")),
+        None if servers.len() == 1 => outln!("server: {}", servers[0]),
+        None => outln!("servers (round-robin): {}", servers.join(", ")),
     }
 
     let started = Instant::now();
@@ -393,7 +455,7 @@ async fn run(args: Args) -> Result<bool> {
         warmup: args.warmup,
     };
     report(&runs, &parameters);
-    write_outputs(&args, &runs, &parameters, server_samples)?;
+    write_outputs(&outputs, &runs, &parameters, server_samples)?;
     if !args.quiet {
         eprintln!(
             "aesload: finished in {:.1} s",
@@ -421,14 +483,14 @@ fn report(runs: &[SuiteRun], parameters: &RunParameters) {
         .zip(&summaries)
         .map(|(suite, summary)| (suite.name.as_str(), summary))
         .collect();
-    println!();
-    print!("{}", study_table(&columns));
+    outln!();
+    out!("{}", study_table(&columns));
     if parameters.servers.len() > 1 {
         for suite in runs {
             let per_server =
                 Summary::per_server(&suite.run, parameters.warmup, parameters.servers.len());
-            println!("\n{} per server:", suite.name);
-            print!("{}", server_table(&parameters.servers, &per_server));
+            outln!("\n{} per server:", suite.name);
+            out!("{}", server_table(&parameters.servers, &per_server));
         }
     }
     for suite in runs {
@@ -462,7 +524,7 @@ fn describe_server_samples(samples: &[ServerSample], failures: usize) {
     let peak = |value: fn(&ServerSample) -> Option<f64>| {
         samples.iter().filter_map(value).fold(f64::NAN, f64::max)
     };
-    println!(
+    outln!(
         "server metrics: {} samples ({failures} failed scrapes), peak CPU {:.0} %, peak RSS {:.1} MiB, peak active {} / queued {} jobs{}",
         samples.len(),
         peak(|s| s.cpu_percent),
@@ -477,26 +539,31 @@ fn describe_server_samples(samples: &[ServerSample], failures: usize) {
 }
 
 fn write_outputs(
-    args: &Args,
+    outputs: &Outputs,
     runs: &[SuiteRun],
     parameters: &RunParameters,
     server_samples: Vec<ServerSample>,
 ) -> Result<()> {
     let document = json::Document::new(parameters, runs).with_server_metrics(server_samples);
-    if let Some(path) = &args.json {
-        write_file(path, document.to_json()?.as_bytes())?;
-        println!("json: {}", path.display());
+    let written = |label: &str, output: &OutputPath| {
+        if !output.is_stdout() {
+            outln!("{label}: {}", output.path().display());
+        }
+    };
+    if let Some(output) = &outputs.json {
+        write_file(output, document.to_json()?.as_bytes())?;
+        written("json", output);
     }
-    if let Some(path) = &args.csv {
-        write_file(path, csv::to_csv(&document).as_bytes())?;
-        println!("csv: {}", path.display());
+    if let Some(output) = &outputs.csv {
+        write_file(output, csv::to_csv(&document).as_bytes())?;
+        written("csv", output);
     }
-    if let Some(path) = &args.plot {
+    if let Some(output) = &outputs.plot {
         write_file(
-            path,
+            output,
             plot::render(runs, parameters.warmup, &document.server_metrics).as_bytes(),
         )?;
-        println!("plot: {}", path.display());
+        written("plot", output);
     }
     Ok(())
 }

@@ -10,15 +10,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use aesd_client::ConnectOptions;
-use aesd_client::atomic_output::TempOutput;
 use aesd_client::connection::parse_idle_timeout;
+use aesd_client::error_line::error_line;
+use aesd_client::output::OutputPath;
 use aesd_client::password::{read_password_file, read_token_file};
 use aesd_client::tls::TlsArgs;
 use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Mode {
@@ -39,11 +40,14 @@ Exit status: 0 on success; 1 with a one-line reason on any error (server \
 unreachable, wrong password or corrupted input, bad password file, missing or \
 wrong access token...).
 
-Output to a file is written to a new temporary file beside it (a random \
-name, created exclusively, mode 600), synced to disk and renamed over OUT \
-only when the job succeeded and the server's byte counts match this \
-client's; a failed job removes it and leaves OUT untouched. Output to stdout (-o -) is streamed: on failure the bytes already \
-written may be incomplete, and the exit status is 1.
+Output to a file (or a new path) is written to a new temporary file beside \
+it (a random name, created exclusively, mode 600), synced to disk and renamed \
+over OUT only when the job succeeded and the server's byte counts match this \
+client's; a failed job removes it and leaves OUT untouched. A symlink is \
+followed (its target is replaced, the link stays); a device, FIFO or socket \
+is written straight through; a directory is refused. OUT is checked before \
+any work. Output to stdout (-o -), a device or a FIFO is streamed: on failure \
+the bytes already written may be incomplete, and the exit status is 1.
 
 Example:
   aescrypt encrypt --server 127.0.0.1:7878 --password-file pw.txt -i big.bin -o big.bin.enc
@@ -103,7 +107,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(&args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("aescrypt: {err:#}");
+            eprintln!("aescrypt: {}", error_line(err.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -114,6 +118,9 @@ fn is_stdio(path: &Path) -> bool {
 }
 
 async fn run(args: &Args) -> Result<()> {
+    // Before any work: a directory, a missing directory or one that takes
+    // no new file is refused now, not after the job.
+    let output = OutputPath::check(&args.output)?;
     let password = read_password_file(&args.password_file, "aescrypt")?;
     let spec = JobSpec {
         operation: match args.mode {
@@ -133,7 +140,7 @@ async fn run(args: &Args) -> Result<()> {
                 .with_context(|| format!("cannot open input {}", args.input.display()))?,
         )
     };
-    if !is_stdio(&args.output) && args.output == args.input {
+    if !output.is_stdout() && args.output == args.input {
         bail!(
             "input and output are the same file: {}",
             args.output.display()
@@ -149,11 +156,11 @@ async fn run(args: &Args) -> Result<()> {
     };
     let mut client = Client::connect_with(&args.server, &options).await?;
     client.set_idle_timeout(args.timeout);
-    let report = if is_stdio(&args.output) {
+    let report = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
         client.run_job(&spec, &mut input, &mut stdout).await?
     } else {
-        write_via(&args.output, &mut client, &spec, &mut input).await?
+        write_via(&output, &mut client, &spec, &mut input).await?
     };
     client.close().await;
     if args.verbose {
@@ -170,22 +177,25 @@ async fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Runs the job into a temporary file beside `output` and renames it over
-/// `output` once the job succeeded; on any failure the temporary file is
-/// removed (by [`TempOutput`]'s drop) and `output` is untouched.
+/// Runs the job into `output` (a file through a temporary file renamed
+/// over it once the job succeeded, a device or FIFO straight through); on
+/// any failure a temporary file is removed and a file output untouched.
 async fn write_via(
-    output: &Path,
+    output: &OutputPath,
     client: &mut Client,
     spec: &JobSpec,
     input: &mut (dyn AsyncRead + Unpin),
 ) -> Result<aesd_client::JobReport> {
-    let (temp, file) = TempOutput::create(output)
-        .with_context(|| format!("cannot create a temporary file beside {}", output.display()))?;
+    let (pending, file) = output.open()?.into_file();
+    let file = file.context("the output has no file")?;
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
     let report = client.run_job(spec, &mut &mut *input, &mut writer).await?;
+    writer
+        .flush()
+        .await
+        .with_context(|| format!("cannot write {}", output.path().display()))?;
     let file = writer.into_inner().into_std().await;
-    temp.commit(file)
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    pending.commit(Some(file))?;
     Ok(report)
 }
 
