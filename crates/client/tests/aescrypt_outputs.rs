@@ -194,3 +194,55 @@ fn a_directory_or_a_missing_directory_is_refused_before_any_work() {
         )
     );
 }
+
+/// SIGINT while the job waits for input: the temporary file is removed,
+/// OUT keeps its old bytes, the exit status is 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_removes_the_temporary_file_and_exits_130() {
+    let server = start_server(ConfigLayer::default()).await;
+    let addr = server.addr().to_string();
+    tokio::task::spawn_blocking(move || {
+        let f = fixture("aescrypt-sigint");
+        let out = f.dir.join("out.enc");
+        std::fs::write(&out, b"old").expect("write");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_aescrypt"))
+            .args(["encrypt", "--server", &addr, "--password-file"])
+            .arg(&f.password)
+            .args(["-i", "-", "-o"])
+            .arg(&out)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn aescrypt");
+        // The job runs once its temporary file exists; stdin stays open
+        // and empty, so it waits there.
+        let mut polls = 0;
+        while names(&f.dir.join("")).len() < 4 {
+            assert!(child.try_wait().expect("wait").is_none(), "aescrypt ended");
+            polls += 1;
+            assert!(polls < 2000, "no temporary file appeared");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            names(&f.dir.join(""))
+                .iter()
+                .any(|name| name.starts_with(".out.enc."))
+        );
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let output = child.wait_with_output().expect("wait");
+        assert_eq!(output.status.code(), Some(130));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr).trim(),
+            "aescrypt: interrupted"
+        );
+        assert_eq!(names(&f.dir.join("")), ["out.enc", "password", "plain"]);
+        assert_eq!(std::fs::read(&out).expect("read"), b"old");
+    })
+    .await
+    .expect("test");
+    server.shutdown().await;
+}

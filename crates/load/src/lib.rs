@@ -13,6 +13,8 @@
 //! * [`durations`]: `10s`/`500ms` durations and the `--warmup` rule.
 //! * [`suites`]: the study's suites (basic 1–3, large, thousand,
 //!   drowning) as load plans.
+//! * [`interrupt`]: stopping a run early (SIGINT/SIGTERM): no new
+//!   clients, then the running ones cancelled after a grace period.
 //! * [`load`]: the load run behind `aesload`: batches or open-loop
 //!   arrivals, round-robin over servers.
 //! * [`record`]: what a run produced: one [`Transfer`](record::Transfer)
@@ -33,6 +35,7 @@ pub mod compare;
 pub mod console;
 pub mod distribution;
 pub mod durations;
+pub mod interrupt;
 pub mod load;
 pub mod output;
 pub mod pattern;

@@ -17,6 +17,7 @@ use aesd_proto::{AuthToken, Operation, Password};
 use tokio::task::JoinSet;
 
 use crate::distribution::SizeDist;
+use crate::interrupt::{RunState, StopSignal};
 use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
@@ -115,6 +116,7 @@ struct RunContext {
     spec: JobSpec,
     started: Instant,
     progress: Arc<Progress>,
+    stop: StopSignal,
 }
 
 impl RunContext {
@@ -140,15 +142,21 @@ impl RunContext {
             options: &options,
             idle_timeout: self.plan.idle_timeout,
         };
-        let (report, outcome) = transfer(
-            target,
-            &self.spec,
-            key,
-            self.plan.data_seed(client),
-            size,
-            &self.progress,
-        )
-        .await;
+        let mut stop = self.stop.clone();
+        let (report, outcome) = tokio::select! {
+            done = transfer(
+                target,
+                &self.spec,
+                key,
+                self.plan.data_seed(client),
+                size,
+                &self.progress,
+            ) => done,
+            () = stop.reached(RunState::Cancelled) => (None, Outcome::Failed {
+                kind: INTERRUPTED.to_owned(),
+                message: "cancelled: the run was interrupted and its grace period ended".to_owned(),
+            }),
+        };
         let finished = self.started.elapsed();
         self.progress.update(|counts| {
             counts.running -= 1;
@@ -176,6 +184,22 @@ impl RunContext {
 /// Runs the plan, client `i` against `servers[i % servers.len()]`
 /// (`host:port` each; at least one).
 pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progress>) -> LoadRun {
+    run_load_until(servers, plan, progress, StopSignal::never()).await
+}
+
+/// The failure kind of a transfer cancelled by an interrupt.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// [`run_load`] that stops early when `stop` says so: no client starts
+/// once it reaches [`RunState::Stopping`], and running transfers fail
+/// with kind [`INTERRUPTED`] once it reaches [`RunState::Cancelled`].
+/// The run holds the transfers that started.
+pub async fn run_load_until(
+    servers: &[String],
+    plan: &LoadPlan,
+    progress: Arc<Progress>,
+    stop: StopSignal,
+) -> LoadRun {
     progress.update(|counts| counts.planned += plan.clients);
     let context = Arc::new(RunContext {
         servers: servers.to_vec(),
@@ -188,6 +212,7 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
         },
         started: Instant::now(),
         progress,
+        stop: stop.clone(),
     });
     let mut transfers = Vec::with_capacity(plan.clients);
     if servers.is_empty() {
@@ -204,6 +229,9 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
                 .first()
                 .map(|first| derive_ahead(&context.spec, first.clone()));
             for (batch, range) in batches.iter().enumerate() {
+                if stop.state() >= RunState::Stopping {
+                    break;
+                }
                 let scheduled = context.started.elapsed();
                 // The next batch's keys derive while this batch runs.
                 let this = std::mem::replace(
@@ -223,7 +251,11 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
         Arrival::Rate(rate) => {
             for client in 0..plan.clients {
                 let scheduled = Duration::from_secs_f64(client as f64 / rate);
-                tokio::time::sleep_until((context.started + scheduled).into()).await;
+                let mut stopping = stop.clone();
+                tokio::select! {
+                    () = tokio::time::sleep_until((context.started + scheduled).into()) => {}
+                    () = stopping.reached(RunState::Stopping) => break,
+                }
                 running.spawn(Arc::clone(&context).client(client, None, scheduled, None));
             }
             collect(&mut running, &mut transfers).await;

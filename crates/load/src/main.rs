@@ -20,7 +20,8 @@ use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
 use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_load::distribution::SizeDist;
 use aesd_load::durations::{Warmup, parse_duration};
-use aesd_load::load::{Arrival, LoadPlan, run_load};
+use aesd_load::interrupt::Interrupt;
+use aesd_load::load::{Arrival, LoadPlan, run_load_until};
 use aesd_load::output::{csv, json, write_file};
 use aesd_load::plot;
 use aesd_load::progress::{DisplayMode, Progress, display, finish_display};
@@ -63,9 +64,11 @@ Sizes: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000; \
 --sizes 2M:5,5M:3 gives relative weights. The table prints MB as 10^6 bytes, like the study.
 
 Exit status: 0 when every transfer verified; 1 when any failed (or stdout could not be \
-written); 2 on bad arguments.
+written); 2 on bad arguments; 130 when interrupted.
 
---json/--csv/--plot FILE: a file is \
+Interrupts: the first SIGINT/SIGTERM starts no more clients, gives the running ones 3 s, \
+cancels the rest, prints the table and writes --json/--csv/--plot (the JSON marked \
+\"interrupted\": true); a second one exits at once. --json/--csv/--plot FILE: a file is \
 replaced whole, a symlink's target likewise, a device or FIFO written through, - is stdout \
 (the report then goes to stderr); paths are checked before the run.
 
@@ -253,13 +256,69 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(args)) {
-        Ok(true) => stdout_status(ExitCode::SUCCESS),
-        Ok(false) => ExitCode::FAILURE,
+        Ok(RunEnd::Verified) => stdout_status(ExitCode::SUCCESS),
+        Ok(RunEnd::Failed) => ExitCode::FAILURE,
+        Ok(RunEnd::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Err(err) => {
             eprintln!("aesload: {}", error_line(err.as_ref()));
             ExitCode::from(2)
         }
     }
+}
+
+/// How a load run ended.
+enum RunEnd {
+    /// Every transfer verified.
+    Verified,
+    /// Some transfer failed.
+    Failed,
+    /// SIGINT or SIGTERM stopped it (its report was still written).
+    Interrupted,
+}
+
+/// Exit status after an interrupt (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// How long running transfers may go on after the first SIGINT/SIGTERM
+/// before they are cancelled.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+
+/// Waits for SIGINT/SIGTERM: the first stops the run (no new clients;
+/// running transfers get [`INTERRUPT_GRACE`], then are cancelled), the
+/// second exits at once.
+async fn watch_signals(interrupt: Arc<Interrupt>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot catch SIGINT/SIGTERM: an interrupt ends aesload without a report");
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!(
+        "\naesload: interrupted: no new clients; running transfers have {} s to finish (interrupt again to quit at once)",
+        INTERRUPT_GRACE.as_secs()
+    );
+    interrupt.stop();
+    let again = tokio::select! {
+        _ = int.recv() => true,
+        _ = term.recv() => true,
+        () = tokio::time::sleep(INTERRUPT_GRACE) => false,
+    };
+    if !again {
+        eprintln!("aesload: grace period over: cancelling the running transfers");
+        interrupt.cancel();
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    }
+    eprintln!("\naesload: interrupted again: exiting without a report");
+    std::process::exit(i32::from(EXIT_INTERRUPTED));
 }
 
 /// `status`, or 1 after saying in one line why stdout could not be
@@ -357,7 +416,7 @@ fn plans(
     Ok(plans)
 }
 
-async fn run(args: Args) -> Result<bool> {
+async fn run(args: Args) -> Result<RunEnd> {
     let outputs = Outputs::check(&args)?;
     let password = match &args.password_file {
         Some(path) => read_password_file(path, "aesload")?,
@@ -403,6 +462,9 @@ async fn run(args: Args) -> Result<bool> {
         None => outln!("servers (round-robin): {}", servers.join(", ")),
     }
 
+    let (interrupt, stop) = Interrupt::new();
+    let interrupt = Arc::new(interrupt);
+    tokio::spawn(watch_signals(Arc::clone(&interrupt)));
     let started = Instant::now();
     let mode = match std::io::stderr().is_terminal() {
         true => DisplayMode::Terminal,
@@ -416,10 +478,13 @@ async fn run(args: Args) -> Result<bool> {
     });
     let mut runs = Vec::with_capacity(plans.len());
     for (name, plan) in plans {
+        if interrupt.stopped() {
+            break;
+        }
         let progress = Arc::new(Progress::default());
         let display =
             (!args.quiet).then(|| tokio::spawn(display(Arc::clone(&progress), name.clone(), mode)));
-        let run = run_load(&servers, &plan, progress).await;
+        let run = run_load_until(&servers, &plan, progress, stop.clone()).await;
         if let Some(display) = display {
             display.abort();
             let _ = display.await;
@@ -455,20 +520,26 @@ async fn run(args: Args) -> Result<bool> {
         warmup: args.warmup,
     };
     report(&runs, &parameters);
-    write_outputs(&outputs, &runs, &parameters, server_samples)?;
+    let interrupted = interrupt.stopped();
+    write_outputs(&outputs, &runs, &parameters, server_samples, interrupted)?;
     if !args.quiet {
         eprintln!(
             "aesload: finished in {:.1} s",
             started.elapsed().as_secs_f64()
         );
     }
-    Ok(runs.iter().all(|suite| {
+    let verified = runs.iter().all(|suite| {
         suite
             .run
             .transfers
             .iter()
             .all(|transfer| transfer.verified())
-    }))
+    });
+    Ok(match (interrupted, verified) {
+        (true, _) => RunEnd::Interrupted,
+        (false, true) => RunEnd::Verified,
+        (false, false) => RunEnd::Failed,
+    })
 }
 
 /// The study's table on stdout (one column per suite), per-server rows
@@ -543,8 +614,11 @@ fn write_outputs(
     runs: &[SuiteRun],
     parameters: &RunParameters,
     server_samples: Vec<ServerSample>,
+    interrupted: bool,
 ) -> Result<()> {
-    let document = json::Document::new(parameters, runs).with_server_metrics(server_samples);
+    let document = json::Document::new(parameters, runs)
+        .with_server_metrics(server_samples)
+        .interrupted(interrupted);
     let written = |label: &str, output: &OutputPath| {
         if !output.is_stdout() {
             outln!("{label}: {}", output.path().display());

@@ -104,13 +104,37 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(&args)) {
-        Ok(()) => ExitCode::SUCCESS,
+    match runtime.block_on(run_until_signal(&args)) {
+        Ok(Ended::Done) => ExitCode::SUCCESS,
+        Ok(Ended::Signal(code)) => ExitCode::from(code),
         Err(err) => {
             eprintln!("aescrypt: {}", error_line(err.as_ref()));
             ExitCode::FAILURE
         }
     }
+}
+
+/// How aescrypt's run ended, when not by an error.
+enum Ended {
+    /// The job is done.
+    Done,
+    /// SIGINT (exit 130) or SIGTERM (143) stopped it.
+    Signal(u8),
+}
+
+/// [`run`], stopped by SIGINT or SIGTERM: dropping the job removes its
+/// temporary output file (OUT is left as it was).
+async fn run_until_signal(args: &Args) -> Result<Ended> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+    let (name, code) = tokio::select! {
+        result = run(args) => return result.map(|()| Ended::Done),
+        _ = int.recv() => ("interrupted", 130),
+        _ = term.recv() => ("terminated", 143),
+    };
+    eprintln!("aescrypt: {name}");
+    Ok(Ended::Signal(code))
 }
 
 fn is_stdio(path: &Path) -> bool {
