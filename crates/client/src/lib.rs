@@ -16,6 +16,8 @@
 //! * [`error_line`]: an error and its causes on one line, each once.
 //! * [`printable`]: server text made safe to print (control characters
 //!   escaped).
+//! * [`pass_source`]: `--pass pass:|env:|file:|fd:|stdin` as openssl
+//!   takes it, and the no-echo terminal prompt.
 //! * [`password`]: password and access-token files, read as
 //!   `openssl -pass file:` reads a password.
 //! * [`atomic_output`]: a result file through a new 0600 temporary
@@ -31,6 +33,7 @@ pub mod error_line;
 pub mod job;
 pub mod key_source;
 pub mod output;
+pub mod pass_source;
 pub mod password;
 pub mod printable;
 pub mod tls;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use aesd_client::error_line::error_line;
 use aesd_client::output::OutputPath;
-use aesd_client::password::{read_password_file, read_token_file};
+use aesd_client::pass_source::PassSource;
+use aesd_client::password::read_token_file;
 use aesd_client::tls::TlsArgs;
 use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
 use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
@@ -116,7 +117,11 @@ struct Args {
     /// Seed for the size draw and the data (the default makes basic2 draw the study's 84.93 MB)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
     seed: u64,
-    /// File whose first line is the password [default: a fixed test password]
+    /// The jobs' password, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin
+    /// [default: a fixed test password]
+    #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
+    pass: Option<PassSource>,
+    /// File whose first line is the password: the same as --pass file:FILE
     #[arg(long, value_name = "FILE")]
     password_file: Option<PathBuf>,
     /// File whose first line is the access token (16 to 256 bytes) of servers started with
@@ -418,9 +423,10 @@ fn plans(
 
 async fn run(args: Args) -> Result<RunEnd> {
     let outputs = Outputs::check(&args)?;
-    let password = match &args.password_file {
-        Some(path) => read_password_file(path, "aesload")?,
-        None => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
+    let password = match (&args.pass, &args.password_file) {
+        (Some(source), _) => source.read("aesload")?,
+        (None, Some(path)) => PassSource::File(path.clone()).read("aesload")?,
+        (None, None) => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
     };
     let token = match &args.token_file {
         Some(path) => Some(read_token_file(path, "aesload")?),

@@ -5,6 +5,7 @@
 //! `aescrypt encrypt` writes, and `aescrypt decrypt` reads what openssl
 //! writes.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,10 +14,12 @@ use aesd_client::ConnectOptions;
 use aesd_client::connection::parse_idle_timeout;
 use aesd_client::error_line::error_line;
 use aesd_client::output::OutputPath;
-use aesd_client::password::{read_password_file, read_token_file};
+use aesd_client::pass_source::{PassError, PassSource, prompt_password};
+use aesd_client::password::read_token_file;
 use aesd_client::tls::TlsArgs;
 use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
+use aesd_proto::Password;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use tokio::io::{AsyncRead, AsyncWriteExt};
@@ -50,7 +53,8 @@ any work. Output to stdout (-o -), a device or a FIFO is streamed: on failure \
 the bytes already written may be incomplete, and the exit status is 1.
 
 Example:
-  aescrypt encrypt --server 127.0.0.1:7878 --password-file pw.txt -i big.bin -o big.bin.enc
+  aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
+  aescrypt encrypt --server 127.0.0.1:7878 --pass file:pw.txt -i big.bin -o big.bin.enc
   openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check"
 )]
 struct Args {
@@ -60,9 +64,14 @@ struct Args {
     /// Server address, HOST:PORT
     #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER")]
     server: String,
-    /// File whose first line is the password (as openssl -pass file:FILE)
+    /// Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line),
+    /// fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the
+    /// data follows it) [default: prompt on the terminal, twice to encrypt]
+    #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
+    pass: Option<PassSource>,
+    /// File whose first line is the password: the same as --pass file:FILE
     #[arg(long, value_name = "FILE")]
-    password_file: PathBuf,
+    password_file: Option<PathBuf>,
     /// File whose first line is the server's access token (16 to 256 bytes), for a server
     /// started with --token-file [default: none]
     #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
@@ -94,6 +103,18 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Checked before anything else: a bad -o fails before the password
+    // is typed and before any transfer.
+    let prepared = OutputPath::check(&args.output)
+        .map_err(anyhow::Error::from)
+        .and_then(|output| Ok((output, password(&args)?)));
+    let (output, password) = match prepared {
+        Ok(prepared) => prepared,
+        Err(err) => {
+            eprintln!("aescrypt: {}", error_line(err.as_ref()));
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -104,7 +125,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run_until_signal(&args)) {
+    match runtime.block_on(run_until_signal(&args, output, password)) {
         Ok(Ended::Done) => ExitCode::SUCCESS,
         Ok(Ended::Signal(code)) => ExitCode::from(code),
         Err(err) => {
@@ -124,12 +145,12 @@ enum Ended {
 
 /// [`run`], stopped by SIGINT or SIGTERM: dropping the job removes its
 /// temporary output file (OUT is left as it was).
-async fn run_until_signal(args: &Args) -> Result<Ended> {
+async fn run_until_signal(args: &Args, output: OutputPath, password: Password) -> Result<Ended> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
     let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
     let (name, code) = tokio::select! {
-        result = run(args) => return result.map(|()| Ended::Done),
+        result = run(args, output, password) => return result.map(|()| Ended::Done),
         _ = int.recv() => ("interrupted", 130),
         _ = term.recv() => ("terminated", 143),
     };
@@ -141,11 +162,24 @@ fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-async fn run(args: &Args) -> Result<()> {
-    // Before any work: a directory, a missing directory or one that takes
-    // no new file is refused now, not after the job.
-    let output = OutputPath::check(&args.output)?;
-    let password = read_password_file(&args.password_file, "aescrypt")?;
+/// The job's password: from --pass or --password-file, else prompted on
+/// the terminal (twice to encrypt), else an error.
+fn password(args: &Args) -> Result<Password, PassError> {
+    let source = match (&args.pass, &args.password_file) {
+        (Some(source), _) => Some(source.clone()),
+        (None, Some(path)) => Some(PassSource::File(path.clone())),
+        (None, None) => None,
+    };
+    match source {
+        Some(source) => source.read("aescrypt"),
+        None if std::io::stdin().is_terminal() => {
+            prompt_password(matches!(args.mode, Mode::Encrypt))
+        }
+        None => Err(PassError::NoSource),
+    }
+}
+
+async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> {
     let spec = JobSpec {
         operation: match args.mode {
             Mode::Encrypt => Operation::Encrypt,
