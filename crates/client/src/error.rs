@@ -31,7 +31,7 @@ pub enum ClientError {
         /// The address tried.
         addr: String,
         /// The limit.
-        secs: u64,
+        secs: f64,
     },
     /// The server answered with an error frame. Its text is printed with
     /// control characters escaped (see [`crate::printable`]).
@@ -83,10 +83,27 @@ pub enum ClientError {
     #[error("server closed the connection before the job was done")]
     Closed,
     /// The server requires an access token and none was configured.
-    #[error("{addr} requires an access token; pass --token-file")]
+    #[error("unauthorized: {addr} requires an access token: pass --token-file")]
     TokenRequired {
         /// The server.
         addr: String,
+    },
+    /// The server refused the access token.
+    #[error("unauthorized: {addr} refused the access token: check --token-file")]
+    TokenRejected {
+        /// The server.
+        addr: String,
+        /// The server's answer (code `unauthorized`).
+        frame: ErrorFrame,
+    },
+    /// The peer accepted the connection but does not speak aesd's
+    /// protocol: it sent no welcome in time, or something else.
+    #[error("{addr} is not an aesd server: {reason}")]
+    NotAesd {
+        /// The peer.
+        addr: String,
+        /// What it did instead of welcoming the client.
+        reason: String,
     },
     /// The server did not answer the access token in time.
     #[error("{addr} did not answer the access token within {secs} s")]
@@ -127,7 +144,9 @@ impl ClientError {
     /// The server's error code, when the server reported the failure.
     pub fn server_code(&self) -> Option<ErrorCode> {
         match self {
-            ClientError::Server(frame) => Some(frame.code),
+            ClientError::Server(frame) | ClientError::TokenRejected { frame, .. } => {
+                Some(frame.code)
+            }
             _ => None,
         }
     }
@@ -137,10 +156,13 @@ impl ClientError {
         match self {
             ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
             ClientError::TlsSetup(_) | ClientError::TlsHandshake { .. } => "tls",
-            ClientError::TokenRequired { .. } | ClientError::AuthTimeout { .. } => "unauthorized",
+            ClientError::TokenRequired { .. }
+            | ClientError::TokenRejected { .. }
+            | ClientError::AuthTimeout { .. } => "unauthorized",
             ClientError::Server(frame) => frame.code.name(),
             ClientError::Frame(_) | ClientError::Closed | ClientError::Broken => "connection",
             ClientError::Unexpected { .. }
+            | ClientError::NotAesd { .. }
             | ClientError::Version(_)
             | ClientError::BadDataLimit { .. }
             | ClientError::CountMismatch { .. } => "protocol",

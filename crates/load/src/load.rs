@@ -331,7 +331,8 @@ pub async fn transfer(
         kind: kind.to_owned(),
         message,
     };
-    let mut client = match Client::connect_with(target.server, target.options).await {
+    let connect = Client::connect_within(target.server, target.options, target.idle_timeout);
+    let mut client = match connect.await {
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };

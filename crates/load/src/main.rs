@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aesd_client::connection::parse_server_address;
 use aesd_client::error_line::error_line;
 use aesd_client::output::OutputPath;
 use aesd_client::pass_source::PassSource;
@@ -85,16 +86,16 @@ struct Args {
     #[command(subcommand)]
     command: Option<Command>,
     /// Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]
-    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',', value_parser = parse_server_address)]
     server: Vec<String>,
     /// Study suite(s): basic1, basic2, basic3, large, thousand, drowning, a comma list, or all
     #[arg(long, value_name = "NAME", value_parser = parse_suites)]
     suite: Option<Suites>,
-    /// Number of clients (one transfer each) [default: 1, or the suite's]
-    #[arg(long, value_name = "N")]
+    /// Number of clients (one transfer each; at least 1) [default: 1, or the suite's]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     clients: Option<usize>,
     /// Clients started together; the next batch starts when this one is done [default: all at once, or the suite's]
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", value_parser = at_least_one)]
     chunk: Option<usize>,
     /// Size of every file [default: 10M, or the suite's]
     #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size)]
@@ -103,10 +104,10 @@ struct Args {
     #[arg(long, value_name = "LIST")]
     sizes: Option<SizeDist>,
     /// Multiply every file size by F (e.g. 0.05 to try the suites on a small machine)
-    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive_number)]
     scale: f64,
     /// Open loop: new clients per second, whatever completes [drowning: 20]
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = positive_number)]
     rate: Option<f64>,
     /// Open loop: how long clients keep arriving (clients = rate × duration) [drowning: 10s]
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
@@ -138,11 +139,13 @@ struct Args {
     #[arg(long, value_name = "FILE", requires = "embedded_tls_cert")]
     embedded_tls_key: Option<PathBuf>,
     /// Fail a transfer when its server sends nothing (or takes no input) for this many seconds
-    /// during the job; waiting in the queue after a `queued` answer is not limited
+    /// during the job, or when connecting or the welcome takes longer (a peer that sends no
+    /// welcome is not an aesd); waiting in the queue after a `queued` answer is not limited
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout)]
     timeout: std::time::Duration,
-    /// PBKDF2 iterations per job (openssl -iter)
-    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
+    /// PBKDF2 iterations per job (openssl -iter; at least 1)
+    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Where each job's key is derived from the password: `client` (the password never leaves
     /// aesload; the server does no PBKDF2), `server` (key source 1: the password is sent), or
@@ -150,15 +153,16 @@ struct Args {
     #[arg(long, value_name = "WHERE", default_value = "auto")]
     key_derivation: KeyDerivation,
     /// Embedded server only: worker threads [default: one per core]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     workers: Option<usize>,
     /// Embedded server only: jobs processed at once [default: 2 × workers]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     max_active: Option<usize>,
     /// Embedded server only: its largest data frame, and so the size of the chunks aesload
     /// sends and the server encrypts (4096..1048576). Larger than aesd's default (65536, sized
     /// for the boards' memory): on a host, fewer frames mean fewer wake-ups per byte
-    #[arg(long, value_name = "BYTES", default_value_t = EMBEDDED_CHUNK_SIZE)]
+    #[arg(long, value_name = "BYTES", default_value_t = EMBEDDED_CHUNK_SIZE,
+          value_parser = clap::value_parser!(u32).range(4096..=1_048_576))]
     embedded_chunk_size: u32,
     /// Write every parameter, summary and transfer as JSON
     #[arg(long, value_name = "FILE")]
@@ -222,6 +226,24 @@ fn run_compare(args: &CompareArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A count that must be at least 1 (`--clients`, `--chunk`, ...).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(count) => Ok(count),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// A finite number above 0 (`--scale`, `--rate`).
+fn positive_number(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        Ok(_) => Err("must be a number above 0".to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
 }
 
 /// The suites named by `--suite`.
@@ -376,17 +398,6 @@ fn plans(
     password: Password,
     token: Option<AuthToken>,
 ) -> Result<Vec<(String, LoadPlan)>> {
-    if !(args.scale.is_finite() && args.scale > 0.0) {
-        bail!("--scale must be a positive number, not {}", args.scale);
-    }
-    if let Some(rate) = args.rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            bail!("--rate must be a positive number of clients per second, not {rate}");
-        }
-    }
-    if args.clients == Some(0) {
-        bail!("--clients must be at least 1");
-    }
     let options = SuiteOptions {
         scale: args.scale,
         seed: args.seed,
@@ -601,13 +612,19 @@ fn describe_server_samples(samples: &[ServerSample], failures: usize) {
     let peak = |value: fn(&ServerSample) -> Option<f64>| {
         samples.iter().filter_map(value).fold(f64::NAN, f64::max)
     };
+    // A figure no sample had reads "n/a" (a failed --metrics-url gives
+    // no samples at all), never NaN.
+    let shown = |value: f64, digits: usize, unit: &str| match value.is_nan() {
+        true => "n/a".to_owned(),
+        false => format!("{value:.digits$}{unit}"),
+    };
     outln!(
-        "server metrics: {} samples ({failures} failed scrapes), peak CPU {:.0} %, peak RSS {:.1} MiB, peak active {} / queued {} jobs{}",
+        "server metrics: {} samples ({failures} failed scrapes), peak CPU {}, peak RSS {}, peak active {} / queued {} jobs{}",
         samples.len(),
-        peak(|s| s.cpu_percent),
-        peak(|s| s.resident_bytes) / 1_048_576.0,
-        peak(|s| s.active_jobs),
-        peak(|s| s.queued_jobs),
+        shown(peak(|s| s.cpu_percent), 0, " %"),
+        shown(peak(|s| s.resident_bytes) / 1_048_576.0, 1, " MiB"),
+        shown(peak(|s| s.active_jobs), 0, ""),
+        shown(peak(|s| s.queued_jobs), 0, ""),
         match peak(|s| s.temperature_c) {
             t if t.is_nan() => String::new(),
             t => format!(", peak temperature {t:.1} °C"),
@@ -789,10 +806,23 @@ mod tests {
             let args = Args::try_parse_from(argv).expect("parses");
             plans(&args, Password::new(b"pw".to_vec()), None)
         };
-        assert!(plans_of(&["aesload", "--scale", "0"]).is_err());
-        assert!(plans_of(&["aesload", "--rate=-1"]).is_err());
         assert!(plans_of(&["aesload", "--duration", "5s"]).is_err());
-        assert!(plans_of(&["aesload", "--clients", "0"]).is_err());
+        for refused in [
+            &["aesload", "--scale", "0"][..],
+            &["aesload", "--rate=-1"],
+            &["aesload", "--rate", "NaN"],
+            &["aesload", "--clients", "0"],
+            &["aesload", "--chunk", "0"],
+            &["aesload", "--iter", "0"],
+            &["aesload", "--workers", "0"],
+            &["aesload", "--max-active", "0"],
+            &["aesload", "--embedded-chunk-size", "100"],
+            &["aesload", "--server", "127.0.0.1"],
+            &["aesload", "--server", "a:1,b"],
+        ] {
+            let err = Args::try_parse_from(refused).expect_err("refused at parse time");
+            assert_eq!(err.exit_code(), 2, "{refused:?}");
+        }
         let all = plans_of(&["aesload", "--suite", "all", "--scale", "0.01"]).expect("valid");
         assert_eq!(all.len(), 6);
         let custom = plans_of(&["aesload", "--rate", "4", "--duration", "2s"]).expect("valid");

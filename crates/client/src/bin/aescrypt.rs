@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use aesd_client::ConnectOptions;
-use aesd_client::connection::parse_idle_timeout;
+use aesd_client::connection::{parse_idle_timeout, parse_server_address};
 use aesd_client::error_line::error_line;
 use aesd_client::output::OutputPath;
 use aesd_client::pass_source::{PassError, PassSource, prompt_password};
@@ -62,7 +62,7 @@ struct Args {
     #[arg(value_enum)]
     mode: Mode,
     /// Server address, HOST:PORT
-    #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER")]
+    #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER", value_parser = parse_server_address)]
     server: String,
     /// Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line),
     /// fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the
@@ -84,8 +84,9 @@ struct Args {
     /// Output file, or - for stdout
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     output: PathBuf,
-    /// PBKDF2 iterations (openssl -iter); must match on decrypt
-    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
+    /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
+    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Where the key is derived from the password: `client` (the password never leaves this
     /// machine; needs a server that accepts derived keys), `server` (the password is sent), or
@@ -93,7 +94,9 @@ struct Args {
     #[arg(long, value_name = "WHERE", default_value = "auto")]
     key_derivation: KeyDerivation,
     /// Fail when the server sends nothing (or takes no input) for this many seconds during the
-    /// job; waiting in the server's queue after a `queued` answer is not limited
+    /// job, and when connecting or the server's welcome takes longer (a peer that accepts the
+    /// connection but sends no welcome is not an aesd); waiting in the server's queue after a
+    /// `queued` answer is not limited
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_idle_timeout)]
     timeout: Duration,
     /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
@@ -212,7 +215,7 @@ async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> 
         token,
         tls: args.tls.settings()?,
     };
-    let mut client = Client::connect_with(&args.server, &options).await?;
+    let mut client = Client::connect_within(&args.server, &options, args.timeout).await?;
     client.set_idle_timeout(args.timeout);
     let report = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
