@@ -14,6 +14,8 @@
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
 //! * [`error`]: [`ClientError`], why an operation failed.
 //! * [`error_line`]: an error and its causes on one line, each once.
+//! * [`generate`]: `--generate man|complete-*`: man page and shell
+//!   completions from a binary's clap definition.
 //! * [`printable`]: server text made safe to print (control characters
 //!   escaped).
 //! * [`pass_source`]: `--pass pass:|env:|file:|fd:|stdin` as openssl
@@ -30,6 +32,7 @@ pub mod atomic_output;
 pub mod connection;
 pub mod error;
 pub mod error_line;
+pub mod generate;
 pub mod job;
 pub mod key_source;
 pub mod output;

@@ -152,14 +152,16 @@ fn host_of(addr: &str) -> &str {
 pub struct TlsArgs {
     /// Connect with TLS, checking the server's certificate against the system's root
     /// certificates (for a server started with --tls-cert)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub tls: bool,
+    /// Connect with TLS, trusting only the certificates in this PEM file
+    ///
     /// Connect with TLS, trusting only the certificates in this PEM file (the server's CA, or
     /// its self-signed certificate); implies --tls
     #[arg(long, value_name = "FILE", env = "AESD_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
     /// The name the server's certificate must carry [default: the host part of --server]
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", hide_short_help = true)]
     pub tls_server_name: Option<String>,
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use aesd_client::connection::parse_server_address;
 use aesd_client::error_line::error_line;
+use aesd_client::generate::{Generate, generate};
 use aesd_client::output::OutputPath;
 use aesd_client::pass_source::PassSource;
 use aesd_client::password::read_token_file;
@@ -36,7 +37,7 @@ use aesd_load::{console, out, outln};
 use aesd_proto::{AuthToken, Password};
 use aesd_server::{Config, ConfigLayer, Server};
 use anyhow::{Context, Result, bail};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 /// Password used when no --password-file is given (load tests only).
 const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
@@ -45,13 +46,19 @@ const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
 const LISTED_FAILURES: usize = 10;
 
 /// Load generator for aesd: the study's suites or N clients in batches
+/// of C, every result verified.
+///
+/// Load generator for aesd: the study's suites or N clients in batches
 /// of C, every result decrypted and compared with what was sent.
 #[derive(Debug, Parser)]
 #[command(
     name = "aesload",
     version,
     args_conflicts_with_subcommands = true,
-    after_help = "\
+    disable_help_subcommand = true,
+    after_help = "Exit status: 0 all verified, 1 any failed, 2 bad arguments, 130 interrupted. \
+More: aesload --help, or the man page (aesload --generate man).",
+    after_long_help = "\
 Without --server, aesload starts an embedded aesd on 127.0.0.1 (ephemeral port) \
 and runs against it, so it works out of the box.
 
@@ -85,24 +92,38 @@ struct Args {
     /// Another task instead of a load run
     #[command(subcommand)]
     command: Option<Command>,
+    /// Servers to load, comma-separated [default: an embedded one]
+    ///
     /// Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]
     #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',', value_parser = parse_server_address)]
     server: Vec<String>,
+    /// Study suite(s): basic1..3, large, thousand, drowning, a list, all
+    ///
     /// Study suite(s): basic1, basic2, basic3, large, thousand, drowning, a comma list, or all
     #[arg(long, value_name = "NAME", value_parser = parse_suites)]
     suite: Option<Suites>,
+    /// Number of clients [default: 1, or the suite's]
+    ///
     /// Number of clients (one transfer each; at least 1) [default: 1, or the suite's]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     clients: Option<usize>,
-    /// Clients started together; the next batch starts when this one is done [default: all at once, or the suite's]
+    /// Clients started together [default: all, or the suite's]
+    ///
+    /// Clients started together; the next batch starts when this one is done (at least 1)
+    /// [default: all at once, or the suite's]
     #[arg(long, value_name = "C", value_parser = at_least_one)]
     chunk: Option<usize>,
     /// Size of every file [default: 10M, or the suite's]
-    #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size, hide_short_help = true)]
     size: Option<u64>,
+    /// File sizes drawn per client: 2M,5M or 2M:5,5M:3 [default: 10M]
+    ///
     /// Sizes to draw from per client (seeded), comma-separated, each optionally SIZE:WEIGHT
+    /// [default: 10M, or the suite's]
     #[arg(long, value_name = "LIST")]
     sizes: Option<SizeDist>,
+    /// Multiply every file size by F (e.g. 0.05)
+    ///
     /// Multiply every file size by F (e.g. 0.05 to try the suites on a small machine)
     #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive_number)]
     scale: f64,
@@ -110,39 +131,58 @@ struct Args {
     #[arg(long, value_name = "R", value_parser = positive_number)]
     rate: Option<f64>,
     /// Open loop: how long clients keep arriving (clients = rate × duration) [drowning: 10s]
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, hide_short_help = true)]
     duration: Option<Duration>,
     /// Leave the start out of the results: a time (5s) or a number of transfers (10)
-    #[arg(long, value_name = "TIME|N", default_value = "0")]
+    #[arg(
+        long,
+        value_name = "TIME|N",
+        default_value = "0",
+        hide_short_help = true
+    )]
     warmup: Warmup,
     /// Seed for the size draw and the data (the default makes basic2 draw the study's 84.93 MB)
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED, hide_short_help = true)]
     seed: u64,
+    /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin
+    ///
     /// The jobs' password, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin
     /// [default: a fixed test password]
     #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
     pass: Option<PassSource>,
     /// File whose first line is the password: the same as --pass file:FILE
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     password_file: Option<PathBuf>,
     /// File whose first line is the access token (16 to 256 bytes) of servers started with
     /// --token-file; the embedded server then requires it too [default: no token]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     token_file: Option<PathBuf>,
     #[command(flatten)]
     tls: TlsArgs,
     /// The embedded server speaks TLS with this PEM certificate chain (needs
     /// --embedded-tls-key; connect with --tls-ca naming the certificate or its CA)
-    #[arg(long, value_name = "FILE", requires = "embedded_tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "embedded_tls_key",
+        hide_short_help = true
+    )]
     embedded_tls_cert: Option<PathBuf>,
     /// The private key of --embedded-tls-cert
-    #[arg(long, value_name = "FILE", requires = "embedded_tls_cert")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "embedded_tls_cert",
+        hide_short_help = true
+    )]
     embedded_tls_key: Option<PathBuf>,
     /// Fail a transfer when its server sends nothing (or takes no input) for this many seconds
     /// during the job, or when connecting or the welcome takes longer (a peer that sends no
     /// welcome is not an aesd); waiting in the queue after a `queued` answer is not limited
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout)]
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout, hide_short_help = true)]
     timeout: std::time::Duration,
+    /// PBKDF2 iterations per job (at least 1)
+    ///
     /// PBKDF2 iterations per job (openssl -iter; at least 1)
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -150,19 +190,24 @@ struct Args {
     /// Where each job's key is derived from the password: `client` (the password never leaves
     /// aesload; the server does no PBKDF2), `server` (key source 1: the password is sent), or
     /// `auto` (client when the server accepts it)
-    #[arg(long, value_name = "WHERE", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "WHERE",
+        default_value = "auto",
+        hide_short_help = true
+    )]
     key_derivation: KeyDerivation,
     /// Embedded server only: worker threads [default: one per core]
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, hide_short_help = true)]
     workers: Option<usize>,
     /// Embedded server only: jobs processed at once [default: 2 × workers]
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, value_name = "N", value_parser = at_least_one, hide_short_help = true)]
     max_active: Option<usize>,
     /// Embedded server only: its largest data frame, and so the size of the chunks aesload
     /// sends and the server encrypts (4096..1048576). Larger than aesd's default (65536, sized
     /// for the boards' memory): on a host, fewer frames mean fewer wake-ups per byte
     #[arg(long, value_name = "BYTES", default_value_t = EMBEDDED_CHUNK_SIZE,
-          value_parser = clap::value_parser!(u32).range(4096..=1_048_576))]
+          value_parser = clap::value_parser!(u32).range(4096..=1_048_576), hide_short_help = true)]
     embedded_chunk_size: u32,
     /// Write every parameter, summary and transfer as JSON
     #[arg(long, value_name = "FILE")]
@@ -173,18 +218,25 @@ struct Args {
     /// Draw per-transfer times and throughput over time as SVG
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Sample a server's Prometheus endpoint during the run
+    ///
     /// Sample this server's Prometheus endpoint (aesd --metrics-listen) once a second during the
     /// run: its CPU, memory, active and queued jobs and temperature go into --json and --plot
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", hide_short_help = true)]
     metrics_url: Option<MetricsUrl>,
     /// No progress display on stderr
     #[arg(short, long)]
     quiet: bool,
+    /// Print a man page or a shell completion script (from these definitions) and exit
+    #[arg(long, value_name = "KIND", exclusive = true, hide_short_help = true)]
+    generate: Option<Generate>,
 }
 
 /// Tasks other than a load run.
 #[derive(Debug, clap::Subcommand)]
 enum Command {
+    /// Lay earlier runs (--json files) and the study side by side
+    ///
     /// Print the study's table with one column per run per suite, and each
     /// run's ratio to the first run of the suite; --plot draws them side by
     /// side. Exit status: 0, or 2 when a file cannot be read.
@@ -256,6 +308,15 @@ fn parse_suites(text: &str) -> Result<Suites, SuiteError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(kind) = args.generate {
+        return match generate(kind, Args::command(), &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("aesload: cannot write to stdout: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(Command::Compare(compare)) = &args.command {
         return match run_compare(compare) {
             Ok(()) => stdout_status(ExitCode::SUCCESS),
@@ -827,5 +888,95 @@ mod tests {
         assert_eq!(all.len(), 6);
         let custom = plans_of(&["aesload", "--rate", "4", "--duration", "2s"]).expect("valid");
         assert_eq!(custom[0].1.clients, 8);
+    }
+
+    /// The README's flag table (the first table after `heading`): each
+    /// row's long flags (every `--name` in its first cell) and its
+    /// default cell.
+    fn readme_flags(heading: &str) -> Vec<(Vec<String>, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).expect("README.md");
+        let section = readme
+            .split_once(heading)
+            .unwrap_or_else(|| panic!("README has no {heading:?}"))
+            .1;
+        section
+            .lines()
+            .skip_while(|line| !line.starts_with("| flag"))
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| {
+                let line = line.replace("\\|", "/");
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let flags = cells[1]
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .filter(|word| word.starts_with("--"))
+                    .map(|word| word.trim_start_matches('-').to_owned())
+                    .collect();
+                (flags, cells[2].to_owned())
+            })
+            .collect()
+    }
+
+    /// The README's table and `--help` list the same flags, and a default
+    /// `--help` shows is in the README's default cell.
+    fn assert_readme_matches(command: &clap::Command, heading: &str) {
+        let readme = readme_flags(heading);
+        let documented: std::collections::BTreeSet<&str> = readme
+            .iter()
+            .flat_map(|(flags, _)| flags.iter().map(String::as_str))
+            .collect();
+        let in_help: std::collections::BTreeSet<&str> = command
+            .get_arguments()
+            .filter(|arg| !arg.is_hide_set())
+            .filter_map(|arg| arg.get_long())
+            .filter(|long| !matches!(*long, "help" | "version"))
+            .collect();
+        assert_eq!(documented, in_help, "README {heading:?} against --help");
+        for arg in command.get_arguments() {
+            let (Some(long), [default, ..]) = (arg.get_long(), arg.get_default_values()) else {
+                continue;
+            };
+            let default = default.to_string_lossy();
+            let (_, cell) = readme
+                .iter()
+                .find(|(flags, _)| flags.iter().any(|flag| flag == long))
+                .unwrap_or_else(|| panic!("--{long} is not in the README"));
+            assert!(
+                cell.contains(default.as_ref()),
+                "--{long}: --help's default {default:?}, the README's {cell:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_readme_tables_match_help() {
+        let command = Args::command();
+        assert_readme_matches(&command, "### aesload\n");
+        let compare = command.find_subcommand("compare").expect("compare").clone();
+        assert_readme_matches(&compare, "### aesload compare\n");
+    }
+
+    #[test]
+    fn short_help_fits_30_lines_and_long_help_has_everything() {
+        let short = Args::command().render_help().to_string();
+        assert!(
+            short.lines().count() <= 30,
+            "-h is {} lines:\n{short}",
+            short.lines().count()
+        );
+        let long = Args::command().render_long_help().to_string();
+        for flag in [
+            "--metrics-url",
+            "--embedded-chunk-size",
+            "--generate",
+            "--seed",
+        ] {
+            let listed = short
+                .lines()
+                .any(|line| line.trim_start().starts_with(flag));
+            assert!(!listed, "{flag} in -h");
+            assert!(long.contains(flag), "{flag} missing from --help");
+        }
     }
 }

@@ -404,3 +404,26 @@ fn aesload_takes_the_password_from_every_source() {
         "aesload: environment variable AESLOAD_SURELY_UNSET (--pass env:AESLOAD_SURELY_UNSET) is not set"
     );
 }
+
+/// `aesload --generate ...`: a man page with the compare subcommand and
+/// completion scripts naming the flags.
+#[test]
+fn aesload_generates_its_man_page_and_completions() {
+    for (kind, marker) in [
+        ("man", ".TH aesload 1"),
+        ("complete-bash", "complete -F _aesload"),
+        ("complete-zsh", "#compdef aesload"),
+        ("complete-fish", "complete -c aesload"),
+    ] {
+        let text = aesload_ok(&["--generate", kind]);
+        assert!(text.contains(marker), "{kind}: no {marker:?}");
+        for word in ["suite", "clients", "quiet", "compare"] {
+            assert!(text.contains(word), "{kind}: no {word}");
+        }
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args(["--generate", "man", "--clients", "2"])
+        .output()
+        .expect("run aesload");
+    assert_eq!(output.status.code(), Some(2), "--generate goes alone");
+}

@@ -13,6 +13,7 @@ use std::time::Duration;
 use aesd_client::ConnectOptions;
 use aesd_client::connection::{parse_idle_timeout, parse_server_address};
 use aesd_client::error_line::error_line;
+use aesd_client::generate::{Generate, generate, unless_generating};
 use aesd_client::output::OutputPath;
 use aesd_client::pass_source::{PassError, PassSource, prompt_password};
 use aesd_client::password::read_token_file;
@@ -21,7 +22,7 @@ use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
 use aesd_proto::Password;
 use anyhow::{Context, Result, bail};
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -38,7 +39,10 @@ enum Mode {
 #[command(
     name = "aescrypt",
     version,
-    after_help = "\
+    override_usage = "aescrypt encrypt|decrypt --server HOST:PORT -i IN -o OUT [OPTIONS]",
+    after_help = "Exit status: 0, 1 on any error, 2 on bad arguments, 130 on SIGINT. \
+More: aescrypt --help, or the man page (aescrypt --generate man).",
+    after_long_help = "\
 Exit status: 0 on success; 1 with a one-line reason on any error (server \
 unreachable, wrong password or corrupted input, bad password file, missing or \
 wrong access token...).
@@ -59,19 +63,23 @@ Example:
 )]
 struct Args {
     /// encrypt or decrypt
-    #[arg(value_enum)]
+    #[arg(value_enum, hide_possible_values = true)]
     mode: Mode,
     /// Server address, HOST:PORT
     #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER", value_parser = parse_server_address)]
     server: String,
+    /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin [default: prompt]
+    ///
     /// Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line),
     /// fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the
     /// data follows it) [default: prompt on the terminal, twice to encrypt]
     #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
     pass: Option<PassSource>,
     /// File whose first line is the password: the same as --pass file:FILE
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     password_file: Option<PathBuf>,
+    /// The server's access token file, for a server started with --token-file
+    ///
     /// File whose first line is the server's access token (16 to 256 bytes), for a server
     /// started with --token-file [default: none]
     #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
@@ -85,27 +93,51 @@ struct Args {
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     output: PathBuf,
     /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
+    ///
+    /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Where the key is derived from the password: `client` (the password never leaves this
     /// machine; needs a server that accepts derived keys), `server` (the password is sent), or
     /// `auto` (client when the server accepts it)
-    #[arg(long, value_name = "WHERE", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "WHERE",
+        default_value = "auto",
+        hide_short_help = true
+    )]
     key_derivation: KeyDerivation,
+    /// Seconds of server silence (or connecting) before failing
+    ///
     /// Fail when the server sends nothing (or takes no input) for this many seconds during the
     /// job, and when connecting or the server's welcome takes longer (a peer that accepts the
     /// connection but sends no welcome is not an aesd); waiting in the server's queue after a
     /// `queued` answer is not limited
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_idle_timeout)]
     timeout: Duration,
+    /// Print the job's figures to stderr
+    ///
     /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
     #[arg(short, long)]
     verbose: bool,
+    /// Print a man page or a shell completion script (from these definitions) and exit
+    #[arg(long, value_name = "KIND", exclusive = true, hide_short_help = true)]
+    generate: Option<Generate>,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let matches = unless_generating(Args::command()).get_matches();
+    if let Some(kind) = matches.get_one::<Generate>("generate").copied() {
+        return match generate(kind, Args::command(), &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("aescrypt: cannot write to stdout: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     // Checked before anything else: a bad -o fails before the password
     // is typed and before any transfer.
     let prepared = OutputPath::check(&args.output)
@@ -283,5 +315,43 @@ mod tests {
         .expect("parses");
         assert_eq!(args.iterations, DEFAULT_ITERATIONS);
         assert_eq!(args.timeout, aesd_client::connection::DEFAULT_IDLE_TIMEOUT);
+    }
+
+    #[test]
+    fn short_help_fits_30_lines_and_long_help_has_everything() {
+        let short = Args::command().render_help().to_string();
+        assert!(
+            short.lines().count() <= 30,
+            "-h is {} lines:\n{short}",
+            short.lines().count()
+        );
+        let long = Args::command().render_long_help().to_string();
+        for flag in [
+            "--password-file",
+            "--key-derivation",
+            "--tls-server-name",
+            "--generate",
+        ] {
+            let listed = short
+                .lines()
+                .any(|line| line.trim_start().starts_with(flag));
+            assert!(!listed, "{flag} in -h");
+            assert!(long.contains(flag), "{flag} missing from --help");
+        }
+    }
+
+    #[test]
+    fn generate_needs_no_other_argument_and_takes_none() {
+        let parse = |argv: &[&str]| unless_generating(Args::command()).try_get_matches_from(argv);
+        let matches = parse(&["aescrypt", "--generate", "man"]).expect("alone");
+        assert_eq!(
+            matches.get_one::<Generate>("generate"),
+            Some(&Generate::Man)
+        );
+        assert!(parse(&["aescrypt", "--generate", "man", "encrypt"]).is_err());
+        assert!(
+            parse(&["aescrypt", "encrypt", "--server", "h:1", "-i", "-"]).is_err(),
+            "-o is required"
+        );
     }
 }
