@@ -249,6 +249,12 @@ pub struct Cli {
     /// `Type=notify` works without it (NOTIFY_SOCKET)
     #[arg(long, value_name = "FILE", env = "AESD_PID_FILE")]
     pub pid_file: Option<PathBuf>,
+
+    /// Print a man page or a shell completion script, made from these
+    /// definitions, and exit
+    #[arg(long, value_name = "KIND", exclusive = true,
+          value_parser = ["man", "complete-bash", "complete-zsh", "complete-fish"])]
+    pub generate: Option<String>,
 }
 
 impl Cli {
