@@ -158,6 +158,10 @@ impl RunContext {
             }),
         };
         let finished = self.started.elapsed();
+        if outcome == Outcome::Verified {
+            self.progress
+                .record_total(finished.saturating_sub(scheduled));
+        }
         self.progress.update(|counts| {
             counts.running -= 1;
             counts.done += 1;
@@ -200,7 +204,11 @@ pub async fn run_load_until(
     progress: Arc<Progress>,
     stop: StopSignal,
 ) -> LoadRun {
-    progress.update(|counts| counts.planned += plan.clients);
+    let planned_bytes = plan.total_bytes();
+    progress.update(|counts| {
+        counts.planned += plan.clients;
+        counts.planned_bytes += planned_bytes;
+    });
     let context = Arc::new(RunContext {
         servers: servers.to_vec(),
         plan: plan.clone(),
