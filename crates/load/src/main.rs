@@ -270,6 +270,9 @@ fn run_compare(args: &CompareArgs) -> Result<()> {
         runs.extend(compare::load(file)?);
     }
     let runs = compare::prepare(runs, &args.suite)?;
+    for warning in compare::warnings(&runs) {
+        eprintln!("aesload compare: warning: {warning}");
+    }
     out!("{}", compare_table(&runs));
     if let Some(output) = &plot_output {
         write_file(output, compare_plot::render(&runs).as_bytes())?;
@@ -760,9 +763,12 @@ fn describe(plan: &LoadPlan) -> String {
         1 => "1 client".to_owned(),
         count => format!("{count} clients"),
     };
+    // Sizes in powers of 1024 as given (the study's "100 MB" was 100
+    // MiB); the total also in MB (10^6), the table's and live line's unit.
     format!(
-        "{clients}{arrival}, sizes {}{period}; {} in total",
+        "{clients}{arrival}, sizes {}{period}; {:.2} MB ({}) in total",
         sizes.join(", "),
+        plan.total_bytes() as f64 / 1e6,
         human_bytes(plan.total_bytes())
     )
 }
