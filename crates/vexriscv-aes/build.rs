@@ -5,17 +5,21 @@
 //! whose registers, byte selects and ShiftRows columns follow from a few
 //! rules; writing them out by hand would hide those rules in 700 lines.
 //!
-//! The words a kernel keeps in registers are AES columns. Rounds 1 to 13
-//! read and write them big-endian (row 0 in the most significant byte), the
-//! only layout the instruction's MixColumns placement works with. The data
-//! in memory is read and written with plain `lw`/`sw`, which gives
-//! little-endian words (row `r` in byte `r`); instead of swapping bytes,
-//! the first round shifts each operand so that row `r` sits in byte `3 - r`
-//! where its byte select reads it, and the last round, whose S-box byte
-//! lands where it was read, shifts row `r` to byte `r`. The first and last
-//! round keys are stored little-endian for this (`Aes256Key`'s kernel
-//! schedule). Columns are interleaved within a round, so no instruction
-//! needs the result of the one before it.
+//! The words a kernel keeps in registers are AES columns, little-endian
+//! (row `r` in byte `r`): what plain `lw`/`sw` give for the bytes in
+//! memory, and the layout the plugin's tables have (the plugin version real
+//! cores have: custom-0, little-endian; `src/model.rs`). So the data and
+//! the round keys are used as loaded, with no byte shuffling: a round is
+//! 4 round-key loads and 16 AES instructions. Columns are interleaved
+//! within a round, so no instruction needs the result of the one before
+//! it (the plugin writes its result late, from the memory stage).
+
+//!
+//! The same kernels are written twice: for VexRiscv's AesPlugin (custom-0,
+//! `.insn r 0x0b, ...`) and for the ratified scalar AES instructions of
+//! Zkne/Zknd (`aes32esmi`, `aes32esi`, `aes32dsmi`, `aes32dsi`, assembled
+//! by LLVM with `.option arch, +zkne, +zknd`). Both compute the same thing
+//! for a byte select: a row's contribution to a little-endian column.
 
 use std::path::PathBuf;
 use std::{env, fs};
@@ -32,29 +36,71 @@ macro_rules! emit {
 const ROUNDS: usize = 14;
 
 /// The state's registers: a round reads one set and writes the other, so
-/// round 1 reads `SET_A` and round 14 writes it.
+/// round 1 reads `SET_A` and round 14 writes it. Between blocks `SET_B`
+/// is free for loading the next block.
 const SET_A: [&str; 4] = ["a4", "a5", "a6", "a7"];
 const SET_B: [&str; 4] = ["t0", "t1", "t2", "t3"];
-/// Scratch registers for shifted operands, used in turn.
-const SCRATCH: [&str; 2] = ["t4", "t5"];
+/// Round key 0, kept in callee-saved registers for the whole call.
+const KEY0: [&str; 4] = ["s10", "s11", "t4", "t5"];
 
-/// The instruction's funct7: byte select << 3 | last round << 1 | decrypt.
-fn funct7(byte_select: usize, last: bool, decrypt: bool) -> usize {
-    byte_select << 3 | usize::from(last) << 1 | usize::from(decrypt)
+/// Which instruction set a kernel is written for.
+#[derive(Clone, Copy)]
+enum Isa {
+    /// VexRiscv's AesPlugin: custom-0, funct3 0, funct7 = byte select << 3
+    /// | last round << 1 | decrypt.
+    VexRiscv,
+    /// Zkne (encryption) and Zknd (decryption), RV32 scalar forms.
+    Zkne,
 }
 
-/// The 14 rounds: input (round key 0 already added, little-endian) in
-/// `SET_A`, output (little-endian) in `SET_A`; `a0` points at the kernel
-/// schedule.
-fn rounds(out: &mut String, decrypt: bool) {
-    let mut scratch = 0;
+impl Isa {
+    /// The symbol prefix of the kernels.
+    fn prefix(self) -> &'static str {
+        match self {
+            Isa::VexRiscv => "aesd_vexriscv",
+            Isa::Zkne => "aesd_zkne",
+        }
+    }
+
+    /// One AES instruction: `rd ^= contribution of byte `byte_select` of
+    /// `rs2``.
+    fn instruction(
+        self,
+        out: &mut String,
+        rd: &str,
+        rs2: &str,
+        byte_select: usize,
+        last: bool,
+        decrypt: bool,
+    ) {
+        match self {
+            Isa::VexRiscv => {
+                let funct7 = byte_select << 3 | usize::from(last) << 1 | usize::from(decrypt);
+                emit!(out, "    .insn r 0x0b, 0, {funct7}, {rd}, {rd}, {rs2}");
+            }
+            Isa::Zkne => {
+                let mnemonic = match (decrypt, last) {
+                    (false, false) => "aes32esmi",
+                    (false, true) => "aes32esi",
+                    (true, false) => "aes32dsmi",
+                    (true, true) => "aes32dsi",
+                };
+                emit!(out, "    {mnemonic} {rd}, {rd}, {rs2}, {byte_select}");
+            }
+        }
+    }
+}
+
+/// The 14 rounds: input (round key 0 already added) in `SET_A`, output in
+/// `SET_A`; `a0` points at the schedule.
+fn rounds(out: &mut String, isa: Isa, decrypt: bool) {
     for round in 1..=ROUNDS {
         let (from, to) = if round % 2 == 1 {
             (SET_A, SET_B)
         } else {
             (SET_B, SET_A)
         };
-        let (first, last) = (round == 1, round == ROUNDS);
+        let last = round == ROUNDS;
         emit!(out, "    # round {round}");
         for (c, register) in to.iter().enumerate() {
             emit!(out, "    lw {register}, {}(a0)", 16 * round + 4 * c);
@@ -62,38 +108,13 @@ fn rounds(out: &mut String, decrypt: bool) {
         for row in 0..4 {
             for (c, register) in to.iter().enumerate() {
                 // ShiftRows takes row `row` of column c + row; InvShiftRows
-                // of column c - row.
+                // of column c - row. Byte select `row` reads that row.
                 let column = if decrypt {
                     (c + 4 - row) % 4
                 } else {
                     (c + row) % 4
                 };
-                let source = from[column];
-                // Where the row is read: byte 3 - row of a big-endian word,
-                // except in the last round, whose output byte is the one read.
-                let byte_select = if last { row } else { 3 - row };
-                let operand = if first || last {
-                    // Little-endian row `row` is in byte `row`, big-endian in
-                    // byte `3 - row`; either way it must move to
-                    // `byte_select`.
-                    let now = if first { row } else { 3 - row };
-                    let temp = SCRATCH[scratch % 2];
-                    scratch += 1;
-                    let (op, by) = if byte_select > now {
-                        ("slli", 8 * (byte_select - now))
-                    } else {
-                        ("srli", 8 * (now - byte_select))
-                    };
-                    emit!(out, "    {op} {temp}, {source}, {by}");
-                    temp
-                } else {
-                    source
-                };
-                emit!(
-                    out,
-                    "    .insn r 0x2b, 0, {}, {register}, {register}, {operand}",
-                    funct7(byte_select, last, decrypt)
-                );
+                isa.instruction(out, register, from[column], row, last, decrypt);
             }
         }
     }
@@ -112,27 +133,56 @@ fn function_end(out: &mut String, name: &str) {
     emit!(out, ".size {name}, .-{name}");
 }
 
-/// `aesd_vexriscv_cbc_encrypt(schedule a0, chain a1, data a2, blocks a3)`:
+/// Saves the callee-saved registers among `registers` on the stack.
+fn save(out: &mut String, registers: &[&str]) {
+    let saved: Vec<&&str> = registers.iter().filter(|r| r.starts_with('s')).collect();
+    let frame = (4 * saved.len()).div_ceil(16) * 16;
+    emit!(out, "    addi sp, sp, -{frame}");
+    for (i, register) in saved.iter().enumerate() {
+        emit!(out, "    sw {register}, {}(sp)", 4 * i);
+    }
+}
+
+/// Restores what [`save`] saved.
+fn restore(out: &mut String, registers: &[&str]) {
+    let saved: Vec<&&str> = registers.iter().filter(|r| r.starts_with('s')).collect();
+    let frame = (4 * saved.len()).div_ceil(16) * 16;
+    for (i, register) in saved.iter().enumerate() {
+        emit!(out, "    lw {register}, {}(sp)", 4 * i);
+    }
+    emit!(out, "    addi sp, sp, {frame}");
+}
+
+/// `<prefix>_cbc_encrypt(schedule a0, chain a1, data a2, blocks a3)`:
 /// whole blocks in place; the chain (4 little-endian words) is read at the
-/// start and written back at the end.
-fn encrypt(out: &mut String) {
-    let name = "aesd_vexriscv_cbc_encrypt";
-    function_start(out, name, "CBC encryption, one chain, in place.");
+/// start and written back at the end. Round key 0 stays in registers; a
+/// block's words are loaded together before they are used (no load-use
+/// stall).
+fn encrypt(out: &mut String, isa: Isa) {
+    let name = format!("{}_cbc_encrypt", isa.prefix());
+    function_start(out, &name, "CBC encryption, one chain, in place.");
     emit!(out, "    beqz a3, 2f");
+    save(out, &KEY0);
     emit!(out, "    slli a3, a3, 4");
     emit!(out, "    add a3, a3, a2");
+    for (c, register) in KEY0.iter().enumerate() {
+        emit!(out, "    lw {register}, {}(a0)", 4 * c);
+    }
     for (c, register) in SET_A.iter().enumerate() {
         emit!(out, "    lw {register}, {}(a1)", 4 * c);
     }
     emit!(out, "1:");
     // State = plaintext ^ chain ^ round key 0.
-    for (c, register) in SET_A.iter().enumerate() {
-        emit!(out, "    lw t4, {}(a2)", 4 * c);
-        emit!(out, "    xor {register}, {register}, t4");
-        emit!(out, "    lw t5, {}(a0)", 4 * c);
-        emit!(out, "    xor {register}, {register}, t5");
+    for (c, register) in SET_B.iter().enumerate() {
+        emit!(out, "    lw {register}, {}(a2)", 4 * c);
     }
-    rounds(out, false);
+    for (c, register) in SET_A.iter().enumerate() {
+        emit!(out, "    xor {register}, {register}, {}", KEY0[c]);
+    }
+    for (c, register) in SET_A.iter().enumerate() {
+        emit!(out, "    xor {register}, {register}, {}", SET_B[c]);
+    }
+    rounds(out, isa, false);
     for (c, register) in SET_A.iter().enumerate() {
         emit!(out, "    sw {register}, {}(a2)", 4 * c);
     }
@@ -141,37 +191,46 @@ fn encrypt(out: &mut String) {
     for (c, register) in SET_A.iter().enumerate() {
         emit!(out, "    sw {register}, {}(a1)", 4 * c);
     }
+    restore(out, &KEY0);
     emit!(out, "2:");
     emit!(out, "    ret");
-    function_end(out, name);
+    function_end(out, &name);
 }
 
-/// `aesd_vexriscv_cbc_decrypt(schedule a0, chain a1, data a2, blocks a3)`:
-/// as [`encrypt`], with the decryption schedule. The previous and the
-/// current ciphertext block live in callee-saved registers s2..s9.
-fn decrypt(out: &mut String) {
-    let name = "aesd_vexriscv_cbc_decrypt";
+/// `<prefix>_cbc_decrypt(schedule a0, chain a1, data a2, blocks a3)`: as
+/// [`encrypt`], with the decryption schedule. The previous and the current
+/// ciphertext block live in callee-saved registers s2..s9, round key 0 in
+/// [`KEY0`].
+fn decrypt(out: &mut String, isa: Isa) {
+    let name = format!("{}_cbc_decrypt", isa.prefix());
     let previous = ["s2", "s3", "s4", "s5"];
     let current = ["s6", "s7", "s8", "s9"];
-    function_start(out, name, "CBC decryption, one chain, in place.");
+    let kept: Vec<&str> = previous
+        .iter()
+        .chain(&current)
+        .chain(&KEY0)
+        .copied()
+        .collect();
+    function_start(out, &name, "CBC decryption, one chain, in place.");
     emit!(out, "    beqz a3, 2f");
-    emit!(out, "    addi sp, sp, -32");
-    for (i, register) in previous.iter().chain(&current).enumerate() {
-        emit!(out, "    sw {register}, {}(sp)", 4 * i);
-    }
+    save(out, &kept);
     emit!(out, "    slli a3, a3, 4");
     emit!(out, "    add a3, a3, a2");
+    for (c, register) in KEY0.iter().enumerate() {
+        emit!(out, "    lw {register}, {}(a0)", 4 * c);
+    }
     for (c, register) in previous.iter().enumerate() {
         emit!(out, "    lw {register}, {}(a1)", 4 * c);
     }
     emit!(out, "1:");
     // State = ciphertext ^ round key 0; the ciphertext is kept.
-    for (c, (register, kept)) in SET_A.iter().zip(current).enumerate() {
-        emit!(out, "    lw {kept}, {}(a2)", 4 * c);
-        emit!(out, "    lw t4, {}(a0)", 4 * c);
-        emit!(out, "    xor {register}, {kept}, t4");
+    for (c, register) in current.iter().enumerate() {
+        emit!(out, "    lw {register}, {}(a2)", 4 * c);
     }
-    rounds(out, true);
+    for (c, register) in SET_A.iter().enumerate() {
+        emit!(out, "    xor {register}, {}, {}", current[c], KEY0[c]);
+    }
+    rounds(out, isa, true);
     for (c, register) in SET_A.iter().enumerate() {
         emit!(out, "    xor {register}, {register}, {}", previous[c]);
         emit!(out, "    sw {register}, {}(a2)", 4 * c);
@@ -182,19 +241,23 @@ fn decrypt(out: &mut String) {
     for (c, register) in previous.iter().enumerate() {
         emit!(out, "    sw {register}, {}(a1)", 4 * c);
     }
-    for (i, register) in previous.iter().chain(&current).enumerate() {
-        emit!(out, "    lw {register}, {}(sp)", 4 * i);
-    }
-    emit!(out, "    addi sp, sp, 32");
+    restore(out, &kept);
     emit!(out, "2:");
     emit!(out, "    ret");
-    function_end(out, name);
+    function_end(out, &name);
 }
 
 fn main() {
     let mut out = String::from("# Generated by crates/vexriscv-aes/build.rs.\n");
-    encrypt(&mut out);
-    decrypt(&mut out);
+    encrypt(&mut out, Isa::VexRiscv);
+    decrypt(&mut out, Isa::VexRiscv);
+    // The Zkne/Zknd mnemonics need the extensions enabled for the assembler
+    // (only here: the rest of the binary stays rv32imac).
+    emit!(out, ".option push");
+    emit!(out, ".option arch, +zkne, +zknd");
+    encrypt(&mut out, Isa::Zkne);
+    decrypt(&mut out, Isa::Zkne);
+    emit!(out, ".option pop");
     let path = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("kernels.S");
     fs::write(&path, out).expect("write kernels.S");
     println!("cargo:rerun-if-changed=build.rs");

@@ -5,7 +5,7 @@
 //! Output, one line each (parsed by scripts/bench/vexriscv-cycles.sh):
 //!
 //! ```text
-//! INFO bytes=<n> pbkdf2_iterations=<k> lanes=<LANES>
+//! INFO core=<imac|imac-aes> bytes=<n> pbkdf2_iterations=<k> lanes=<LANES>
 //! CHECK <name> ok                         (or FAIL check=<name> got=<hex> want=<hex>)
 //! RESULT workload=<name> bytes=<n> cycles=<c> instret=<i> [iterations=<k>]
 //! DONE ok                                 (or DONE fail: a check failed)
@@ -14,22 +14,51 @@
 //! Every output is checked: the ciphers against FIPS-197 C.3 and NIST SP
 //! 800-38A F.2.5/F.2.6, PBKDF2 against RFC 7914 and a known answer for the
 //! workload's own parameters, and each bulk result against an independent
-//! implementation (aesd's fixsliced AES against the C T-table AES, the
-//! decryption against the original plaintext).
+//! implementation (aesd's AES, in software or on the AES instruction,
+//! against OpenSSL's own `aes_core.c`; decryption against the original
+//! plaintext).
+//!
+//! Which workloads run depends on the core the firmware is built for
+//! ([`Core`]): on the plain `imac` core, aesd's software AES (1 and 2
+//! lanes), the `aes` crate's decryption, OpenSSL's C AES and PBKDF2, and a
+//! check that the AES instruction traps there; on `imac-aes` (VexRiscv with
+//! the AesPlugin), the instruction's probe and self-test and aesd's
+//! instruction-path CBC kernels (1 and 2 chains, decryption).
 #![cfg_attr(not(test), no_std)]
 
 use core::fmt::{self, Write};
 
 use aesd_cipher::cbc::{self as lanes, CbcLane};
 use aesd_cipher::{Block, KeySchedule};
+use aesd_vexriscv::AesInstruction;
 use cbc::cipher::{Array, BlockModeDecrypt, KeyIvInit};
 
 /// Build-time settings (build.rs).
 pub mod params {
     include!(concat!(env!("OUT_DIR"), "/params.rs"));
 }
+mod instruction;
+pub mod openssl;
 
-pub mod ttable;
+/// The core the firmware is built for (`AESD_FW_CORE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Core {
+    /// VexRiscv "imac" as LiteX's pythondata package ships it: no AES
+    /// instruction.
+    Imac,
+    /// The same configuration with VexRiscv's AesPlugin.
+    ImacAes,
+}
+
+impl Core {
+    /// The name the benchmark's JSON rows use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Core::Imac => "imac",
+            Core::ImacAes => "imac-aes",
+        }
+    }
+}
 
 /// The machine's counters at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,6 +72,11 @@ pub struct Counters {
 /// What a run does besides the buffer size.
 #[derive(Clone, Copy, Debug)]
 pub struct Settings<'a> {
+    /// The core the firmware is built for.
+    pub core: Core,
+    /// Whether the AES instruction trapped (illegal instruction) when the
+    /// machine probed it with a trap handler in place.
+    pub aes_instruction_traps: bool,
     /// Iterations of the PBKDF2 workload: 64 or 1000.
     pub pbkdf2_iterations: u32,
     /// The check whose expected value is corrupted on purpose ("": none).
@@ -247,9 +281,10 @@ fn decrypt(key: &[u8; 32], iv: &Block, data: &mut [u8]) {
     decryptor.decrypt_blocks(blocks);
 }
 
-/// Runs every check and workload, writing the lines to `out`; true if every
-/// check passed.
-pub fn run<W: Write>(
+/// Runs every check and workload of the core, writing the lines to `out`;
+/// true if every check passed. `I` executes the AES instruction (the CPU on
+/// the `imac-aes` core, the model on the host).
+pub fn run<W: Write, I: AesInstruction>(
     out: &mut W,
     counters: &dyn Fn() -> Counters,
     buffers: Buffers<'_>,
@@ -267,13 +302,36 @@ pub fn run<W: Write>(
         "three buffers of the same whole number of blocks"
     );
     report.line(format_args!(
-        "INFO bytes={n} pbkdf2_iterations={} lanes={}",
+        "INFO core={} bytes={n} pbkdf2_iterations={} lanes={}",
+        settings.core.name(),
         settings.pbkdf2_iterations,
         aesd_cipher::LANES
     ));
-    let tables = ttable::Tables::init();
-    known_answers(&mut report, &tables);
-    workloads(&mut report, counters, buffers, &tables, settings);
+    match settings.core {
+        Core::Imac => {
+            // The instruction must trap on a core without the plugin: the
+            // probe tells the cores apart.
+            report.check(
+                "probe-imac-traps",
+                &[u8::from(settings.aes_instruction_traps)],
+                &[1],
+            );
+            known_answers(&mut report);
+            workloads(&mut report, counters, buffers, settings);
+        }
+        Core::ImacAes => {
+            report.check(
+                "probe-aes-runs",
+                &[u8::from(settings.aes_instruction_traps)],
+                &[0],
+            );
+            // Executing the instruction where it traps would end the run.
+            if !settings.aes_instruction_traps {
+                instruction::known_answers::<W, I>(&mut report);
+                instruction::workloads::<W, I>(&mut report, counters, buffers);
+            }
+        }
+    }
     if !settings.corrupt.is_empty() && !report.corrupted {
         report.ok = false;
         report.line(format_args!(
@@ -286,7 +344,7 @@ pub fn run<W: Write>(
     ok
 }
 
-fn known_answers<W: Write>(report: &mut Report<'_, W>, tables: &ttable::Tables) {
+fn known_answers<W: Write>(report: &mut Report<'_, W>) {
     let fips = KeySchedule::new(&FIPS_KEY);
     let sp = KeySchedule::new(&SP_KEY);
 
@@ -314,8 +372,8 @@ fn known_answers<W: Write>(report: &mut Report<'_, W>, tables: &ttable::Tables) 
     report.check("sp800-38a-aesd-lane1", &b, &SP_CIPHER[0]);
 
     let mut block = [0; 16];
-    ttable::Key::new(tables, &FIPS_KEY).encrypt_block(&FIPS_PLAIN, &mut block);
-    report.check("fips197-ttable", &block, &FIPS_CIPHER);
+    openssl::Key::encrypt(&FIPS_KEY).encrypt_block(&FIPS_PLAIN, &mut block);
+    report.check("fips197-openssl", &block, &FIPS_CIPHER);
 
     let mut block = FIPS_CIPHER;
     decrypt(&FIPS_KEY, &[0; 16], &mut block);
@@ -331,9 +389,14 @@ fn known_answers<W: Write>(report: &mut Report<'_, W>, tables: &ttable::Tables) 
 
     let mut data = plain;
     let mut iv = SP_IV;
-    ttable::Key::new(tables, &SP_KEY).cbc_encrypt(&mut iv, &mut data);
-    report.check("sp800-38a-ttable", &data, &cipher);
-    report.check("sp800-38a-ttable-iv", &iv, &SP_CIPHER[3]);
+    openssl::Key::encrypt(&SP_KEY).cbc(&mut iv, &mut data);
+    report.check("sp800-38a-openssl", &data, &cipher);
+    report.check("sp800-38a-openssl-iv", &iv, &SP_CIPHER[3]);
+
+    let mut data = cipher;
+    let mut iv = SP_IV;
+    openssl::Key::decrypt(&SP_KEY).cbc(&mut iv, &mut data);
+    report.check("sp800-38a-openssl-decrypt", &data, &plain);
 
     let mut data = cipher;
     decrypt(&SP_KEY, &SP_IV, &mut data);
@@ -348,15 +411,14 @@ fn workloads<W: Write>(
     report: &mut Report<'_, W>,
     counters: &dyn Fn() -> Counters,
     buffers: Buffers<'_>,
-    tables: &ttable::Tables,
     settings: &Settings<'_>,
 ) {
     let Buffers { x, y, z } = buffers;
     let n = x.len();
     let k1 = KeySchedule::new(&KEY1);
     let k2 = KeySchedule::new(&KEY2);
-    let t1 = ttable::Key::new(tables, &KEY1);
-    let t2 = ttable::Key::new(tables, &KEY2);
+    let o1 = openssl::Key::encrypt(&KEY1);
+    let o2 = openssl::Key::encrypt(&KEY2);
 
     // aesd's CBC encryption, one chain (one of the fixsliced AES's lanes busy).
     fill(x, SEED1);
@@ -364,13 +426,22 @@ fn workloads<W: Write>(
     let counted = measure(counters, || lanes::encrypt(&k1, &mut iv_x, x));
     report.result("aesd-encrypt-1lane", n, counted, format_args!(""));
 
-    // The C T-table AES-256-CBC on the same data: the same ciphertext.
+    // OpenSSL's own AES-256-CBC (AES_cbc_encrypt) on the same data: the
+    // same ciphertext.
     fill(z, SEED1);
     let mut iv_z = IV1;
-    let counted = measure(counters, || t1.cbc_encrypt(&mut iv_z, z));
-    report.result("ttable-c-encrypt", n, counted, format_args!(""));
-    report.check("bulk-1lane-vs-ttable", x, z);
-    report.check("bulk-1lane-vs-ttable-iv", &iv_x, &iv_z);
+    let counted = measure(counters, || o1.cbc(&mut iv_z, z));
+    report.result("openssl-aes-cbc-encrypt", n, counted, format_args!(""));
+    report.check("bulk-1lane-vs-openssl", x, z);
+    report.check("bulk-1lane-vs-openssl-iv", &iv_x, &iv_z);
+
+    // OpenSSL's decryption of it (AES_set_decrypt_key, AES_cbc_encrypt).
+    let d1 = openssl::Key::decrypt(&KEY1);
+    let mut iv_z = IV1;
+    let counted = measure(counters, || d1.cbc(&mut iv_z, z));
+    report.result("openssl-aes-cbc-decrypt", n, counted, format_args!(""));
+    fill(y, SEED1);
+    report.check("bulk-openssl-decrypt-roundtrip", z, y);
 
     // Two chains with different keys together (aesd's lane engine).
     fill(x, SEED1);
@@ -391,12 +462,15 @@ fn workloads<W: Write>(
         ])
     });
     report.result("aesd-encrypt-2lanes", 2 * n, counted, format_args!(""));
-    report.check("bulk-2lanes-lane0-vs-ttable", x, z);
+    fill(z, SEED1);
+    let mut iv_z = IV1;
+    o1.cbc(&mut iv_z, z);
+    report.check("bulk-2lanes-lane0-vs-openssl", x, z);
     fill(z, SEED2);
     let mut iv_z = IV2;
-    t2.cbc_encrypt(&mut iv_z, z);
-    report.check("bulk-2lanes-lane1-vs-ttable", y, z);
-    report.check("bulk-2lanes-lane1-vs-ttable-iv", &iv_y, &iv_z);
+    o2.cbc(&mut iv_z, z);
+    report.check("bulk-2lanes-lane1-vs-openssl", y, z);
+    report.check("bulk-2lanes-lane1-vs-openssl-iv", &iv_y, &iv_z);
 
     // CBC decryption as aesd-server does it in software (the `aes` crate).
     let counted = measure(counters, || decrypt(&KEY2, &IV2, y));
@@ -435,11 +509,25 @@ fn workloads<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aesd_vexriscv::insn::Model;
 
-    fn run_on_host(bytes: usize, settings: &Settings<'_>) -> (bool, String) {
+    /// The run on the host: the instruction executed by its model; the
+    /// instruction traps exactly on the plain core (what the bare-metal
+    /// probe finds on the RTL).
+    fn run_on_host(bytes: usize, core: Core, settings: &Settings<'_>) -> (bool, String) {
+        run_with_probe(bytes, core, core == Core::Imac, settings)
+    }
+
+    /// The run on the host with what the probe found given.
+    fn run_with_probe(
+        bytes: usize,
+        core: Core,
+        traps: bool,
+        settings: &Settings<'_>,
+    ) -> (bool, String) {
         let (mut x, mut y, mut z) = (vec![0u8; bytes], vec![0u8; bytes], vec![0u8; bytes]);
         let mut out = String::new();
-        let ok = run(
+        let ok = run::<_, Model>(
             &mut out,
             &Counters::default,
             Buffers {
@@ -447,27 +535,35 @@ mod tests {
                 y: &mut y,
                 z: &mut z,
             },
-            settings,
+            &Settings {
+                core,
+                aes_instruction_traps: traps,
+                ..*settings
+            },
         );
         (ok, out)
+    }
+
+    fn settings(iterations: u32, corrupt: &str) -> Settings<'_> {
+        Settings {
+            core: Core::Imac,
+            aes_instruction_traps: true,
+            pbkdf2_iterations: iterations,
+            corrupt,
+        }
     }
 
     #[test]
     fn every_check_passes_and_every_workload_reports() {
         for iterations in [64, 1000] {
-            let (ok, out) = run_on_host(
-                1024,
-                &Settings {
-                    pbkdf2_iterations: iterations,
-                    corrupt: "",
-                },
-            );
+            let (ok, out) = run_on_host(1024, Core::Imac, &settings(iterations, ""));
             assert!(ok, "{out}");
             assert!(!out.contains("FAIL"), "{out}");
             assert!(out.ends_with("DONE ok\n"), "{out}");
             for workload in [
                 "aesd-encrypt-1lane bytes=1024",
-                "ttable-c-encrypt bytes=1024",
+                "openssl-aes-cbc-encrypt bytes=1024",
+                "openssl-aes-cbc-decrypt bytes=1024",
                 "aesd-encrypt-2lanes bytes=2048",
                 "aes-crate-decrypt bytes=1024",
                 "pbkdf2-hmac-sha256 bytes=48",
@@ -477,24 +573,62 @@ mod tests {
                     "{workload}: {out}"
                 );
             }
+            assert!(!out.contains("insn"), "no instruction workload: {out}");
+        }
+    }
+
+    #[test]
+    fn the_aes_core_runs_the_instruction_path_and_checks_it() {
+        let (ok, out) = run_on_host(1024, Core::ImacAes, &settings(64, ""));
+        assert!(ok, "{out}");
+        assert!(out.starts_with("INFO core=imac-aes "), "{out}");
+        for check in [
+            "probe-aes-runs",
+            "insn-self-test",
+            "fips197-insn",
+            "sp800-38a-insn-decrypt",
+            "bulk-insn-2chains-chain1-vs-openssl",
+            "bulk-insn-decrypt-roundtrip",
+        ] {
+            assert!(out.contains(&format!("CHECK {check} ok")), "{check}: {out}");
+        }
+        for workload in [
+            "aesd-insn-encrypt-1chain bytes=1024",
+            "aesd-insn-encrypt-2chains bytes=2048",
+            "aesd-insn-decrypt bytes=1024",
+        ] {
+            assert!(
+                out.contains(&format!("RESULT workload={workload} ")),
+                "{workload}: {out}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_probe_that_disagrees_with_the_core_fails_the_run() {
+        // The plain core where the instruction ran, the AES core where it
+        // trapped: both are wrong builds or wrong netlists.
+        for (core, traps, check) in [
+            (Core::Imac, false, "probe-imac-traps"),
+            (Core::ImacAes, true, "probe-aes-runs"),
+        ] {
+            let (ok, out) = run_with_probe(64, core, traps, &settings(64, ""));
+            assert!(!ok, "{out}");
+            assert!(out.contains(&format!("FAIL check={check} ")), "{out}");
         }
     }
 
     #[test]
     fn a_corrupted_expected_value_fails_the_run() {
-        for name in [
-            "fips197-aesd",
-            "fips197-ttable",
-            "bulk-2lanes-lane0-vs-ttable",
-            "pbkdf2-workload",
+        for (core, name) in [
+            (Core::Imac, "fips197-aesd"),
+            (Core::Imac, "fips197-openssl"),
+            (Core::Imac, "bulk-2lanes-lane0-vs-openssl"),
+            (Core::Imac, "pbkdf2-workload"),
+            (Core::ImacAes, "fips197-insn"),
+            (Core::ImacAes, "bulk-insn-1chain-vs-openssl"),
         ] {
-            let (ok, out) = run_on_host(
-                256,
-                &Settings {
-                    pbkdf2_iterations: 64,
-                    corrupt: name,
-                },
-            );
+            let (ok, out) = run_on_host(256, core, &settings(64, name));
             assert!(!ok, "{name}: {out}");
             assert!(
                 out.contains(&format!("FAIL check={name} ")),
@@ -511,21 +645,14 @@ mod tests {
 
     #[test]
     fn corrupting_a_check_that_does_not_exist_fails_too() {
-        let (ok, out) = run_on_host(
-            256,
-            &Settings {
-                pbkdf2_iterations: 64,
-                corrupt: "no-such-check",
-            },
-        );
+        let (ok, out) = run_on_host(256, Core::Imac, &settings(64, "no-such-check"));
         assert!(!ok);
         assert!(out.contains("FAIL corrupt=no-such-check"), "{out}");
     }
 
     #[test]
-    fn ttable_matches_the_aes_crate_on_random_keys_and_lengths() {
+    fn openssl_matches_the_aes_crate_on_random_keys_and_lengths() {
         use cbc::cipher::BlockModeEncrypt;
-        let tables = ttable::Tables::init();
         for round in 0..50u32 {
             let mut key = [0u8; 32];
             let mut iv = [0u8; 16];
@@ -534,12 +661,13 @@ mod tests {
             let len = 16 * (round as usize % 9);
             let mut data = vec![0u8; len];
             fill(&mut data, round + 5000);
+            let plain = data.clone();
             let mut expected = data.clone();
             let mut reference = cbc::Encryptor::<aes::Aes256>::new(&key.into(), &iv.into());
             let (blocks, _) = Array::slice_as_chunks_mut(&mut expected);
             reference.encrypt_blocks(blocks);
             let mut chain = iv;
-            ttable::Key::new(&tables, &key).cbc_encrypt(&mut chain, &mut data);
+            openssl::Key::encrypt(&key).cbc(&mut chain, &mut data);
             assert_eq!(data, expected, "round {round}");
             if len > 0 {
                 assert_eq!(
@@ -548,6 +676,9 @@ mod tests {
                     "round {round}: chaining value"
                 );
             }
+            let mut chain = iv;
+            openssl::Key::decrypt(&key).cbc(&mut chain, &mut data);
+            assert_eq!(data, plain, "round {round}: decryption");
         }
     }
 }

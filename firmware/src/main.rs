@@ -9,8 +9,9 @@ mod bare {
     use core::fmt::{self, Write};
     use core::ptr::{read_volatile, write_volatile};
 
-    use aesd_firmware::params::{BYTES, CORRUPT, PBKDF2_ITERATIONS, UART_BASE};
+    use aesd_firmware::params::{BYTES, CORE, CORRUPT, PBKDF2_ITERATIONS, UART_BASE};
     use aesd_firmware::{Buffers, Counters, Settings, run};
+    use aesd_vexriscv::hardware::Hardware;
 
     // Start-up: stack at the top of the RAM, traps to `trap`, .data copied
     // from the ROM, .bss zeroed, then `firmware_main`. Interrupts stay off.
@@ -105,6 +106,46 @@ mod bare {
         }
     }
 
+    /// Executes one AES instruction (custom-0, last encryption round, byte
+    /// select 0) with a trap handler of its own in `mtvec`: the handler
+    /// skips the instruction and reports the trap. Returns whether it
+    /// trapped (the core has no AES instruction) and, if not, whether its
+    /// result was S(0x53) = 0xed in byte 0 XORed into rs1.
+    fn probe_aes_instruction() -> (bool, bool) {
+        let (trapped, result): (u32, u32);
+        // SAFETY: mtvec is replaced only for these instructions and put
+        // back; the handler (4-byte aligned, direct mode) only advances
+        // mepc past the 4-byte instruction and sets `trapped`; interrupts
+        // are off, so nothing else can trap in between.
+        unsafe {
+            core::arch::asm!(
+                "csrr {saved}, mtvec",
+                "la {scratch}, 2f",
+                "csrw mtvec, {scratch}",
+                "li {trapped}, 0",
+                "li {result}, 0x01020300",
+                "li {scratch}, 0x53",
+                ".insn r 0x0b, 0, 2, {result}, {result}, {scratch}",
+                "j 3f",
+                ".balign 4",
+                "2:",
+                "csrr {scratch}, mepc",
+                "addi {scratch}, {scratch}, 4",
+                "csrw mepc, {scratch}",
+                "li {trapped}, 1",
+                "mret",
+                "3:",
+                "csrw mtvec, {saved}",
+                saved = out(reg) _,
+                scratch = out(reg) _,
+                trapped = out(reg) trapped,
+                result = out(reg) result,
+                options(nostack),
+            );
+        }
+        (trapped != 0, result == 0x0102_03ed)
+    }
+
     #[repr(C, align(16))]
     struct Memory {
         x: [u8; BYTES],
@@ -126,7 +167,14 @@ mod bare {
         // one hart).
         let memory = unsafe { &mut *memory };
         let _ = writeln!(Uart, "\nSTART aesd-firmware");
-        run(
+        let (traps, right) = probe_aes_instruction();
+        if !traps && !right {
+            let _ = writeln!(
+                Uart,
+                "FAIL probe: the AES instruction ran and gave a wrong result"
+            );
+        }
+        run::<_, Hardware>(
             &mut Uart,
             &counters,
             Buffers {
@@ -135,6 +183,8 @@ mod bare {
                 z: &mut memory.z,
             },
             &Settings {
+                core: CORE,
+                aes_instruction_traps: traps || !right,
                 pbkdf2_iterations: PBKDF2_ITERATIONS,
                 corrupt: CORRUPT,
             },
@@ -164,11 +214,13 @@ mod bare {
     }
 }
 
-/// On the host: the same run, without counters (every count is 0).
+/// On the host: the same run, without counters (every count is 0), the
+/// AES instruction executed by its model.
 #[cfg(not(target_os = "none"))]
 fn main() -> std::process::ExitCode {
-    use aesd_firmware::params::{BYTES, CORRUPT, PBKDF2_ITERATIONS};
-    use aesd_firmware::{Buffers, Counters, Settings, run};
+    use aesd_firmware::params::{BYTES, CORE, CORRUPT, PBKDF2_ITERATIONS};
+    use aesd_firmware::{Buffers, Core, Counters, Settings, run};
+    use aesd_vexriscv::insn::Model;
 
     struct Stdout;
     impl core::fmt::Write for Stdout {
@@ -178,7 +230,7 @@ fn main() -> std::process::ExitCode {
         }
     }
     let (mut x, mut y, mut z) = (vec![0u8; BYTES], vec![0u8; BYTES], vec![0u8; BYTES]);
-    let ok = run(
+    let ok = run::<_, Model>(
         &mut Stdout,
         &Counters::default,
         Buffers {
@@ -187,6 +239,8 @@ fn main() -> std::process::ExitCode {
             z: &mut z,
         },
         &Settings {
+            core: CORE,
+            aes_instruction_traps: CORE == Core::Imac,
             pbkdf2_iterations: PBKDF2_ITERATIONS,
             corrupt: CORRUPT,
         },

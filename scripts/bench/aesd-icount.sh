@@ -34,10 +34,13 @@
 #                       decrypt (J concurrent aescrypt decryptions of files made by
 #                       openssl enc, every result compared with the plaintext)
 #   --aes-backend B     software (default: what the board runs without the AES
-#                       instruction) or vexriscv (riscv32 only: VexRiscv's AES
+#                       instruction), vexriscv (riscv32 only: VexRiscv's AES
 #                       instruction; a test build of aesd whose SIGILL handler
 #                       emulates it under qemu, the handler left out of the count
 #                       so each AES instruction counts as one, as on the board)
+#                       or zkne (riscv32 only: the shipped aesd on qemu's CPU with
+#                       Zkne/Zknd, which qemu runs natively; aesd's defaults, the
+#                       backend chosen by auto from a device tree listing them)
 #   --tls               the jobs over TLS (aesd --tls-cert/--tls-key with a P-256
 #                       certificate made here by openssl, clients --tls-ca): the
 #                       count then includes the TLS record layer and handshakes
@@ -120,9 +123,10 @@ case "$target" in
   *) die_usage "unknown target $target (one of ${AESD_TARGETS[*]})" ;;
 esac
 [[ "$operation" == encrypt || "$operation" == decrypt ]] || die_usage "--operation is encrypt or decrypt"
-[[ "$backend" == software || "$backend" == vexriscv ]] || die_usage "--aes-backend is software or vexriscv"
+[[ "$backend" == software || "$backend" == vexriscv || "$backend" == zkne ]] ||
+  die_usage "--aes-backend is software, vexriscv or zkne"
 [[ "$backend" == software || "$target" == riscv32imac-unknown-linux-musl ]] ||
-  die_usage "--aes-backend vexriscv is for riscv32imac-unknown-linux-musl only"
+  die_usage "--aes-backend $backend is for riscv32imac-unknown-linux-musl only"
 
 apt_install gcc jq qemu-user python3 openssl
 plugin="$(icount_plugin)"
@@ -163,6 +167,7 @@ done
 
 plugin_args="threads=1"
 if [[ "$backend" == vexriscv ]]; then plugin_args="$plugin_args,$(emulator_plugin_args "$dir/aesd")"; fi
+qemu_cpu=""
 
 work="$(mktemp -d)"
 aesd_pid=""
@@ -226,14 +231,30 @@ run_jobs() {
   return "$failed"
 }
 
+if [[ "$backend" == zkne ]]; then
+  # The shipped aesd with its defaults (auto) on a CPU whose device tree
+  # lists Zkne and Zknd; --print-config's last line must say zkne.
+  qemu_cpu="rv32,f=false,d=false,c=true,zkne=true,zknd=true"
+  mkdir -p "$work/dt-zkne/cpus/cpu@0"
+  printf 'rv32imac_zicsr_zkne_zknd\0' >"$work/dt-zkne/cpus/cpu@0/riscv,isa"
+  aesd_args=(--device-tree "$work/dt-zkne")
+  AESD_QEMU_CPU="$qemu_cpu" "$root/scripts/cross/qemu-run.sh" "$target" "$dir/aesd" \
+    "${aesd_args[@]}" --print-config >"$work/config.txt" 2>&1 || true
+  tail -n 1 "$work/config.txt" | grep -q zkne || {
+    echo "aesd-icount.sh: aesd did not choose zkne on a Zkne CPU:" >&2
+    cat "$work/config.txt" >&2
+    exit 1
+  }
+fi
+
 # Prints the whole-process instruction count of the board aesd serving JOBS
 # concurrent jobs of BYTES each.
 count_run() {
   local jobs="$1" bytes="$2" port out="$work/count"
   rm -f "$out"
   port="$(free_port)"
-  env -i PATH="$PATH" \
-    AESD_QEMU_EXTRA="-plugin $plugin,out=$out,$plugin_args -U AESD_QEMU_EXTRA -U PATH" \
+  env -i PATH="$PATH" AESD_QEMU_CPU="$qemu_cpu" \
+    AESD_QEMU_EXTRA="-plugin $plugin,out=$out,$plugin_args -U AESD_QEMU_EXTRA -U AESD_QEMU_CPU -U PATH" \
     "$root/scripts/cross/qemu-run.sh" "$target" "$dir/aesd" --listen "127.0.0.1:$port" \
     --workers "$workers" --max-active "$((jobs > 2 * workers ? jobs : 2 * workers))" \
     --max-active-per-client 65536 --max-queued-per-client 64 \

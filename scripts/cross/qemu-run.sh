@@ -10,7 +10,9 @@
 # `cargo run/test --target T` run under qemu.
 #
 # Usage: scripts/cross/qemu-run.sh TARGET BIN [ARGS...]
-# Env: AESD_QEMU_EXTRA (extra qemu options, word-split, e.g. "-strace").
+# Env: AESD_QEMU_EXTRA (extra qemu options, word-split, e.g. "-strace"),
+#      AESD_QEMU_CPU (the -cpu model instead of the board's, e.g.
+#      "rv32,c=true,zkne=true,zknd=true" for the Zkne tests).
 set -euo pipefail
 
 if (($# < 2)); then
@@ -36,6 +38,7 @@ if ! command -v "${cmd[0]}" >/dev/null; then
   echo "qemu-run.sh: ${cmd[0]} not found; run scripts/cross/setup.sh" >&2
   exit 127
 fi
+if [[ -n "${AESD_QEMU_CPU:-}" ]]; then cmd[2]="$AESD_QEMU_CPU"; fi
 extra=()
 if [[ -n "${AESD_QEMU_EXTRA:-}" ]]; then read -r -a extra <<<"$AESD_QEMU_EXTRA"; fi
 exec "${cmd[@]}" "${extra[@]}" "$bin" "$@"

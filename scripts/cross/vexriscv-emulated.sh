@@ -9,7 +9,11 @@
 #   2. the SHIPPED board aesd (no emulator) under plain qemu: auto falls back
 #      to software and says why (also with a device tree that claims the
 #      instruction: the self-test traps), and a forced vexriscv exits 2 with
-#      the reason instead of dying of SIGILL.
+#      the reason instead of dying of SIGILL;
+#   3. the SHIPPED aesd on a qemu CPU with Zkne/Zknd (run natively by qemu):
+#      auto picks zkne from the device tree's ISA, aesload verifies, openssl
+#      decrypts what it encrypted and it decrypts what openssl encrypted; on
+#      plain rv32imac a forced zkne exits 2 with the reason.
 # Loopback only. Every process started here is stopped on exit.
 #
 # Usage: scripts/cross/vexriscv-emulated.sh PROFILE NATIVE_BIN_DIR
@@ -103,25 +107,36 @@ expect_log() {
 $(cat "$work/aesd.log")"
 }
 
+printf 'emulated instruction\n' >"$work/pw"
+chmod 600 "$work/pw"
+
+# serve_checked WHAT SIZES BYTES: against the running aesd, two concurrent
+# aesload jobs of SIZES (every result verified), then a file of BYTES random
+# bytes encrypted by aescrypt and decrypted by openssl, and one encrypted by
+# openssl and decrypted by aescrypt, both compared with the original.
+serve_checked() {
+  local what=$1 sizes=$2 bytes=$3
+  "$native/aesload" --server "127.0.0.1:$port" --clients 2 --chunk 2 --sizes "$sizes" \
+    --iter 1000 --quiet >"$work/load.txt" 2>&1 || fail "aesload through $what: $(cat "$work/load.txt")"
+  grep -q "Transfers Verified.*2 / 2" "$work/load.txt" ||
+    fail "not every transfer through $what verified: $(cat "$work/load.txt")"
+  head -c "$bytes" /dev/urandom >"$work/plain"
+  "$native/aescrypt" encrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
+    -i "$work/plain" -o "$work/enc" || fail "aescrypt encrypt through $what"
+  openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$work/enc" -out "$work/dec"
+  cmp -s "$work/plain" "$work/dec" || fail "openssl decrypted other bytes than $what encrypted"
+  openssl enc -aes-256-cbc -salt -pbkdf2 -pass "file:$work/pw" -in "$work/plain" -out "$work/openssl.enc"
+  "$native/aescrypt" decrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
+    -i "$work/openssl.enc" -o "$work/back" || fail "aescrypt decrypt through $what"
+  cmp -s "$work/plain" "$work/back" || fail "$what decrypted other bytes"
+}
+
 # 1. The instruction path, emulated.
 start "$emulated" --aes-backend vexriscv
 expect_log "AES backend: vexriscv"
 # Every AES instruction traps into the emulator (about 224 traps per block),
 # so the data is kept small: two concurrent jobs (two chains interleaved).
-"$native/aesload" --server "127.0.0.1:$port" --clients 2 --chunk 2 --sizes 40K,72K \
-  --iter 1000 --quiet >"$work/load.txt" 2>&1 || fail "aesload through the instruction path: $(cat "$work/load.txt")"
-grep -q "Transfers Verified.*2 / 2" "$work/load.txt" || fail "not every transfer verified: $(cat "$work/load.txt")"
-printf 'emulated instruction\n' >"$work/pw"
-chmod 600 "$work/pw"
-head -c 65539 /dev/urandom >"$work/plain"
-"$native/aescrypt" encrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
-  -i "$work/plain" -o "$work/enc" || fail "aescrypt encrypt through the instruction path"
-openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$work/enc" -out "$work/dec"
-cmp -s "$work/plain" "$work/dec" || fail "openssl decrypted other bytes than were sent"
-openssl enc -aes-256-cbc -salt -pbkdf2 -pass "file:$work/pw" -in "$work/plain" -out "$work/openssl.enc"
-"$native/aescrypt" decrypt --server "127.0.0.1:$port" --password-file "$work/pw" \
-  -i "$work/openssl.enc" -o "$work/back" || fail "aescrypt decrypt through the instruction path"
-cmp -s "$work/plain" "$work/back" || fail "the instruction path decrypted other bytes"
+serve_checked "the instruction path" 40K,72K 65539
 stop
 echo "vexriscv-emulated: instruction path (emulated): 2/2 concurrent aesload jobs verified, openssl decrypts its output and it decrypts openssl's (64 KiB + 3)"
 
@@ -146,3 +161,22 @@ status=0
 grep -q "cannot run VexRiscv's AES instruction (the CPU raised an illegal-instruction trap)" "$work/forced.out" ||
   fail "forced vexriscv did not say why: $(cat "$work/forced.out")"
 echo "vexriscv-emulated: shipped aesd, forced vexriscv: exit 2, \"$(head -n1 "$work/forced.out")\""
+
+# 3. Zkne/Zknd: the SHIPPED aesd on a qemu CPU that has them (qemu runs
+# them natively: no emulator), verified by aesload and by openssl.
+zkne_cpu="rv32,f=false,d=false,c=true,zkne=true,zknd=true"
+mkdir -p "$work/dt-zkne/cpus/cpu@0"
+printf 'rv32imac_zicsr_zkne_zknd\0' >"$work/dt-zkne/cpus/cpu@0/riscv,isa"
+AESD_QEMU_CPU="$zkne_cpu" start "$shipped" --aes-backend auto --device-tree "$work/dt-zkne"
+expect_log "AES backend: zkne, because .*the device tree's ISA lists Zkne and Zknd and their self-test passed"
+serve_checked "Zkne" 1M,3000005 200003
+stop
+echo "vexriscv-emulated: Zkne (qemu -cpu $zkne_cpu): auto picks zkne from the ISA, 2/2 aesload jobs verified, openssl decrypts its output and it decrypts openssl's (195 KiB + 3)"
+
+status=0
+"$here/qemu-run.sh" "$target" "$shipped" --aes-backend zkne --listen 127.0.0.1:0 \
+  >"$work/forced.out" 2>&1 || status=$?
+[[ $status -eq 2 ]] || fail "forced zkne on a CPU without it exited $status (want 2): $(cat "$work/forced.out")"
+grep -q "cannot run the Zkne/Zknd AES instructions (the CPU raised an illegal-instruction trap)" "$work/forced.out" ||
+  fail "forced zkne did not say why: $(cat "$work/forced.out")"
+echo "vexriscv-emulated: shipped aesd, forced zkne on plain rv32imac: exit 2, \"$(head -n1 "$work/forced.out")\""

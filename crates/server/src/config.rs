@@ -190,14 +190,18 @@ pub struct ConfigLayer {
     pub temperature: Option<String>,
 
     /// AES implementation: auto (VexRiscv's AES instruction when the device
-    /// tree marks the CPUs with it and its self-test passes, else software),
-    /// software (the CPU's AES instructions if any, else aesd's fixsliced AES),
-    /// or vexriscv (the instruction, or exit 2)
+    /// tree marks the CPUs with it and its self-test passes, else Zkne/Zknd
+    /// when the device tree's ISA or riscv_hwprobe lists them and their
+    /// self-test passes, else software), software (the CPU's AES
+    /// instructions if any, else aesd's fixsliced AES), vexriscv (the
+    /// AesPlugin instruction, custom-0, or exit 2) or zkne (the ratified
+    /// scalar AES instructions, or exit 2)
     #[arg(long, value_name = "BACKEND")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aes_backend: Option<String>,
 
     /// Device tree that `aes-backend = auto` reads the CPUs' features from
+    /// (`litex,aes-instruction`, `riscv,isa`, `riscv,isa-extensions`)
     #[arg(long, value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_tree: Option<PathBuf>,

@@ -1,11 +1,12 @@
 //! AES-256 and CBC on the AES instruction, generic over who executes it
 //! (the [model](crate::model) in tests, the CPU on the board).
 //!
-//! State and round keys are AES columns as words whose most significant
-//! byte is row 0 (`u32::from_be_bytes` of the column's 4 bytes). A round is
-//! 16 instructions: output column `c` starts from the round key and takes
-//! row `r` from column `c + r` (ShiftRows) for encryption, `c - r` for
-//! decryption, with byte select `3 - r`. Decryption is FIPS-197's
+//! State and round keys are AES columns as little-endian words: row `r` in
+//! byte `r` (`u32::from_le_bytes` of the column's 4 bytes, what `lw` reads),
+//! the layout of the plugin's tables. A round is 16 instructions: output
+//! column `c` starts from the round key and takes row `r` from column
+//! `c + r` (ShiftRows) for encryption, `c - r` for decryption, with byte
+//! select `r`. Decryption is FIPS-197's
 //! equivalent inverse cipher (InvMixColumns applied to the middle round
 //! keys, computed with the instruction too). Two independent blocks are
 //! interleaved where the data allows it (two CBC chains, or two blocks of
@@ -22,14 +23,14 @@ const ROUNDS: usize = 14;
 /// Words of an expanded key.
 pub(crate) const KEY_WORDS: usize = 4 * (ROUNDS + 1);
 
-/// A block as 4 column words (row 0 in the most significant byte).
+/// A block as 4 little-endian column words (row `r` in byte `r`).
 pub type State = [u32; 4];
 
 /// The words of a 16-byte block.
 #[inline(always)]
 pub fn load(block: &[u8]) -> State {
     core::array::from_fn(|c| {
-        u32::from_be_bytes([
+        u32::from_le_bytes([
             block[4 * c],
             block[4 * c + 1],
             block[4 * c + 2],
@@ -42,40 +43,24 @@ pub fn load(block: &[u8]) -> State {
 #[inline(always)]
 pub fn store(state: &State, out: &mut [u8]) {
     for (c, word) in state.iter().enumerate() {
-        out[4 * c..4 * c + 4].copy_from_slice(&word.to_be_bytes());
+        out[4 * c..4 * c + 4].copy_from_slice(&word.to_le_bytes());
     }
 }
 
 /// An expanded AES-256 key: encryption round keys and the equivalent
-/// inverse cipher's round keys, each also as the CPU's CBC kernels read
-/// them; wiped when dropped.
+/// inverse cipher's round keys (the CPU's CBC kernels read them as they
+/// are); wiped when dropped.
 #[derive(Clone)]
 pub struct Aes256Key {
     encrypt: [u32; KEY_WORDS],
     decrypt: [u32; KEY_WORDS],
-    kernel_encrypt: [u32; KEY_WORDS],
-    kernel_decrypt: [u32; KEY_WORDS],
 }
 
 impl Drop for Aes256Key {
     fn drop(&mut self) {
         self.encrypt.zeroize();
         self.decrypt.zeroize();
-        self.kernel_encrypt.zeroize();
-        self.kernel_decrypt.zeroize();
     }
-}
-
-/// A schedule as the CBC kernels read it: the first and last round keys
-/// little-endian (they meet the data as `lw`/`sw` see it), the others
-/// big-endian like the state between rounds.
-fn kernel_schedule(schedule: &[u32; KEY_WORDS]) -> [u32; KEY_WORDS] {
-    let mut kernel = *schedule;
-    let (first, rest) = kernel.split_at_mut(4);
-    for word in first.iter_mut().chain(&mut rest[4 * ROUNDS - 4..]) {
-        *word = word.swap_bytes();
-    }
-    kernel
 }
 
 /// SubWord: the S-box on each byte, in place (4 last-round instructions).
@@ -100,13 +85,14 @@ impl Aes256Key {
         let mut encrypt = [0u32; KEY_WORDS];
         for (i, word) in encrypt.iter_mut().take(8).enumerate() {
             *word =
-                u32::from_be_bytes([key[4 * i], key[4 * i + 1], key[4 * i + 2], key[4 * i + 3]]);
+                u32::from_le_bytes([key[4 * i], key[4 * i + 1], key[4 * i + 2], key[4 * i + 3]]);
         }
         let mut rcon = 1u8;
         for i in 8..KEY_WORDS {
             let mut temp = encrypt[i - 1];
             if i % 8 == 0 {
-                temp = sub_word::<I>(temp.rotate_left(8)) ^ (u32::from(rcon) << 24);
+                // RotWord moves row 1 to row 0: byte 1 to byte 0.
+                temp = sub_word::<I>(temp.rotate_right(8)) ^ u32::from(rcon);
                 rcon = (rcon << 1) ^ (0x1b * (rcon >> 7));
             } else if i % 8 == 4 {
                 temp = sub_word::<I>(temp);
@@ -124,24 +110,19 @@ impl Aes256Key {
                 };
             }
         }
-        Aes256Key {
-            kernel_encrypt: kernel_schedule(&encrypt),
-            kernel_decrypt: kernel_schedule(&decrypt),
-            encrypt,
-            decrypt,
-        }
+        Aes256Key { encrypt, decrypt }
     }
 
     /// The encryption schedule as the CPU's CBC kernel reads it.
     #[cfg(target_arch = "riscv32")]
-    pub(crate) fn kernel_encrypt(&self) -> &[u32; KEY_WORDS] {
-        &self.kernel_encrypt
+    pub(crate) fn encrypt_schedule(&self) -> &[u32; KEY_WORDS] {
+        &self.encrypt
     }
 
     /// The decryption schedule as the CPU's CBC kernel reads it.
     #[cfg(target_arch = "riscv32")]
-    pub(crate) fn kernel_decrypt(&self) -> &[u32; KEY_WORDS] {
-        &self.kernel_decrypt
+    pub(crate) fn decrypt_schedule(&self) -> &[u32; KEY_WORDS] {
+        &self.decrypt
     }
 }
 
@@ -151,15 +132,15 @@ fn encrypt_round<I: AesInstruction, const LAST: bool>(s: &State, key: &[u32]) ->
     core::array::from_fn(|c| {
         let (r0, r1, r2, r3) = (s[c], s[(c + 1) % 4], s[(c + 2) % 4], s[(c + 3) % 4]);
         if LAST {
-            let t = I::enc_last::<3>(key[c], r0);
-            let t = I::enc_last::<2>(t, r1);
-            let t = I::enc_last::<1>(t, r2);
-            I::enc_last::<0>(t, r3)
+            let t = I::enc_last::<0>(key[c], r0);
+            let t = I::enc_last::<1>(t, r1);
+            let t = I::enc_last::<2>(t, r2);
+            I::enc_last::<3>(t, r3)
         } else {
-            let t = I::enc::<3>(key[c], r0);
-            let t = I::enc::<2>(t, r1);
-            let t = I::enc::<1>(t, r2);
-            I::enc::<0>(t, r3)
+            let t = I::enc::<0>(key[c], r0);
+            let t = I::enc::<1>(t, r1);
+            let t = I::enc::<2>(t, r2);
+            I::enc::<3>(t, r3)
         }
     })
 }
@@ -171,15 +152,15 @@ fn decrypt_round<I: AesInstruction, const LAST: bool>(s: &State, key: &[u32]) ->
     core::array::from_fn(|c| {
         let (r0, r1, r2, r3) = (s[c], s[(c + 3) % 4], s[(c + 2) % 4], s[(c + 1) % 4]);
         if LAST {
-            let t = I::dec_last::<3>(key[c], r0);
-            let t = I::dec_last::<2>(t, r1);
-            let t = I::dec_last::<1>(t, r2);
-            I::dec_last::<0>(t, r3)
+            let t = I::dec_last::<0>(key[c], r0);
+            let t = I::dec_last::<1>(t, r1);
+            let t = I::dec_last::<2>(t, r2);
+            I::dec_last::<3>(t, r3)
         } else {
-            let t = I::dec::<3>(key[c], r0);
-            let t = I::dec::<2>(t, r1);
-            let t = I::dec::<1>(t, r2);
-            I::dec::<0>(t, r3)
+            let t = I::dec::<0>(key[c], r0);
+            let t = I::dec::<1>(t, r1);
+            let t = I::dec::<2>(t, r2);
+            I::dec::<3>(t, r3)
         }
     })
 }

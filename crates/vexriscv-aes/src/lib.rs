@@ -3,17 +3,24 @@
 //! # Layout
 //!
 //! * [`model`]: the instruction in software, from the plugin's Scala
-//!   source: its encoding, ROM and byte shuffling.
+//!   source: its encoding (custom-0), ROM and byte shuffling
+//!   (little-endian), as every released VexRiscv core has them; the module
+//!   says which plugin version and how it was checked on generated RTL.
 //! * [`insn`]: [`AesInstruction`], the four forms of the instruction, and
 //!   the [`Model`](insn::Model) that executes them in software.
 //! * [`hardware`] (riscv32): the instruction on the CPU, through inline
 //!   assembly, and the CBC kernels in assembly that the CPU runs per byte
-//!   (written out by `build.rs`): the crate's only `unsafe` code.
+//!   (written out by `build.rs`), for VexRiscv's AesPlugin (`Hardware`) and
+//!   for the ratified Zkne/Zknd instructions (`Zkne`), which compute the
+//!   same contributions in another encoding.
+//! * [`hwprobe`] (riscv32 Linux): whether the kernel reports Zkne/Zknd.
 //! * [`aes`]: AES-256 key expansion, encryption and decryption (one block
 //!   or two interleaved) and CBC, generic over [`AesInstruction`].
 //! * [`sigill`] (riscv32 Linux): the start-up probe that never crashes on a
-//!   CPU without the instruction, and (feature `emulate`, test builds)
-//!   trap-and-emulate with the model.
+//!   CPU without the instructions, and (feature `emulate`, test builds)
+//!   trap-and-emulate of VexRiscv's instruction with the model.
+//!
+//! `hardware`, `hwprobe` and `sigill` hold the crate's only `unsafe` code.
 //! * [`self_test`]: the known-answer test a backend must pass before use.
 //!
 //! Why it exists: the study's SoC had this instruction and its OpenSSL used
@@ -24,6 +31,8 @@
 pub mod aes;
 #[cfg(target_arch = "riscv32")]
 pub mod hardware;
+#[cfg(all(target_arch = "riscv32", target_os = "linux"))]
+pub mod hwprobe;
 pub mod insn;
 pub mod model;
 #[cfg(all(target_arch = "riscv32", target_os = "linux"))]

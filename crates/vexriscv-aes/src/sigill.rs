@@ -12,7 +12,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::model::OPCODE;
+use crate::model;
 
 /// Byte offset of the general registers in the riscv32 Linux `ucontext`
 /// (uc_flags, uc_link, uc_stack: 20 bytes; uc_sigmask padded to 128 bytes;
@@ -20,7 +20,7 @@ use crate::model::OPCODE;
 /// register x`i`.
 const GREGS_OFFSET: usize = 160;
 
-/// Whether a custom-1 AES instruction trapped while the probe ran.
+/// Whether an AES instruction trapped while the probe ran.
 static TRAPPED: AtomicBool = AtomicBool::new(false);
 
 /// The registers saved in a handler's `ucontext`.
@@ -42,9 +42,10 @@ unsafe fn instruction_at(pc: u32) -> u32 {
     unsafe { core::ptr::read_unaligned(pc as usize as *const u32) }
 }
 
-/// Whether `insn` is the AES instruction (custom-1, funct3 0).
+/// Whether `insn` is an AES instruction the probe may skip: VexRiscv's
+/// (custom-0, funct3 0, as the plugin decodes it) or Zkne/Zknd's.
 fn is_aes(insn: u32) -> bool {
-    insn & 0x7f == OPCODE && (insn >> 12) & 7 == 0
+    model::is_aes(insn) || model::is_zkne(insn)
 }
 
 #[cfg_attr(feature = "emulate", allow(dead_code))]
@@ -145,7 +146,14 @@ extern "C" fn emulate(
     let registers = unsafe { registers(context) };
     // SAFETY: registers[0] is the trapping instruction's pc.
     let insn = unsafe { instruction_at(registers[0]) };
-    if !is_aes(insn) {
+    if model::is_zkne(insn) {
+        // Only VexRiscv's instruction is emulated: a Zkne probe still sees
+        // a CPU without Zkne.
+        TRAPPED.store(true, Ordering::SeqCst);
+        registers[0] = registers[0].wrapping_add(4);
+        return;
+    }
+    if !model::is_aes(insn) {
         reset_to_default();
         return;
     }

@@ -10,10 +10,13 @@
 //!   instruction's latency).
 //!   Development machines and servers, where they are many times faster
 //!   than any software AES.
-//! * [`Engine::VexRiscv`]: VexRiscv's AES instruction (`aesd-vexriscv`),
-//!   two chains interleaved: the board's SoC with `--aes-instruction`. Only
-//!   used after the start-up probe passed ([`crate::backend`]); on other
-//!   architectures it runs the instruction's software model (tests only).
+//! * [`Engine::VexRiscv`]: VexRiscv's AES instruction (`aesd-vexriscv`,
+//!   the AesPlugin as real cores have it: custom-0), the board's SoC with
+//!   `--aes-instruction`; [`Engine::Zkne`]: the ratified scalar AES
+//!   instructions (Zkne/Zknd) of RISC-V cores that have them. Both run
+//!   `aesd-vexriscv`'s CBC kernels, one chain per call. Only used after the
+//!   start-up probe passed ([`crate::backend`]); on other architectures they
+//!   run the instruction's software model (tests only).
 //!
 //! The choice is made once per process ([`Engine::select`] at start-up,
 //! else [`Engine::detect`]).
@@ -39,6 +42,51 @@ pub type VexInsn = aesd_vexriscv::hardware::Hardware;
 /// software model elsewhere (never selected there but by tests).
 #[cfg(not(target_arch = "riscv32"))]
 pub type VexInsn = aesd_vexriscv::insn::Model;
+/// Who executes the Zkne/Zknd instructions: the CPU on riscv32, the same
+/// software model elsewhere (they compute what VexRiscv's instruction
+/// computes; tests only).
+#[cfg(target_arch = "riscv32")]
+pub type ZkneInsn = aesd_vexriscv::hardware::Zkne;
+/// Who executes the Zkne/Zknd instructions: the CPU on riscv32, the same
+/// software model elsewhere (they compute what VexRiscv's instruction
+/// computes; tests only).
+#[cfg(not(target_arch = "riscv32"))]
+pub type ZkneInsn = aesd_vexriscv::insn::Model;
+
+/// Which scalar AES instructions a chain runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsnSet {
+    /// VexRiscv's AesPlugin (custom-0).
+    VexRiscv,
+    /// Zkne/Zknd (`aes32esmi`...).
+    Zkne,
+}
+
+impl InsnSet {
+    /// The key expanded through these instructions.
+    fn expand(self, key: &[u8; 32]) -> Box<VexKey> {
+        Box::new(match self {
+            InsnSet::VexRiscv => VexKey::new::<VexInsn>(key),
+            InsnSet::Zkne => VexKey::new::<ZkneInsn>(key),
+        })
+    }
+
+    /// CBC-encrypts the lanes through these instructions' kernels.
+    fn encrypt_lanes(self, lanes: &mut [aesd_vexriscv::aes::CbcLane<'_>]) {
+        match self {
+            InsnSet::VexRiscv => aesd_vexriscv::aes::cbc_encrypt_lanes::<VexInsn>(lanes),
+            InsnSet::Zkne => aesd_vexriscv::aes::cbc_encrypt_lanes::<ZkneInsn>(lanes),
+        }
+    }
+
+    /// CBC-decrypts whole blocks through these instructions' kernels.
+    fn decrypt(self, key: &VexKey, iv: &mut [u8; BLOCK], data: &mut [u8]) {
+        match self {
+            InsnSet::VexRiscv => aesd_vexriscv::aes::cbc_decrypt::<VexInsn>(key, iv, data),
+            InsnSet::Zkne => aesd_vexriscv::aes::cbc_decrypt::<ZkneInsn>(key, iv, data),
+        }
+    }
+}
 
 /// The engine chosen at start-up, if one was.
 static SELECTED: OnceLock<Engine> = OnceLock::new();
@@ -65,8 +113,10 @@ pub enum Engine {
     Fixsliced,
     /// The CPU's AES instructions, chains interleaved.
     Hardware,
-    /// VexRiscv's AES instruction, two chains interleaved.
+    /// VexRiscv's AES instruction, one chain per kernel call.
     VexRiscv,
+    /// The Zkne/Zknd instructions, one chain per kernel call.
+    Zkne,
 }
 
 impl Engine {
@@ -103,7 +153,7 @@ impl Engine {
             // No AES instructions here: never selected.
             #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
             Engine::Hardware => aesd_cipher::LANES,
-            Engine::VexRiscv => 2,
+            Engine::VexRiscv | Engine::Zkne => 2,
         }
     }
 
@@ -113,6 +163,16 @@ impl Engine {
             Engine::Fixsliced => "fixsliced",
             Engine::Hardware => "cpu-aes",
             Engine::VexRiscv => "vexriscv",
+            Engine::Zkne => "zkne",
+        }
+    }
+
+    /// The scalar AES instructions of the engine, if it runs on them.
+    pub fn insn_set(self) -> Option<InsnSet> {
+        match self {
+            Engine::VexRiscv => Some(InsnSet::VexRiscv),
+            Engine::Zkne => Some(InsnSet::Zkne),
+            Engine::Fixsliced | Engine::Hardware => None,
         }
     }
 }
@@ -138,8 +198,10 @@ pub enum Chain {
         /// The chaining value.
         iv: [u8; BLOCK],
     },
-    /// For [`Engine::VexRiscv`].
-    VexRiscv {
+    /// For [`Engine::VexRiscv`] and [`Engine::Zkne`].
+    Insn {
+        /// Which instructions.
+        set: InsnSet,
         /// The expanded key.
         key: Box<VexKey>,
         /// The chaining value.
@@ -171,10 +233,18 @@ impl Chain {
                 }
                 Chain::Hardware(Box::new(CbcEncryptor::new(key.into(), iv.into())))
             }
-            Engine::VexRiscv => Chain::VexRiscv {
-                key: Box::new(VexKey::new::<VexInsn>(key)),
-                iv: *iv,
-            },
+            Engine::VexRiscv | Engine::Zkne => {
+                let set = if engine == Engine::Zkne {
+                    InsnSet::Zkne
+                } else {
+                    InsnSet::VexRiscv
+                };
+                Chain::Insn {
+                    set,
+                    key: set.expand(key),
+                    iv: *iv,
+                }
+            }
         }
     }
 }
@@ -182,9 +252,7 @@ impl Chain {
 impl Drop for Chain {
     fn drop(&mut self) {
         match self {
-            Chain::Fixsliced { iv, .. } | Chain::VexRiscv { iv, .. } => {
-                zeroize::Zeroize::zeroize(iv)
-            }
+            Chain::Fixsliced { iv, .. } | Chain::Insn { iv, .. } => zeroize::Zeroize::zeroize(iv),
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
             Chain::CpuAes { iv, .. } => zeroize::Zeroize::zeroize(iv),
             Chain::Hardware(_) => {}
@@ -198,8 +266,10 @@ pub enum DecryptChain {
     /// The `aes` crate: the CPU's AES instructions, or its fixsliced AES
     /// (2 or 4 blocks per call).
     Soft(Box<CbcDecryptor>),
-    /// VexRiscv's AES instruction, two blocks interleaved.
-    VexRiscv {
+    /// VexRiscv's AES instruction or Zkne/Zknd.
+    Insn {
+        /// Which instructions.
+        set: InsnSet,
         /// The expanded key.
         key: Box<VexKey>,
         /// The chaining value.
@@ -210,14 +280,13 @@ pub enum DecryptChain {
 impl DecryptChain {
     /// A chain for `key` and `iv` on this process's engine.
     pub fn new(key: &[u8; 32], iv: &[u8; 16]) -> DecryptChain {
-        match Engine::detect() {
-            Engine::VexRiscv => DecryptChain::VexRiscv {
-                key: Box::new(VexKey::new::<VexInsn>(key)),
+        match Engine::detect().insn_set() {
+            Some(set) => DecryptChain::Insn {
+                set,
+                key: set.expand(key),
                 iv: *iv,
             },
-            Engine::Fixsliced | Engine::Hardware => {
-                DecryptChain::Soft(Box::new(CbcDecryptor::new(key.into(), iv.into())))
-            }
+            None => DecryptChain::Soft(Box::new(CbcDecryptor::new(key.into(), iv.into()))),
         }
     }
 
@@ -229,16 +298,14 @@ impl DecryptChain {
                 debug_assert!(rest.is_empty());
                 cipher.decrypt_blocks(blocks);
             }
-            DecryptChain::VexRiscv { key, iv } => {
-                aesd_vexriscv::aes::cbc_decrypt::<VexInsn>(key, iv, data);
-            }
+            DecryptChain::Insn { set, key, iv } => set.decrypt(key, iv, data),
         }
     }
 }
 
 impl Drop for DecryptChain {
     fn drop(&mut self) {
-        if let DecryptChain::VexRiscv { iv, .. } = self {
+        if let DecryptChain::Insn { iv, .. } = self {
             zeroize::Zeroize::zeroize(iv);
         }
     }
@@ -252,7 +319,8 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     let mut cpu_lanes: Vec<CbcLane<'_, aesd_cipher::cpu_aes::CpuAesKey>> =
         Vec::with_capacity(aesd_cipher::cpu_aes::CPU_AES_LANES);
-    let mut vex_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
+    let mut insn_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
+    let mut insn_set: Option<InsnSet> = None;
     for (chain, data) in chains.iter_mut() {
         match &mut **chain {
             Chain::Fixsliced { key, iv } => {
@@ -275,8 +343,13 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
                 }
                 cpu_lanes.push(CbcLane { key, iv, data });
             }
-            Chain::VexRiscv { key, iv } => {
-                vex_lanes.push(aesd_vexriscv::aes::CbcLane { key, iv, data })
+            Chain::Insn { set, key, iv } => {
+                if let Some(current) = insn_set.filter(|current| current != set) {
+                    current.encrypt_lanes(&mut insn_lanes);
+                    insn_lanes.clear();
+                }
+                insn_set = Some(*set);
+                insn_lanes.push(aesd_vexriscv::aes::CbcLane { key, iv, data })
             }
         }
     }
@@ -284,8 +357,8 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
     if !cpu_lanes.is_empty() {
         aesd_cipher::cpu_aes::encrypt_lanes(&mut cpu_lanes);
     }
-    if !vex_lanes.is_empty() {
-        aesd_vexriscv::aes::cbc_encrypt_lanes::<VexInsn>(&mut vex_lanes);
+    if let Some(set) = insn_set {
+        set.encrypt_lanes(&mut insn_lanes);
     }
     if !lanes.is_empty() {
         aesd_cipher::cbc::encrypt_lanes(&mut lanes);
@@ -309,7 +382,12 @@ mod tests {
     /// gives the reference's ciphertext.
     #[test]
     fn every_engine_and_grouping_matches_the_reference() {
-        for engine in [Engine::Fixsliced, Engine::Hardware, Engine::VexRiscv] {
+        for engine in [
+            Engine::Fixsliced,
+            Engine::Hardware,
+            Engine::VexRiscv,
+            Engine::Zkne,
+        ] {
             for count in 1..=5u8 {
                 let keys: Vec<[u8; 32]> = (0..count)
                     .map(|c| core::array::from_fn(|i| (i as u8) ^ c.wrapping_mul(37)))

@@ -351,7 +351,7 @@ impl Collector for LiveCollector {
         let backend = ConstGauge::new(1i64);
         let mut family = encoder.encode_descriptor(
             "aesd_aes_backend_info",
-            "The AES implementation jobs run on (always 1): vexriscv (the CPU's AES instruction), cpu-aes (AES-NI, ARMv8) or fixsliced (software)",
+            "The AES implementation jobs run on (always 1): vexriscv (VexRiscv's AES instruction), zkne (Zkne/Zknd), cpu-aes (AES-NI, ARMv8) or fixsliced (software)",
             None,
             backend.metric_type(),
         )?;

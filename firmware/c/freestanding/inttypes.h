@@ -1,0 +1,2 @@
+/* freestanding stand-in */
+#include <stdint.h>

@@ -1,0 +1,1 @@
+/* freestanding stand-in: nothing from it is used */

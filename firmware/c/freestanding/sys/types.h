@@ -1,0 +1,3 @@
+/* freestanding stand-in */
+#include <stddef.h>
+typedef long ssize_t;

@@ -1,0 +1,1 @@
+/* Stands in for OpenSSL's generated safestack.h: no stacks are used. */
