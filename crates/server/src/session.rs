@@ -336,29 +336,42 @@ where
 }
 
 /// Reads and drops the rest of a failed job's input, up to its end frame.
+/// Data payloads are skipped through the reader's small input buffer, so
+/// discarding leaves the connection's memory as it was whatever the frame
+/// sizes.
 async fn discard_until_end<R: AsyncRead + Unpin>(
     reader: &mut FrameReader<R>,
     shared: &Arc<Shared>,
 ) -> Result<(), JobError> {
     let idle = shared.config.idle_timeout;
+    let slow = |_| JobError::Timeout {
+        what: "waiting for the end of a failed job's input",
+        limit: idle,
+    };
     loop {
-        let message = timeout(idle, reader.read_message())
+        let header = timeout(idle, reader.next_header())
             .await
-            .map_err(|_| JobError::Timeout {
-                what: "waiting for the end of a failed job's input",
-                limit: idle,
-            })?
-            .map_err(JobError::from)?;
-        match message {
-            Some(Message::Data(_)) => continue,
-            Some(Message::End) => return Ok(()),
-            Some(other) => {
+            .map_err(slow)?
+            .map_err(JobError::from)?
+            .ok_or(JobError::ClientGone)?;
+        match header.kind {
+            FrameKind::Data => timeout(idle, reader.skip_payload(header))
+                .await
+                .map_err(slow)?
+                .map_err(JobError::from)?,
+            FrameKind::End => {
+                timeout(idle, reader.read_body(header))
+                    .await
+                    .map_err(slow)?
+                    .map_err(JobError::from)?;
+                return Ok(());
+            }
+            other => {
                 return Err(JobError::UnexpectedFrame {
-                    got: other.kind().name(),
+                    got: other.name(),
                     state: "while discarding a failed job's input",
                 });
             }
-            None => return Err(JobError::ClientGone),
         }
     }
 }

@@ -268,7 +268,7 @@ async fn read_stage<R: AsyncRead + Unpin>(
                     // The other stages stopped (the job failed). Consume
                     // this frame's payload so the stream stays in step for
                     // the discard that follows.
-                    timeout(idle, reader.read_body(header))
+                    timeout(idle, reader.skip_payload(header))
                         .await
                         .map_err(slow_payload)??;
                     return Ok(ReadEnd::Stopped);
