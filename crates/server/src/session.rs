@@ -355,6 +355,7 @@ async fn discard_until_end<R: AsyncRead + Unpin>(
             .map_err(JobError::from)?
             .ok_or(JobError::ClientGone)?;
         match header.kind {
+            FrameKind::Data if header.len == 0 => return Err(job::empty_data_frame()),
             FrameKind::Data => timeout(idle, reader.skip_payload(header))
                 .await
                 .map_err(slow)?
