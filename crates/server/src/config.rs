@@ -647,12 +647,21 @@ impl Config {
         Ok(())
     }
 
-    /// Warnings about settings that work but are unsafe: a token file
-    /// that other users can read.
+    /// Warnings about settings that work but are unsafe: a token file or
+    /// TLS key file that other users can read, trusted proxies that cover
+    /// a whole address family.
     pub fn warnings(&self) -> Vec<String> {
-        self.access_token
+        let token = self
+            .access_token
             .iter()
-            .filter_map(|token| permission_warning(token.path(), "access token"))
+            .filter_map(|token| permission_warning(token.path(), "access token"));
+        let tls_key = self
+            .tls
+            .iter()
+            .filter_map(|tls| permission_warning(tls.key_path(), "TLS key"));
+        token
+            .chain(tls_key)
+            .chain(self.trusted_proxies.warnings())
             .collect()
     }
 
