@@ -148,6 +148,9 @@ async fn run(args: &Args) -> Result<()> {
         tls: args.tls.settings()?,
     };
     let mut client = Client::connect_with(&args.server, &options).await?;
+    if let Some(warning) = client.cleartext_warning() {
+        eprintln!("aescrypt: {warning}");
+    }
     client.set_idle_timeout(args.timeout);
     let report = if is_stdio(&args.output) {
         let mut stdout = tokio::io::stdout();
