@@ -21,6 +21,7 @@
 //!   driven by the `cost` benchmark and a fuzz target).
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
+//! * [`log_limit`]: log lines about clients, rate-limited per client.
 //! * [`client_key`]: who a client is for the per-client limits (an IPv4
 //!   address, an IPv6 prefix).
 //! * [`input_rate`]: the minimum input rate of a running job.
@@ -55,6 +56,7 @@ pub mod job;
 pub mod kdf_budget;
 pub mod lanes;
 pub mod limits;
+pub mod log_limit;
 pub mod metrics;
 pub mod pool;
 pub mod proxy;
