@@ -37,6 +37,8 @@
 //! * [`backend`]: which AES runs (`aes-backend`): VexRiscv's AES
 //!   instruction after a start-up self-test, or software.
 //! * [`error`]: why a job failed and what the client is told.
+//! * [`fd_limit`]: the open-file limit raised at start, `max-connections`
+//!   kept within it.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
 //! * [`secrets`]: no core dumps (a crash leaves no passwords or keys on disk).
@@ -51,6 +53,7 @@ pub mod client_key;
 pub mod config;
 pub mod defaults;
 pub mod error;
+pub mod fd_limit;
 pub mod input_rate;
 pub mod job;
 pub mod kdf_budget;
