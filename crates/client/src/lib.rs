@@ -12,6 +12,8 @@
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
+//! * [`cert_pin`]: pinned server certificates (`--tls-ca` with the server's
+//!   own certificate, `--tls-pin sha256:...`).
 //! * [`error`]: [`ClientError`], why an operation failed.
 //! * [`printable`]: server text made safe to print (control characters
 //!   escaped).
@@ -21,6 +23,7 @@
 //!   file, synced, then renamed into place.
 
 pub mod atomic_output;
+pub mod cert_pin;
 pub mod connection;
 pub mod error;
 pub mod job;
