@@ -244,6 +244,13 @@ pub struct Cli {
     #[arg(long)]
     pub print_config: bool,
 
+    /// Make a TLS key and a self-signed certificate for this machine's
+    /// names and addresses in DIR (aesd-key.pem, mode 600, and
+    /// aesd-cert.pem; never over existing files), print the pin clients
+    /// pass with --tls-pin, and exit
+    #[arg(long, value_name = "DIR")]
+    pub tls_self_signed: Option<PathBuf>,
+
     /// Once listening, write the process id to FILE (atomically); removed
     /// at a normal exit. Init scripts wait for it (S50aesd). Under systemd,
     /// `Type=notify` works without it (NOTIFY_SOCKET)

@@ -14,6 +14,7 @@
 //!   a job's stages get.
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
+//! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline;
@@ -70,6 +71,7 @@ pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;
+pub mod tls_init;
 
 pub use config::{Config, ConfigLayer};
 pub use server::{RunningServer, Server, ServerError};

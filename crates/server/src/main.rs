@@ -24,6 +24,9 @@ fn main() -> ExitCode {
     if let Some(path) = &cli.check_config {
         return check_config(path);
     }
+    if let Some(dir) = &cli.tls_self_signed {
+        return tls_self_signed(dir);
+    }
     let mut config = match Config::load(&cli) {
         Ok(config) => config,
         Err(err) => {
@@ -139,6 +142,46 @@ fn keep_connections_within_the_fd_limit(config: &mut Config) {
         );
         config.max_connections = fits;
         config.max_connections_per_client = config.max_connections_per_client.min(fits);
+    }
+}
+
+/// `--tls-self-signed DIR`: makes the key and certificate, prints where
+/// they are, the names they carry and the pin.
+fn tls_self_signed(dir: &std::path::Path) -> ExitCode {
+    use aesd_server::tls_init;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    match tls_init::make(
+        dir,
+        &tls_init::local_names(),
+        &tls_init::local_addresses(),
+        now,
+    ) {
+        Ok(made) => {
+            println!(
+                "wrote {} (mode 600) and {}",
+                made.key.display(),
+                made.cert.display()
+            );
+            println!("names: {}", made.names.join(", "));
+            println!("pin: {}", made.pin);
+            println!(
+                "serve: aesd --tls-cert {} --tls-key {}",
+                made.cert.display(),
+                made.key.display()
+            );
+            println!(
+                "clients: aescrypt --server HOST:7878 --tls-pin {} ... (or --tls-ca {})",
+                made.pin,
+                made.cert.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            ExitCode::FAILURE
+        }
     }
 }
 
