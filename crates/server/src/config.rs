@@ -141,6 +141,14 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kdf_budget: Option<u64>,
 
+    /// PBKDF2 iterations all clients together may make aesd run per
+    /// minute (key source 1), beside each one's kdf-budget: many addresses
+    /// cannot add up to every core. A begin over it gets busy. 0 turns it
+    /// off
+    #[arg(long, value_name = "ITERATIONS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kdf_budget_total: Option<u64>,
+
     /// Largest input one job may send, in bytes; past this the job fails with
     /// limit_exceeded
     #[arg(long, value_name = "BYTES")]
@@ -326,6 +334,8 @@ pub struct Config {
     pub input_rate_window: Duration,
     /// PBKDF2 iterations per client and minute (0: no budget).
     pub kdf_budget: u64,
+    /// PBKDF2 iterations per minute for all clients together (0: off).
+    pub kdf_budget_total: u64,
     /// Largest input of one job, in bytes.
     pub max_file_size: u64,
     /// Jobs per connection.
@@ -504,6 +514,7 @@ impl Config {
                 defaults::INPUT_RATE_WINDOW_SECS,
             )?,
             kdf_budget: layer.kdf_budget.unwrap_or(defaults::KDF_BUDGET),
+            kdf_budget_total: layer.kdf_budget_total.unwrap_or(defaults::KDF_BUDGET_TOTAL),
             max_file_size: layer.max_file_size.unwrap_or(defaults::MAX_FILE_SIZE),
             max_jobs_per_connection: layer
                 .max_jobs_per_connection
@@ -693,6 +704,7 @@ impl Config {
             min_input_rate: Some(self.min_input_rate),
             input_rate_window: Some(self.input_rate_window.as_secs_f64()),
             kdf_budget: Some(self.kdf_budget),
+            kdf_budget_total: Some(self.kdf_budget_total),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             tls_cert: self.tls.as_ref().map(|tls| tls.cert_path().to_owned()),

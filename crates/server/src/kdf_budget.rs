@@ -9,7 +9,8 @@
 //! stays open) and told when to retry. A job larger than the whole budget
 //! passes when the bucket is full and leaves it in debt, so `max-iter` jobs
 //! stay possible, one per refill. Key source 2 (the client derives) costs
-//! nothing here.
+//! nothing here. Beside the clients' buckets, one bucket for everyone
+//! (`kdf-budget-total`) bounds what many addresses can ask together.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -53,6 +54,8 @@ pub struct BudgetExceeded {
 pub struct KdfBudget {
     per_minute: u64,
     table: Mutex<Table>,
+    /// The bucket of all clients together (`kdf-budget-total`), if on.
+    total: Option<(u64, Mutex<Bucket>)>,
 }
 
 /// The buckets, and when a full table may be swept next.
@@ -78,7 +81,58 @@ impl KdfBudget {
         KdfBudget {
             per_minute,
             table: Mutex::new(Table::default()),
+            total: None,
         }
+    }
+
+    /// Also bounds all clients together to `per_minute` iterations per
+    /// minute (0: no such bound).
+    pub fn with_total(mut self, per_minute: u64) -> Self {
+        self.total = (per_minute > 0).then(|| {
+            (
+                per_minute,
+                Mutex::new(Bucket {
+                    tokens: per_minute as f64,
+                    updated: Instant::now(),
+                }),
+            )
+        });
+        self
+    }
+
+    /// Takes `iterations` from the bucket of all clients, or says when it
+    /// holds enough again.
+    fn take_total(
+        &self,
+        client: ClientKey,
+        iterations: u32,
+        now: Instant,
+    ) -> Result<(), BudgetExceeded> {
+        let Some((per_minute, bucket)) = &self.total else {
+            return Ok(());
+        };
+        let Ok(mut bucket) = bucket.lock() else {
+            return Ok(());
+        };
+        let capacity = *per_minute as f64;
+        let per_second = capacity / 60.0;
+        let level = bucket.level(now, per_second, capacity);
+        let wanted = f64::from(iterations);
+        let needed = wanted.min(capacity);
+        if level + 1e-6 < needed {
+            return Err(BudgetExceeded {
+                client,
+                iterations,
+                available: level.max(0.0) as u64,
+                per_minute: *per_minute,
+                retry: Duration::from_secs_f64((needed - level) / per_second),
+            });
+        }
+        *bucket = Bucket {
+            tokens: level - wanted,
+            updated: now,
+        };
+        Ok(())
     }
 
     /// Takes `iterations` from `client`'s bucket at `now`, or says why not.
@@ -131,6 +185,9 @@ impl KdfBudget {
                 retry: Duration::from_secs_f64((needed - level) / per_second),
             });
         }
+        // Everyone's bucket too; the client's is only charged when both
+        // have enough.
+        self.take_total(client, iterations, now)?;
         *bucket = Bucket {
             tokens: level - wanted,
             updated: now,
@@ -201,6 +258,33 @@ mod tests {
         let later = start + Duration::from_secs(20);
         budget.take(client(1), 10_000, later).expect("refilled");
         assert!(budget.take(client(1), 10_000, later).is_err());
+    }
+
+    #[test]
+    fn many_clients_together_stay_within_the_total() {
+        // 10 000 per client, 30 000 for everyone: the fourth client waits
+        // although its own bucket is full.
+        let budget = KdfBudget::new(10_000).with_total(30_000);
+        let start = Instant::now();
+        for n in 1..=3 {
+            budget.take(client(n), 10_000, start).expect("within both");
+        }
+        let refused = budget
+            .take(client(4), 10_000, start)
+            .expect_err("the total is used up");
+        assert_eq!(refused.per_minute, 30_000, "{refused}");
+        assert!(
+            (refused.retry.as_secs_f64() - 20.0).abs() < 0.01,
+            "{refused}"
+        );
+        // Its own bucket was not charged: after the total refills, it runs.
+        budget
+            .take(client(4), 10_000, start + Duration::from_secs(20))
+            .expect("refilled total, untouched own bucket");
+        let off = KdfBudget::new(10_000).with_total(0);
+        for n in 1..=10 {
+            off.take(client(n), 10_000, start).expect("no total");
+        }
     }
 
     #[test]

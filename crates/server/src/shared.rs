@@ -72,7 +72,7 @@ impl Shared {
             shutdown: Shutdown::new(),
             name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             auth_failures: FailureThrottle::new(config.auth_failure_delay),
-            kdf_budget: KdfBudget::new(config.kdf_budget),
+            kdf_budget: KdfBudget::new(config.kdf_budget).with_total(config.kdf_budget_total),
             log_limit: LogLimiter::default(),
             config,
             metrics,
