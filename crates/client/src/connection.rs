@@ -1,5 +1,6 @@
 //! A connection to aesd: connect, handshake, then jobs (see [`crate::job`]).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
@@ -49,6 +50,8 @@ pub struct Client {
     pub(crate) welcome: Welcome,
     pub(crate) broken: bool,
     pub(crate) idle_timeout: Duration,
+    /// The server's address when the connection is not under TLS.
+    pub(crate) cleartext_peer: Option<SocketAddr>,
 }
 
 impl Client {
@@ -193,8 +196,11 @@ impl Client {
     /// through a tunnel, or on which a test wrote a PROXY header first.
     pub async fn over(stream: TcpStream) -> Result<Client, ClientError> {
         let _ = stream.set_nodelay(true);
+        let peer = stream.peer_addr().ok();
         let (read, write) = stream.into_split();
-        Client::handshake(Box::new(read), Box::new(write)).await
+        let mut client = Client::handshake(Box::new(read), Box::new(write)).await?;
+        client.cleartext_peer = peer;
+        Ok(client)
     }
 
     /// The hello and welcome over a connected byte stream.
@@ -225,7 +231,17 @@ impl Client {
             welcome,
             broken: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            cleartext_peer: None,
         })
+    }
+
+    /// A warning when this connection carries jobs in the clear to a
+    /// server that is not on this host: the key and IV of key source 2 (or
+    /// the password of key source 1) and the file then cross the network
+    /// readable by anyone on the path. `None` under TLS or to a loopback
+    /// address.
+    pub fn cleartext_warning(&self) -> Option<String> {
+        cleartext_warning(self.cleartext_peer?)
     }
 
     /// The server's welcome: its name and data limit.
@@ -275,6 +291,17 @@ pub fn parse_server_address(text: &str) -> Result<String, String> {
     }
 }
 
+/// The warning [`Client::cleartext_warning`] gives for a plain connection
+/// to `peer`; `None` for loopback (127.0.0.0/8, ::1, IPv4-mapped loopback).
+pub fn cleartext_warning(peer: SocketAddr) -> Option<String> {
+    if peer.ip().to_canonical().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "warning: {peer} is not this host and the connection is not encrypted: the key and IV (or the password) and the file cross the network in the clear; use --tls-ca FILE (or --tls) with a server started with --tls-cert"
+    ))
+}
+
 /// Parses a `--timeout SECS` argument: a number of seconds above 0
 /// (fractions allowed), at most a billion.
 pub fn parse_idle_timeout(text: &str) -> Result<Duration, String> {
@@ -320,6 +347,28 @@ fn tls_failure(err: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cleartext_to_another_host_is_warned_about_and_loopback_is_not() {
+        let warning = cleartext_warning("192.0.2.7:7878".parse().expect("addr")).expect("warned");
+        assert!(
+            warning.contains("192.0.2.7:7878") && warning.contains("--tls"),
+            "{warning}"
+        );
+        assert!(cleartext_warning("[2001:db8::1]:7878".parse().expect("addr")).is_some());
+        for local in [
+            "127.0.0.1:7878",
+            "127.3.2.1:1",
+            "[::1]:7878",
+            "[::ffff:127.0.0.1]:7878",
+        ] {
+            assert_eq!(
+                cleartext_warning(local.parse().expect("addr")),
+                None,
+                "{local}"
+            );
+        }
+    }
 
     #[test]
     fn data_limits_outside_the_protocol_bounds_are_refused() {

@@ -59,6 +59,19 @@ pub enum ClientError {
         /// The client's count.
         client: u64,
     },
+    /// An encryption's output does not start with the header this client
+    /// asked for: `Salted__`, then (when this client derived the key) the
+    /// salt it sent. Such a file would not decrypt with the password.
+    #[error(
+        "the server's output starts with {got}, not the {expected} this client asked for: the file would not decrypt"
+    )]
+    WrongHeader {
+        /// The header expected, in hex (`Salted__` and the salt, or
+        /// `Salted__` alone when the server chose the salt).
+        expected: String,
+        /// The bytes that came, in hex.
+        got: String,
+    },
     /// The server sent nothing (or read nothing) for the idle timeout
     /// during a job.
     #[error("the server was silent for {secs} s {state}")]
@@ -165,7 +178,8 @@ impl ClientError {
             | ClientError::NotAesd { .. }
             | ClientError::Version(_)
             | ClientError::BadDataLimit { .. }
-            | ClientError::CountMismatch { .. } => "protocol",
+            | ClientError::CountMismatch { .. }
+            | ClientError::WrongHeader { .. } => "protocol",
             ClientError::IdleTimeout { .. } => "timeout",
             ClientError::Input(_) => "input",
             ClientError::Output(_) => "output",

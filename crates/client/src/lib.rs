@@ -12,6 +12,8 @@
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
+//! * [`cert_pin`]: pinned server certificates (`--tls-ca` with the server's
+//!   own certificate, `--tls-pin sha256:...`).
 //! * [`error`]: [`ClientError`], why an operation failed.
 //! * [`error_line`]: an error and its causes on one line, each once.
 //! * [`generate`]: `--generate man|complete-*`: man page and shell
@@ -29,6 +31,7 @@
 //!   through; checked before any work starts.
 
 pub mod atomic_output;
+pub mod cert_pin;
 pub mod connection;
 pub mod error;
 pub mod error_line;

@@ -248,6 +248,9 @@ async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> 
         tls: args.tls.settings()?,
     };
     let mut client = Client::connect_within(&args.server, &options, args.timeout).await?;
+    if let Some(warning) = client.cleartext_warning() {
+        eprintln!("aescrypt: {warning}");
+    }
     client.set_idle_timeout(args.timeout);
     let report = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
