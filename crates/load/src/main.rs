@@ -496,6 +496,21 @@ fn plans(
     Ok(plans)
 }
 
+/// Warns on stderr, once per server, when a server is not on this host and
+/// the jobs (password or key and IV, and the files) would cross the network
+/// without TLS. A name that does not resolve is left to the run's errors.
+async fn warn_cleartext(servers: &[String]) {
+    for server in servers {
+        let first = tokio::net::lookup_host(server.as_str())
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next());
+        if let Some(warning) = first.and_then(aesd_client::connection::cleartext_warning) {
+            eprintln!("aesload: {server}: {warning}");
+        }
+    }
+}
+
 async fn run(args: Args) -> Result<RunEnd> {
     let outputs = Outputs::check(&args)?;
     let password = match (&args.pass, &args.password_file) {
@@ -541,6 +556,9 @@ async fn run(args: Args) -> Result<RunEnd> {
         }
         None if servers.len() == 1 => outln!("server: {}", servers[0]),
         None => outln!("servers (round-robin): {}", servers.join(", ")),
+    }
+    if embedded.is_none() && args.tls.settings()?.is_none() {
+        warn_cleartext(&servers).await;
     }
 
     let (interrupt, stop) = Interrupt::new();
