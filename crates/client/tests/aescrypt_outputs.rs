@@ -174,6 +174,47 @@ async fn a_character_device_a_fifo_and_stdout_are_written_through() {
     server.shutdown().await;
 }
 
+/// `aescrypt -o - | head -c 16`: the reader closes the pipe after 16
+/// bytes; aescrypt ends quietly (no message) with SIGPIPE's status, 141.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_stdout_pipe_ends_quietly() {
+    let server = start_server(ConfigLayer::default()).await;
+    let addr = server.addr().to_string();
+    let f = fixture("aescrypt-closed-pipe");
+    let big = f.dir.join("big");
+    std::fs::write(&big, pattern_bytes(5, 8 << 20)).expect("write");
+    let password = f.password.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut aescrypt = Command::new(env!("CARGO_BIN_EXE_aescrypt"))
+            .args(["encrypt", "--server", &addr, "--password-file"])
+            .arg(&password)
+            .arg("-i")
+            .arg(&big)
+            .args(["-o", "-", "--iter", "1000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run aescrypt");
+        let mut stdout = aescrypt.stdout.take().expect("stdout");
+        let mut first = [0u8; 16];
+        std::io::Read::read_exact(&mut stdout, &mut first).expect("16 bytes");
+        drop(stdout);
+        (first, aescrypt.wait_with_output().expect("wait"))
+    })
+    .await
+    .expect("join");
+    let (first, out) = out;
+    assert_eq!(&first[..8], b"Salted__");
+    assert_eq!(out.status.code(), Some(141), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "quiet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.shutdown().await;
+}
+
 /// Bad output paths are refused before anything else: no server listens
 /// on port 1, yet the message is about the output.
 #[test]
@@ -201,6 +242,7 @@ fn a_directory_or_a_missing_directory_is_refused_before_any_work() {
 async fn sigint_removes_the_temporary_file_and_exits_130() {
     let server = start_server(ConfigLayer::default()).await;
     let addr = server.addr().to_string();
+    let admission = std::sync::Arc::clone(&server.shared().admission);
     tokio::task::spawn_blocking(move || {
         let f = fixture("aescrypt-sigint");
         let out = f.dir.join("out.enc");
@@ -214,13 +256,16 @@ async fn sigint_removes_the_temporary_file_and_exits_130() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn aescrypt");
-        // The job runs once its temporary file exists; stdin stays open
-        // and empty, so it waits there.
+        // Held open (and empty) until aescrypt has exited: the job waits
+        // for input, so only the signal can end it.
+        let stdin = child.stdin.take().expect("stdin");
+        // The job runs once the server has admitted it (its temporary file
+        // exists then too; aescrypt catches signals before it connects).
         let mut polls = 0;
-        while names(&f.dir.join("")).len() < 4 {
+        while admission.occupancy().active == 0 {
             assert!(child.try_wait().expect("wait").is_none(), "aescrypt ended");
             polls += 1;
-            assert!(polls < 2000, "no temporary file appeared");
+            assert!(polls < 4000, "the job was never admitted");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(
@@ -234,6 +279,7 @@ async fn sigint_removes_the_temporary_file_and_exits_130() {
             .expect("kill");
         assert!(status.success());
         let output = child.wait_with_output().expect("wait");
+        drop(stdin);
         assert_eq!(output.status.code(), Some(130));
         assert_eq!(
             String::from_utf8_lossy(&output.stderr).trim(),

@@ -160,14 +160,35 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run_until_signal(&args, output, password)) {
+    let ended = runtime.block_on(run_until_signal(&args, output, password));
+    // Without waiting for blocking tasks: after a signal, the stdin reader
+    // may be blocked in a read that never returns (a terminal, an open
+    // pipe).
+    runtime.shutdown_background();
+    match ended {
         Ok(Ended::Done) => ExitCode::SUCCESS,
         Ok(Ended::Signal(code)) => ExitCode::from(code),
+        // `aescrypt -o - | head`: the reader closed the pipe on purpose.
+        // Ends quietly, with the status a process killed by SIGPIPE has
+        // (what `cat` or `openssl enc` give there).
+        Err(err) if closed_pipe(&err) => ExitCode::from(128 + 13),
         Err(err) => {
             eprintln!("aescrypt: {}", error_line(err.as_ref()));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `err` comes from writing to a pipe whose reader has gone.
+fn closed_pipe(err: &anyhow::Error) -> bool {
+    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(broken)
+            || matches!(
+                cause.downcast_ref::<aesd_client::ClientError>(),
+                Some(aesd_client::ClientError::Output(io)) if broken(io)
+            )
+    })
 }
 
 /// How aescrypt's run ended, when not by an error.
