@@ -87,7 +87,9 @@ stop it, or press Ctrl-A then X to kill qemu.
   --port-metrics N    --net user: host port for the guest's /metrics [interactive: 9878 if
                       free, --smoke: a free port]
   --timeout SECS      --smoke: limit for boot + load + poweroff, after the
-                      builds [300]
+                      builds [300; with --load $LOAD_TIMEOUT: a study suite takes
+                      minutes on the emulated CPU, e.g. thousand --scale
+                      0.01 moves 551 MB at 1-3 MB/s]
   --load "ARGS"       --smoke: aesload arguments instead of the default suite
                       [$DEFAULT_LOAD]
   --aesload PATH      --smoke: the host aesload to use [built with cargo build
@@ -127,7 +129,7 @@ overlay=""
 port_aesd=""
 port_metrics=""
 net=auto
-timeout_s=300
+timeout_s=""
 load="$DEFAULT_LOAD"
 aesload=""
 json_out=""
@@ -230,6 +232,9 @@ fi
 if [[ -n "$port_aesd" && "$port_aesd" == "$port_metrics" ]]; then
 	echo "run.sh: --port-aesd and --port-metrics must differ" >&2
 	exit 2
+fi
+if [[ -z "$timeout_s" ]]; then
+	if [[ "$load" == "$DEFAULT_LOAD" ]]; then timeout_s=300; else timeout_s=$LOAD_TIMEOUT; fi
 fi
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || {
 	echo "run.sh: --timeout needs a positive number of seconds, not '$timeout_s'" >&2

@@ -7,6 +7,10 @@
 # qemu state (board.sh, qemu.sh).
 
 DEFAULT_LOAD="--clients 8 --chunk 4 --sizes 64K,1M,2M --iter 1000"
+# --timeout's default with --load: a study suite takes minutes on the
+# emulated CPU (thousand --scale 0.01 moves 551 MB at 1.3-3.4 MB/s: 164 s of
+# load on a quieter machine, 411 s at load 6-8, which 300 s cut off).
+LOAD_TIMEOUT=3600
 # Fixed limits of the smoke test, within --timeout (seconds).
 BOOT_LIMIT=120
 READY_LIMIT=30
