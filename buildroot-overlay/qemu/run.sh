@@ -3,14 +3,16 @@
 # SoC's CPU (2 harts, rv32imac, no FPU) and 256 MiB, an rv32 Linux kernel,
 # OpenSBI and an initramfs of BusyBox + our buildroot-overlay/ + the
 # riscv32imac aesd, started by S50aesd at boot as on the board. The host
-# reaches aesd and its metrics through qemu's user networking (hostfwd on
-# 127.0.0.1 only). Interactive by default; --smoke is the CI test.
+# reaches aesd and its metrics over a TAP device in a network namespace made
+# for the run (--smoke as root), or through qemu's user networking (hostfwd
+# on 127.0.0.1 only). Interactive by default; --smoke is the CI test.
 # See --help, and docs/emulated-board.md.
 #
 # Layout: this file holds the options and the order of the stages; lib/
 # holds the stages, one concern each: board.sh (the board qemu runs),
 # builds.sh (kernel/firmware/BusyBox, the riscv32imac aesd and overlay, the
-# host aesload), initramfs.sh, ports.sh, qemu.sh (start, console, stop),
+# host aesload), initramfs.sh, net.sh (TAP in a namespace, or user network),
+# ports.sh, qemu.sh (start, console, stop),
 # smoke.sh (the --smoke checks), interactive.sh, common.sh (output, work
 # folder and cleanup). tests.sh shares builds.sh.
 set -Eeuo pipefail
@@ -28,6 +30,8 @@ repo="$(cd "$here/../.." && pwd)"
 . "$here/lib/builds.sh"
 # shellcheck source=buildroot-overlay/qemu/lib/initramfs.sh
 . "$here/lib/initramfs.sh"
+# shellcheck source=buildroot-overlay/qemu/lib/net.sh
+. "$here/lib/net.sh"
 # shellcheck source=buildroot-overlay/qemu/lib/ports.sh
 . "$here/lib/ports.sh"
 # shellcheck source=buildroot-overlay/qemu/lib/qemu.sh
@@ -48,15 +52,23 @@ made of a static BusyBox (busybox init, Buildroot-style rcS), the overlay
 assembled by buildroot-overlay/assemble.sh with the riscv32imac aesd, and the
 emulated board's own files (buildroot-overlay/qemu/guest/; its
 etc/network/interfaces replaces the overlay's example: 10.0.2.15/24, gateway
-10.0.2.2, qemu's user network). S50aesd starts aesd at boot. The host reaches
-the guest's aesd ($GUEST_AESD_PORT) and metrics ($GUEST_METRICS_PORT) ports on 127.0.0.1 only.
+10.0.2.2). S50aesd starts aesd at boot.
+
+The network (--net): "tap" puts the board on a TAP device in a network
+namespace made for this run (aesd-board-PID-N; its end of the TAP is
+10.0.2.2/24, the guest 10.0.2.15), and runs qemu, aesload and curl in it, so
+every connect reaches the guest's own TCP stack as on the board's LAN; it
+needs root and is removed at exit. "user" is qemu's user network: the
+guest's aesd ($GUEST_AESD_PORT) and metrics ($GUEST_METRICS_PORT) ports forwarded to 127.0.0.1 only
+(hostfwd); no privileges, but hostfwd listens with a backlog of 1 and drops
+connects that arrive together (the large and thousand suites time out).
 
 Builds what it needs first (buildroot-overlay/qemu/build.sh into
 \$AESD_QEMU_HOME, now $AESD_QEMU_HOME; scripts/cross/setup.sh and
 build-all.sh for the riscv32imac aesd; with --smoke the host aesload).
 
 Without --smoke: the guest's serial console (a root shell) on this
-terminal, and the forwarded ports printed. Type 'poweroff' in the guest to
+terminal, and the forwarded ports (or the namespace's commands) printed. Type 'poweroff' in the guest to
 stop it, or press Ctrl-A then X to kill qemu.
 
   --smoke             boot, wait for S50aesd and aesd's /metrics, run an aesload
@@ -66,12 +78,18 @@ stop it, or press Ctrl-A then X to kill qemu.
   --overlay DIR       use DIR, an assembled overlay (assemble.sh --out DIR,
                       with usr/bin/aesd), as is, modes included, instead of
                       building the riscv32imac aesd and assembling one
-  --port-aesd N       host port for the guest's aesd [interactive: 7878 if
+  --net auto|tap|user the board's network [auto: --smoke takes tap if it can
+                      be made (root, /dev/net/tun, ip netns), else user and
+                      says why; interactive runs and --port-* take user];
+                      tap that cannot be made exits 4
+  --port-aesd N       --net user: host port for the guest's aesd [interactive: 7878 if
                       free, --smoke: a free port]
-  --port-metrics N    host port for the guest's /metrics [interactive: 9878 if
+  --port-metrics N    --net user: host port for the guest's /metrics [interactive: 9878 if
                       free, --smoke: a free port]
   --timeout SECS      --smoke: limit for boot + load + poweroff, after the
-                      builds [300]
+                      builds [300; with --load $LOAD_TIMEOUT: a study suite takes
+                      minutes on the emulated CPU, e.g. thousand --scale
+                      0.01 moves 551 MB at 1-3 MB/s]
   --load "ARGS"       --smoke: aesload arguments instead of the default suite
                       [$DEFAULT_LOAD]
   --aesload PATH      --smoke: the host aesload to use [built with cargo build
@@ -101,7 +119,8 @@ Exit status:
   2  bad usage
   3  a build or setup step failed (kernel, OpenSBI, BusyBox, aesd, aesload,
      assemble.sh, the initramfs)
-  4  qemu could not start (e.g. a port given by hand is in use)
+  4  qemu could not start (e.g. a port given by hand is in use), or --net tap
+     could not make its namespace or TAP device
 EOF
 }
 
@@ -109,7 +128,8 @@ smoke=0
 overlay=""
 port_aesd=""
 port_metrics=""
-timeout_s=300
+net=auto
+timeout_s=""
 load="$DEFAULT_LOAD"
 aesload=""
 json_out=""
@@ -130,6 +150,11 @@ while (($#)); do
 		--overlay)
 			need "$@"
 			overlay="$2"
+			shift
+			;;
+		--net)
+			need "$@"
+			net="$2"
 			shift
 			;;
 		--port-aesd)
@@ -193,9 +218,23 @@ for p in "$port_aesd" "$port_metrics"; do
 		exit 2
 	fi
 done
+case "$net" in
+	auto | tap | user) ;;
+	*)
+		echo "run.sh: --net must be auto, tap or user, not '$net'" >&2
+		exit 2
+		;;
+esac
+if [[ "$net" == tap && -n "$port_aesd$port_metrics" ]]; then
+	echo "run.sh: --port-aesd and --port-metrics are host ports of --net user; with --net tap the guest's own ports ($GUEST_AESD_PORT, $GUEST_METRICS_PORT) are used" >&2
+	exit 2
+fi
 if [[ -n "$port_aesd" && "$port_aesd" == "$port_metrics" ]]; then
 	echo "run.sh: --port-aesd and --port-metrics must differ" >&2
 	exit 2
+fi
+if [[ -z "$timeout_s" ]]; then
+	if [[ "$load" == "$DEFAULT_LOAD" ]]; then timeout_s=300; else timeout_s=$LOAD_TIMEOUT; fi
 fi
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || {
 	echo "run.sh: --timeout needs a positive number of seconds, not '$timeout_s'" >&2
@@ -251,5 +290,6 @@ if ((build_only)); then
 fi
 
 check_given_ports
+choose_network
 if ((smoke == 0)); then run_interactive; fi
 smoke_test

@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # sourced: globals of the sourcing script
 # The emulated board: what qemu-system-riscv32 runs (CPU, harts, memory,
 # firmware, kernel, initramfs, network) and where build.sh caches it.
-# Reads $images (build.sh's out/), $run (the run's work folder) and
-# $port_aesd / $port_metrics (the host ends of the forwarded ports).
+# Reads $images (build.sh's out/) and $run (the run's work folder); the
+# network is net.sh's (netdev_arg).
 
 TARGET="riscv32imac-unknown-linux-musl"
 # The board's CPU: rv32 with C, without F/D, and without what QEMU 7.2's rv32
@@ -21,6 +21,6 @@ qemu_args() {
 	printf '%s\n' -name aesd-emulated-board -machine virt -cpu "$CPU" -smp "$SMP" -m "$MEM" \
 		-bios "$images/fw_dynamic.bin" -kernel "$images/Image" -initrd "$run/initramfs.cpio.gz" \
 		-append "console=ttyS0 panic=-1" \
-		-netdev "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port_aesd-:$GUEST_AESD_PORT,hostfwd=tcp:127.0.0.1:$port_metrics-:$GUEST_METRICS_PORT" \
+		-netdev "$(netdev_arg)" \
 		-device virtio-net-device,netdev=net0 -device virtio-rng-device -no-reboot
 }

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154 # sourced: globals of the sourcing script
 # run.sh's output helpers, clock, and work folder: $run (mktemp), removed at
 # exit unless --keep ($keep) or the run failed ($failed), after qemu is
-# stopped (stop_qemu, qemu.sh).
+# stopped (stop_qemu, qemu.sh) and the TAP network removed (net.sh).
 
 say() { printf '[emulated-board] %s\n' "$*" >&2; }
 now() { echo "$EPOCHREALTIME"; }
@@ -21,6 +21,7 @@ open_work_folder() {
 cleanup() {
 	local status=$?
 	stop_qemu
+	teardown_network
 	if ((keep || failed)); then
 		say "work folder kept: $run"
 	else

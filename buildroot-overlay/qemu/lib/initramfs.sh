@@ -26,7 +26,7 @@ make_initramfs() {
 	) || build_fail "could not lay out the initramfs skeleton in $root"
 	cp -a "$overlay/." "$root/" || build_fail "could not copy the overlay $overlay"
 	if [[ -f "$overlay/etc/network/interfaces" ]]; then
-		say "etc/network/interfaces: the overlay's (board example) is replaced by the emulated board's (10.0.2.15/24, qemu user networking)"
+		say "etc/network/interfaces: the overlay's (board example) is replaced by the emulated board's (10.0.2.15/24, gateway 10.0.2.2)"
 	fi
 	(
 		cd "$repo/buildroot-overlay/qemu/guest"

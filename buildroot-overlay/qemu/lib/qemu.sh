@@ -1,9 +1,10 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # sourced: globals of the sourcing script
 # Running the board in --smoke mode: qemu-system-riscv32 in the background
 # with its serial console on a FIFO (fd 7, written by us) and a log file
-# ($console, set by the caller), started on free ports (retried when qemu cannot bind them),
-# the console read back, and qemu stopped. Reads $run, $verbose and the
-# ports (ports.sh); sets $qemu_pid, $t_qemu and $tail_pid.
+# ($console, set by the caller), on the TAP network (in its namespace) or on
+# the user network's free ports (retried when qemu cannot bind them), the
+# console read back, and qemu stopped. Reads $run, $verbose, the network
+# (net.sh) and the ports (ports.sh); sets $qemu_pid, $t_qemu and $tail_pid.
 
 qemu_pid=""
 tail_pid=""
@@ -21,7 +22,7 @@ start_qemu() {
 	local -a args
 	: >"$console"
 	mapfile -t args < <(qemu_args)
-	qemu-system-riscv32 "${args[@]}" -display none -monitor none -serial stdio \
+	"${net_exec[@]}" qemu-system-riscv32 "${args[@]}" -display none -monitor none -serial stdio \
 		<"$run/console.in" >"$console" 2>"$run/qemu.err" &
 	qemu_pid=$!
 }
@@ -33,8 +34,8 @@ boot_qemu() {
 	mkfifo "$run/console.in"
 	exec 7<>"$run/console.in"
 	while :; do
-		pick_ports
-		say "booting: -cpu $CPU -smp $SMP -m $MEM; aesd on 127.0.0.1:$port_aesd, metrics on 127.0.0.1:$port_metrics"
+		[[ "$net_kind" == tap ]] || pick_ports
+		say "booting: -cpu $CPU -smp $SMP -m $MEM; aesd on $board_host:$port_aesd, metrics on $board_host:$port_metrics"
 		t_qemu="$(now)"
 		start_qemu
 		sleep 0.5

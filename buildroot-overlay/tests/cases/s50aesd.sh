@@ -15,7 +15,7 @@ t_sandbox() {
 	cp -a "$overlay_out/." "$sandbox/"
 	sed -i -e "s/^listen = .*/listen = \"127.0.0.1:$port\"/" \
 		-e "s/^metrics-listen = .*/metrics-listen = \"127.0.0.1:0\"/" "$sandbox/etc/aesd/aesd.toml"
-	for tool in sh start-stop-daemon sed tail grep date sleep kill cat wc mv mkdir; do
+	for tool in sh start-stop-daemon sed tail grep date sleep kill cat wc mv cp mkdir; do
 		[ -e "$sandbox/bin/$tool" ] || die "busybox in the sandbox lacks $tool"
 	done
 	sbx /usr/bin/aesd --check-config /etc/aesd/aesd.toml
@@ -47,6 +47,18 @@ t_start() {
 }
 
 harness_test "S50aesd start: OK, pid file names aesd" t_start
+
+t_open_file_limit() {
+	local pid
+	pid=$(sandbox_pid)
+	grep -Eq '^Max open files +4096 +4096 ' "/proc/$pid/limits" ||
+		die "aesd's open-file limit is not AESD_NOFILE's 4096:" "$(grep 'open files' "/proc/$pid/limits")"
+	if grep -q 'max-connections .* lowered' "$sandbox/var/log/aesd.log"; then
+		die "aesd lowered max-connections:" "$(grep lowered "$sandbox/var/log/aesd.log")"
+	fi
+}
+
+harness_test "S50aesd starts aesd with AESD_NOFILE (4096) open files: max-connections fits" t_open_file_limit
 
 t_start_when_running() {
 	local pid
@@ -288,6 +300,32 @@ t_log_rotation() {
 }
 
 harness_test "log rotation past AESD_LOG_MAX at start" t_log_rotation
+
+# While aesd runs, its log is capped too: 300 port probes, each a debug line
+# (about 100 bytes), against AESD_LOG_MAX=4096 checked every second.
+t_log_cap_while_running() {
+	rm -f "$sandbox/var/log/aesd.log" "$sandbox/var/log/aesd.log.1"
+	local -a env=(AESD_LOG_MAX=4096 AESD_LOG_CHECK=1 "AESD_ARGS=--log debug")
+	init_script "${env[@]}" start
+	expect_rc 0 "$rc" "start"
+	local i size
+	for i in $(seq 1 300); do
+		exec 3<>"/dev/tcp/127.0.0.1/$port" || die "probe $i"
+		exec 3>&-
+	done
+	sleep 2.5
+	[ -s "$sandbox/var/log/aesd.log.1" ] || die "the log was not moved aside while aesd ran"
+	size=$(wc -c <"$sandbox/var/log/aesd.log")
+	echo "log after 300 probes: $size bytes, aesd.log.1 $(wc -c <"$sandbox/var/log/aesd.log.1") bytes"
+	[ "$size" -le 4096 ] || die "the log holds $size bytes"
+	[ -e "$sandbox/var/run/aesd.pid.logcap" ] || die "no watcher pid file"
+	init_script "${env[@]}" stop
+	expect_rc 0 "$rc" "stop"
+	[ ! -e "$sandbox/var/run/aesd.pid.logcap" ] || die "watcher pid file left behind"
+	nothing_running
+}
+
+harness_test "log capped at AESD_LOG_MAX while aesd runs (AESD_LOG_CHECK)" t_log_cap_while_running
 
 # An aesd that ignores SIGTERM: stop waits shutdown-grace (1 s, from
 # --print-config) + AESD_STOP_MARGIN (1 s), then sends SIGKILL.

@@ -94,6 +94,19 @@ impl ChunkBuf<alloc::vec::Vec<u8>> {
     }
 }
 
+#[cfg(feature = "alloc")]
+impl ChunkBuf<zeroize::Zeroizing<alloc::vec::Vec<u8>>> {
+    /// A buffer for payloads of up to `capacity` bytes whose storage is
+    /// wiped when it is dropped (a chunk holds plaintext, before an
+    /// encryption or after a decryption).
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::new(zeroize::Zeroizing::new(alloc::vec![
+            0;
+            Self::HEADROOM + capacity + BLOCK
+        ]))
+    }
+}
+
 impl<S: AsRef<[u8]> + AsMut<[u8]>> ChunkBuf<S> {
     /// Bytes reserved before the payload for a carried block.
     pub const HEADROOM: usize = BLOCK;

@@ -1,10 +1,13 @@
 //! A connection to aesd: connect, handshake, then jobs (see [`crate::job`]).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
 use aesd_proto::limits::{MAX_FRAME_PAYLOAD, MIN_DATA_CHUNK};
-use aesd_proto::{AuthToken, FrameError, FrameReader, FrameWriter, Hello, Message, Welcome};
+use aesd_proto::{
+    AuthToken, ErrorCode, FrameError, FrameReader, FrameWriter, Hello, Message, Welcome,
+};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
@@ -47,6 +50,8 @@ pub struct Client {
     pub(crate) welcome: Welcome,
     pub(crate) broken: bool,
     pub(crate) idle_timeout: Duration,
+    /// The server's address when the connection is not under TLS.
+    pub(crate) cleartext_peer: Option<SocketAddr>,
 }
 
 impl Client {
@@ -75,19 +80,25 @@ impl Client {
     /// Connects to `addr` (`host:port`) with `options`: TLS first when
     /// given, then the handshake, then the token when the server asks.
     pub async fn connect_with(addr: &str, options: &ConnectOptions) -> Result<Client, ClientError> {
+        Self::connect_within(addr, options, CONNECT_TIMEOUT).await
+    }
+
+    /// [`Client::connect_with`] with `limit` for the TCP connection and,
+    /// separately, for the welcome: a peer that accepts the connection
+    /// but sends no welcome within `limit` (or sends something else) is
+    /// [`ClientError::NotAesd`].
+    pub async fn connect_within(
+        addr: &str,
+        options: &ConnectOptions,
+        limit: Duration,
+    ) -> Result<Client, ClientError> {
         let token = options.token.as_ref();
-        let connect = Self::connect_inner(addr, options.tls.as_ref());
-        let mut client = tokio::time::timeout(CONNECT_TIMEOUT, connect)
-            .await
-            .map_err(|_| ClientError::ConnectTimeout {
-                addr: addr.to_owned(),
-                secs: CONNECT_TIMEOUT.as_secs(),
-            })??;
+        let mut client = Self::connect_inner(addr, options.tls.as_ref(), limit).await?;
         if client.welcome.token_required {
             let token = token.ok_or_else(|| ClientError::TokenRequired {
                 addr: addr.to_owned(),
             })?;
-            tokio::time::timeout(AUTH_TIMEOUT, client.authenticate(token))
+            tokio::time::timeout(AUTH_TIMEOUT, client.authenticate(addr, token))
                 .await
                 .map_err(|_| ClientError::AuthTimeout {
                     addr: addr.to_owned(),
@@ -97,7 +108,7 @@ impl Client {
         Ok(client)
     }
 
-    async fn authenticate(&mut self, token: &AuthToken) -> Result<(), ClientError> {
+    async fn authenticate(&mut self, addr: &str, token: &AuthToken) -> Result<(), ClientError> {
         self.writer
             .send(&Message::Auth(token.clone()))
             .await
@@ -107,6 +118,12 @@ impl Client {
             })?;
         match self.reader.read_message().await? {
             Some(Message::Authorized) => Ok(()),
+            Some(Message::Error(error)) if error.code == ErrorCode::Unauthorized => {
+                Err(ClientError::TokenRejected {
+                    addr: addr.to_owned(),
+                    frame: error,
+                })
+            }
             Some(Message::Error(error)) => Err(ClientError::Server(error)),
             Some(other) => Err(ClientError::Unexpected {
                 got: other.kind().name(),
@@ -116,36 +133,74 @@ impl Client {
         }
     }
 
-    async fn connect_inner(addr: &str, tls: Option<&TlsSettings>) -> Result<Client, ClientError> {
-        let stream = TcpStream::connect(addr)
+    async fn connect_inner(
+        addr: &str,
+        tls: Option<&TlsSettings>,
+        limit: Duration,
+    ) -> Result<Client, ClientError> {
+        let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
             .await
+            .map_err(|_| ClientError::ConnectTimeout {
+                addr: addr.to_owned(),
+                secs: limit.as_secs_f64(),
+            })?
             .map_err(|source| ClientError::Connect {
                 addr: addr.to_owned(),
                 source,
             })?;
         let Some(tls) = tls else {
-            return Client::over(stream).await;
+            // The TCP connection is up: from here the time limit is the
+            // welcome's, and a peer that misses it is no aesd.
+            let not_aesd = |reason: String| ClientError::NotAesd {
+                addr: addr.to_owned(),
+                reason,
+            };
+            return match tokio::time::timeout(limit, Client::over(stream)).await {
+                Err(_) => Err(not_aesd(format!(
+                    "it accepted the connection but sent no welcome within {} s",
+                    limit.as_secs_f64()
+                ))),
+                Ok(Err(ClientError::Frame(FrameError::Protocol(err)))) => {
+                    Err(not_aesd(format!("it answered with something else ({err})")))
+                }
+                Ok(Err(ClientError::Frame(FrameError::Truncated { .. }) | ClientError::Closed)) => {
+                    Err(not_aesd(
+                        "it closed the connection without a welcome".to_owned(),
+                    ))
+                }
+                Ok(result) => result,
+            };
         };
-        let _ = stream.set_nodelay(true);
-        let (connector, name) = tls.for_addr(addr)?;
-        let stream =
-            connector
-                .connect(name, stream)
-                .await
-                .map_err(|err| ClientError::TlsHandshake {
-                    addr: addr.to_owned(),
-                    detail: tls_failure(&err),
+        let secured =
+            async {
+                let _ = stream.set_nodelay(true);
+                let (connector, name) = tls.for_addr(addr)?;
+                let stream = connector.connect(name, stream).await.map_err(|err| {
+                    ClientError::TlsHandshake {
+                        addr: addr.to_owned(),
+                        detail: tls_failure(&err),
+                    }
                 })?;
-        let (read, write) = tokio::io::split(stream);
-        Client::handshake(Box::new(read), Box::new(write)).await
+                let (read, write) = tokio::io::split(stream);
+                Client::handshake(Box::new(read), Box::new(write)).await
+            };
+        tokio::time::timeout(limit, secured)
+            .await
+            .map_err(|_| ClientError::ConnectTimeout {
+                addr: addr.to_owned(),
+                secs: limit.as_secs_f64(),
+            })?
     }
 
     /// Handshakes over a stream that is already connected: one that went
     /// through a tunnel, or on which a test wrote a PROXY header first.
     pub async fn over(stream: TcpStream) -> Result<Client, ClientError> {
         let _ = stream.set_nodelay(true);
+        let peer = stream.peer_addr().ok();
         let (read, write) = stream.into_split();
-        Client::handshake(Box::new(read), Box::new(write)).await
+        let mut client = Client::handshake(Box::new(read), Box::new(write)).await?;
+        client.cleartext_peer = peer;
+        Ok(client)
     }
 
     /// The hello and welcome over a connected byte stream.
@@ -176,7 +231,17 @@ impl Client {
             welcome,
             broken: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            cleartext_peer: None,
         })
+    }
+
+    /// A warning when this connection carries jobs in the clear to a
+    /// server that is not on this host: the key and IV of key source 2 (or
+    /// the password of key source 1) and the file then cross the network
+    /// readable by anyone on the path. `None` under TLS or to a loopback
+    /// address.
+    pub fn cleartext_warning(&self) -> Option<String> {
+        cleartext_warning(self.cleartext_peer?)
     }
 
     /// The server's welcome: its name and data limit.
@@ -194,6 +259,47 @@ impl Client {
     pub async fn close(mut self) {
         let _ = self.writer.shutdown().await;
     }
+}
+
+/// Parses a `--server HOST:PORT` argument: a host (a name, an IPv4
+/// address or a bracketed IPv6 address) and a port from 1 to 65535.
+/// Refused at parse time, so a missing port is not found by every client
+/// failing to connect.
+pub fn parse_server_address(text: &str) -> Result<String, String> {
+    let missing_port =
+        || format!("{text:?} has no port: give HOST:PORT (aesd listens on 7878 by default)");
+    let (host, port) = match text.rsplit_once(':') {
+        Some((host, _)) if host.contains(':') && !host.starts_with('[') => {
+            return Err(format!(
+                "{text:?}: write an IPv6 address in brackets, [ADDR]:PORT"
+            ));
+        }
+        Some((host, _)) if !host.ends_with(']') && host.starts_with('[') => {
+            return Err(missing_port());
+        }
+        Some((host, port)) => (host, port),
+        None => return Err(missing_port()),
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(format!("{text:?} has no host: give HOST:PORT"));
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(text.to_owned()),
+        _ => Err(format!(
+            "{text:?}: the port must be a number from 1 to 65535"
+        )),
+    }
+}
+
+/// The warning [`Client::cleartext_warning`] gives for a plain connection
+/// to `peer`; `None` for loopback (127.0.0.0/8, ::1, IPv4-mapped loopback).
+pub fn cleartext_warning(peer: SocketAddr) -> Option<String> {
+    if peer.ip().to_canonical().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "warning: {peer} is not this host and the connection is not encrypted: the key and IV (or the password) and the file cross the network in the clear; use --tls-ca FILE (or --tls) with a server started with --tls-cert"
+    ))
 }
 
 /// Parses a `--timeout SECS` argument: a number of seconds above 0
@@ -243,6 +349,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cleartext_to_another_host_is_warned_about_and_loopback_is_not() {
+        let warning = cleartext_warning("192.0.2.7:7878".parse().expect("addr")).expect("warned");
+        assert!(
+            warning.contains("192.0.2.7:7878") && warning.contains("--tls"),
+            "{warning}"
+        );
+        assert!(cleartext_warning("[2001:db8::1]:7878".parse().expect("addr")).is_some());
+        for local in [
+            "127.0.0.1:7878",
+            "127.3.2.1:1",
+            "[::1]:7878",
+            "[::ffff:127.0.0.1]:7878",
+        ] {
+            assert_eq!(
+                cleartext_warning(local.parse().expect("addr")),
+                None,
+                "{local}"
+            );
+        }
+    }
+
+    #[test]
     fn data_limits_outside_the_protocol_bounds_are_refused() {
         for bad in [0, 1, MIN_DATA_CHUNK - 1, MAX_FRAME_PAYLOAD + 1, u32::MAX] {
             assert!(
@@ -253,6 +381,33 @@ mod tests {
         for good in [MIN_DATA_CHUNK, 65_536, MAX_FRAME_PAYLOAD] {
             assert!(check_data_limit(good).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn server_addresses_need_a_host_and_a_port() {
+        for good in ["127.0.0.1:7878", "board.local:1", "[::1]:7878"] {
+            assert_eq!(parse_server_address(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in [
+            "127.0.0.1",
+            "board",
+            ":7878",
+            "h:0",
+            "h:70000",
+            "h:x",
+            "::1",
+            "[::1]",
+            "[]:1",
+        ] {
+            assert!(parse_server_address(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_server_address("127.0.0.1"),
+            Err(
+                "\"127.0.0.1\" has no port: give HOST:PORT (aesd listens on 7878 by default)"
+                    .to_owned()
+            )
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub enum ClientError {
         /// The address tried.
         addr: String,
         /// The limit.
-        secs: u64,
+        secs: f64,
     },
     /// The server answered with an error frame. Its text is printed with
     /// control characters escaped (see [`crate::printable`]).
@@ -59,6 +59,19 @@ pub enum ClientError {
         /// The client's count.
         client: u64,
     },
+    /// An encryption's output does not start with the header this client
+    /// asked for: `Salted__`, then (when this client derived the key) the
+    /// salt it sent. Such a file would not decrypt with the password.
+    #[error(
+        "the server's output starts with {got}, not the {expected} this client asked for: the file would not decrypt"
+    )]
+    WrongHeader {
+        /// The header expected, in hex (`Salted__` and the salt, or
+        /// `Salted__` alone when the server chose the salt).
+        expected: String,
+        /// The bytes that came, in hex.
+        got: String,
+    },
     /// The server sent nothing (or read nothing) for the idle timeout
     /// during a job.
     #[error("the server was silent for {secs} s {state}")]
@@ -83,10 +96,27 @@ pub enum ClientError {
     #[error("server closed the connection before the job was done")]
     Closed,
     /// The server requires an access token and none was configured.
-    #[error("{addr} requires an access token; pass --token-file")]
+    #[error("unauthorized: {addr} requires an access token: pass --token-file")]
     TokenRequired {
         /// The server.
         addr: String,
+    },
+    /// The server refused the access token.
+    #[error("unauthorized: {addr} refused the access token: check --token-file")]
+    TokenRejected {
+        /// The server.
+        addr: String,
+        /// The server's answer (code `unauthorized`).
+        frame: ErrorFrame,
+    },
+    /// The peer accepted the connection but does not speak aesd's
+    /// protocol: it sent no welcome in time, or something else.
+    #[error("{addr} is not an aesd server: {reason}")]
+    NotAesd {
+        /// The peer.
+        addr: String,
+        /// What it did instead of welcoming the client.
+        reason: String,
     },
     /// The server did not answer the access token in time.
     #[error("{addr} did not answer the access token within {secs} s")]
@@ -127,7 +157,9 @@ impl ClientError {
     /// The server's error code, when the server reported the failure.
     pub fn server_code(&self) -> Option<ErrorCode> {
         match self {
-            ClientError::Server(frame) => Some(frame.code),
+            ClientError::Server(frame) | ClientError::TokenRejected { frame, .. } => {
+                Some(frame.code)
+            }
             _ => None,
         }
     }
@@ -137,13 +169,17 @@ impl ClientError {
         match self {
             ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
             ClientError::TlsSetup(_) | ClientError::TlsHandshake { .. } => "tls",
-            ClientError::TokenRequired { .. } | ClientError::AuthTimeout { .. } => "unauthorized",
+            ClientError::TokenRequired { .. }
+            | ClientError::TokenRejected { .. }
+            | ClientError::AuthTimeout { .. } => "unauthorized",
             ClientError::Server(frame) => frame.code.name(),
             ClientError::Frame(_) | ClientError::Closed | ClientError::Broken => "connection",
             ClientError::Unexpected { .. }
+            | ClientError::NotAesd { .. }
             | ClientError::Version(_)
             | ClientError::BadDataLimit { .. }
-            | ClientError::CountMismatch { .. } => "protocol",
+            | ClientError::CountMismatch { .. }
+            | ClientError::WrongHeader { .. } => "protocol",
             ClientError::IdleTimeout { .. } => "timeout",
             ClientError::Input(_) => "input",
             ClientError::Output(_) => "output",

@@ -10,7 +10,9 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use aesd_proto::{Begin, DerivedKeyParams, Done, Format, FrameKind, Message, Operation, Password};
+use aesd_proto::{
+    Begin, DerivedKeyParams, Done, Format, FrameKind, KeySource, Message, Operation, Password,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
@@ -190,6 +192,7 @@ impl Client {
         F: FnMut(JobEvent),
     {
         let started = Instant::now();
+        let mut header = ExpectedHeader::for_job(spec.operation, &chosen.key);
         let begin = Message::Begin(Begin {
             operation: spec.operation,
             format: Format::OpensslSaltedPbkdf2,
@@ -277,12 +280,20 @@ impl Client {
                 Activity::progress(&activity);
                 match next {
                     Ok(Some(Incoming::Data)) => {
+                        if let Err(err) = header.check(received, &payload) {
+                            break Err(err);
+                        }
                         if let Err(err) = output.write_all(&payload).await {
                             break Err(ClientError::Output(err));
                         }
                         received += payload.len() as u64;
                     }
-                    Ok(Some(Incoming::Message(Message::Done(done)))) => break Ok((received, done)),
+                    Ok(Some(Incoming::Message(Message::Done(done)))) => {
+                        match header.finish(received) {
+                            Ok(()) => break Ok((received, done)),
+                            Err(err) => break Err(err),
+                        }
+                    }
                     Ok(Some(Incoming::Message(Message::Error(error)))) => {
                         break Err(ClientError::Server(error));
                     }
@@ -321,6 +332,69 @@ impl Client {
             done,
         })
     }
+}
+
+/// The first bytes an encryption's output must have: `Salted__`, and the
+/// salt when this client chose it (key source 2). Checked as the output
+/// streams in, before any of it is written out.
+struct ExpectedHeader {
+    bytes: Vec<u8>,
+    /// Bytes of the output that came so far (up to `bytes.len()`).
+    got: Vec<u8>,
+}
+
+impl ExpectedHeader {
+    fn for_job(operation: Operation, key: &KeySource) -> ExpectedHeader {
+        let mut bytes = Vec::new();
+        if operation == Operation::Encrypt {
+            bytes.extend_from_slice(b"Salted__");
+            if let KeySource::Derived(params) = key {
+                bytes.extend_from_slice(&params.salt);
+            }
+        }
+        ExpectedHeader {
+            bytes,
+            got: Vec::new(),
+        }
+    }
+
+    /// Checks the part of `payload` (output from offset `at`) that falls
+    /// within the header.
+    fn check(&mut self, at: u64, payload: &[u8]) -> Result<(), ClientError> {
+        let want = self.bytes.len();
+        let Ok(at) = usize::try_from(at) else {
+            return Ok(());
+        };
+        if at >= want {
+            return Ok(());
+        }
+        let take = payload.len().min(want - at);
+        self.got.extend_from_slice(&payload[..take]);
+        if self.got[..] != self.bytes[..self.got.len()] {
+            return Err(self.wrong());
+        }
+        Ok(())
+    }
+
+    /// The output is complete (`received` bytes): the header must be whole.
+    fn finish(&self, received: u64) -> Result<(), ClientError> {
+        if received < self.bytes.len() as u64 {
+            return Err(self.wrong());
+        }
+        Ok(())
+    }
+
+    fn wrong(&self) -> ClientError {
+        ClientError::WrongHeader {
+            expected: to_hex(&self.bytes),
+            got: to_hex(&self.got),
+        }
+    }
+}
+
+/// `bytes` as lowercase hex digits.
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// When the job last moved, shared by its sending and receiving halves:

@@ -25,6 +25,11 @@ pub fn read_token_file(path: &Path, program: &str) -> Result<AuthToken, SecretFi
 }
 
 fn warn_if_readable(path: &Path, what: &str, program: &str) {
+    // A directory or a missing file gets the read error alone, not a
+    // mode warning first.
+    if !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
+        return;
+    }
     if let Some(warning) = aesd_proto::secret_file::permission_warning(path, what) {
         eprintln!("{program}: {warning}");
     }

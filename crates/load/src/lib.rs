@@ -13,6 +13,8 @@
 //! * [`durations`]: `10s`/`500ms` durations and the `--warmup` rule.
 //! * [`suites`]: the study's suites (basic 1–3, large, thousand,
 //!   drowning) as load plans.
+//! * [`interrupt`]: stopping a run early (SIGINT/SIGTERM): no new
+//!   clients, then the running ones cancelled after a grace period.
 //! * [`load`]: the load run behind `aesload`: batches or open-loop
 //!   arrivals, round-robin over servers.
 //! * [`record`]: what a run produced: one [`Transfer`](record::Transfer)
@@ -23,13 +25,17 @@
 //! * [`server_metrics`]: `--metrics-url`: the server's CPU, memory, jobs
 //!   and temperature sampled from its Prometheus endpoint during a run.
 //! * [`output`]: the `--json` document and `--csv` rows.
+//! * [`console`]: the report on stdout: a closed pipe ends it quietly,
+//!   other write errors are kept for one line at the end.
 //! * [`plot`]: the `--plot` SVG.
 //! * [`compare`]: `aesload compare`: runs (and the study's published
 //!   figures) side by side, as the study's table and as an SVG.
 
 pub mod compare;
+pub mod console;
 pub mod distribution;
 pub mod durations;
+pub mod interrupt;
 pub mod load;
 pub mod output;
 pub mod pattern;

@@ -17,6 +17,7 @@ use aesd_proto::{AuthToken, Operation, Password};
 use tokio::task::JoinSet;
 
 use crate::distribution::SizeDist;
+use crate::interrupt::{RunState, StopSignal};
 use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
@@ -115,6 +116,7 @@ struct RunContext {
     spec: JobSpec,
     started: Instant,
     progress: Arc<Progress>,
+    stop: StopSignal,
 }
 
 impl RunContext {
@@ -140,16 +142,26 @@ impl RunContext {
             options: &options,
             idle_timeout: self.plan.idle_timeout,
         };
-        let (report, outcome) = transfer(
-            target,
-            &self.spec,
-            key,
-            self.plan.data_seed(client),
-            size,
-            &self.progress,
-        )
-        .await;
+        let mut stop = self.stop.clone();
+        let (report, outcome) = tokio::select! {
+            done = transfer(
+                target,
+                &self.spec,
+                key,
+                self.plan.data_seed(client),
+                size,
+                &self.progress,
+            ) => done,
+            () = stop.reached(RunState::Cancelled) => (None, Outcome::Failed {
+                kind: INTERRUPTED.to_owned(),
+                message: "cancelled: the run was interrupted and its grace period ended".to_owned(),
+            }),
+        };
         let finished = self.started.elapsed();
+        if outcome == Outcome::Verified {
+            self.progress
+                .record_total(finished.saturating_sub(scheduled));
+        }
         self.progress.update(|counts| {
             counts.running -= 1;
             counts.done += 1;
@@ -176,7 +188,27 @@ impl RunContext {
 /// Runs the plan, client `i` against `servers[i % servers.len()]`
 /// (`host:port` each; at least one).
 pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progress>) -> LoadRun {
-    progress.update(|counts| counts.planned += plan.clients);
+    run_load_until(servers, plan, progress, StopSignal::never()).await
+}
+
+/// The failure kind of a transfer cancelled by an interrupt.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// [`run_load`] that stops early when `stop` says so: no client starts
+/// once it reaches [`RunState::Stopping`], and running transfers fail
+/// with kind [`INTERRUPTED`] once it reaches [`RunState::Cancelled`].
+/// The run holds the transfers that started.
+pub async fn run_load_until(
+    servers: &[String],
+    plan: &LoadPlan,
+    progress: Arc<Progress>,
+    stop: StopSignal,
+) -> LoadRun {
+    let planned_bytes = plan.total_bytes();
+    progress.update(|counts| {
+        counts.planned += plan.clients;
+        counts.planned_bytes += planned_bytes;
+    });
     let context = Arc::new(RunContext {
         servers: servers.to_vec(),
         plan: plan.clone(),
@@ -188,6 +220,7 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
         },
         started: Instant::now(),
         progress,
+        stop: stop.clone(),
     });
     let mut transfers = Vec::with_capacity(plan.clients);
     if servers.is_empty() {
@@ -204,6 +237,9 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
                 .first()
                 .map(|first| derive_ahead(&context.spec, first.clone()));
             for (batch, range) in batches.iter().enumerate() {
+                if stop.state() >= RunState::Stopping {
+                    break;
+                }
                 let scheduled = context.started.elapsed();
                 // The next batch's keys derive while this batch runs.
                 let this = std::mem::replace(
@@ -223,7 +259,11 @@ pub async fn run_load(servers: &[String], plan: &LoadPlan, progress: Arc<Progres
         Arrival::Rate(rate) => {
             for client in 0..plan.clients {
                 let scheduled = Duration::from_secs_f64(client as f64 / rate);
-                tokio::time::sleep_until((context.started + scheduled).into()).await;
+                let mut stopping = stop.clone();
+                tokio::select! {
+                    () = tokio::time::sleep_until((context.started + scheduled).into()) => {}
+                    () = stopping.reached(RunState::Stopping) => break,
+                }
                 running.spawn(Arc::clone(&context).client(client, None, scheduled, None));
             }
             collect(&mut running, &mut transfers).await;
@@ -299,7 +339,8 @@ pub async fn transfer(
         kind: kind.to_owned(),
         message,
     };
-    let mut client = match Client::connect_with(target.server, target.options).await {
+    let connect = Client::connect_within(target.server, target.options, target.idle_timeout);
+    let mut client = match connect.await {
         Ok(client) => client,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };

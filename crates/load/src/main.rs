@@ -12,13 +12,19 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aesd_client::password::{read_password_file, read_token_file};
+use aesd_client::connection::parse_server_address;
+use aesd_client::error_line::error_line;
+use aesd_client::generate::{Generate, generate};
+use aesd_client::output::OutputPath;
+use aesd_client::pass_source::PassSource;
+use aesd_client::password::read_token_file;
 use aesd_client::tls::TlsArgs;
 use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
 use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_load::distribution::SizeDist;
 use aesd_load::durations::{Warmup, parse_duration};
-use aesd_load::load::{Arrival, LoadPlan, run_load};
+use aesd_load::interrupt::Interrupt;
+use aesd_load::load::{Arrival, LoadPlan, run_load_until};
 use aesd_load::output::{csv, json, write_file};
 use aesd_load::plot;
 use aesd_load::progress::{DisplayMode, Progress, display, finish_display};
@@ -27,10 +33,11 @@ use aesd_load::report::{Summary, server_table, study_table};
 use aesd_load::server_metrics::{self, MetricsUrl, ServerSample};
 use aesd_load::sizes::{human_bytes, parse_size};
 use aesd_load::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
+use aesd_load::{console, out, outln};
 use aesd_proto::{AuthToken, Password};
 use aesd_server::{Config, ConfigLayer, Server};
 use anyhow::{Context, Result, bail};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 /// Password used when no --password-file is given (load tests only).
 const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
@@ -39,13 +46,19 @@ const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
 const LISTED_FAILURES: usize = 10;
 
 /// Load generator for aesd: the study's suites or N clients in batches
+/// of C, every result verified.
+///
+/// Load generator for aesd: the study's suites or N clients in batches
 /// of C, every result decrypted and compared with what was sent.
 #[derive(Debug, Parser)]
 #[command(
     name = "aesload",
     version,
     args_conflicts_with_subcommands = true,
-    after_help = "\
+    disable_help_subcommand = true,
+    after_help = "Exit status: 0 all verified, 1 any failed, 2 bad arguments, 130 interrupted. \
+More: aesload --help, or the man page (aesload --generate man).",
+    after_long_help = "\
 Without --server, aesload starts an embedded aesd on 127.0.0.1 (ephemeral port) \
 and runs against it, so it works out of the box.
 
@@ -59,7 +72,14 @@ of 50 over 10M/50M/100M; drowning = open loop, --rate clients/s (default 20) for
 Sizes: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000; \
 --sizes 2M:5,5M:3 gives relative weights. The table prints MB as 10^6 bytes, like the study.
 
-Exit status: 0 when every transfer verified; 1 when any failed; 2 on bad arguments.
+Exit status: 0 when every transfer verified; 1 when any failed (or stdout could not be \
+written); 2 on bad arguments; 130 when interrupted.
+
+Interrupts: the first SIGINT/SIGTERM starts no more clients, gives the running ones 3 s, \
+cancels the rest, prints the table and writes --json/--csv/--plot (the JSON marked \
+\"interrupted\": true); a second one exits at once. --json/--csv/--plot FILE: a file is \
+replaced whole, a symlink's target likewise, a device or FIFO written through, - is stdout \
+(the report then goes to stderr); paths are checked before the run.
 
 Examples:
   aesload --suite all --scale 0.05
@@ -72,77 +92,122 @@ struct Args {
     /// Another task instead of a load run
     #[command(subcommand)]
     command: Option<Command>,
+    /// Servers to load, comma-separated [default: an embedded one]
+    ///
     /// Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]
-    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',', value_parser = parse_server_address)]
     server: Vec<String>,
+    /// Study suite(s): basic1..3, large, thousand, drowning, a list, all
+    ///
     /// Study suite(s): basic1, basic2, basic3, large, thousand, drowning, a comma list, or all
     #[arg(long, value_name = "NAME", value_parser = parse_suites)]
     suite: Option<Suites>,
-    /// Number of clients (one transfer each) [default: 1, or the suite's]
-    #[arg(long, value_name = "N")]
+    /// Number of clients [default: 1, or the suite's]
+    ///
+    /// Number of clients (one transfer each; at least 1) [default: 1, or the suite's]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     clients: Option<usize>,
-    /// Clients started together; the next batch starts when this one is done [default: all at once, or the suite's]
-    #[arg(long, value_name = "C")]
+    /// Clients started together [default: all, or the suite's]
+    ///
+    /// Clients started together; the next batch starts when this one is done (at least 1)
+    /// [default: all at once, or the suite's]
+    #[arg(long, value_name = "C", value_parser = at_least_one)]
     chunk: Option<usize>,
     /// Size of every file [default: 10M, or the suite's]
-    #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size, hide_short_help = true)]
     size: Option<u64>,
+    /// File sizes drawn per client: 2M,5M or 2M:5,5M:3 [default: 10M]
+    ///
     /// Sizes to draw from per client (seeded), comma-separated, each optionally SIZE:WEIGHT
+    /// [default: 10M, or the suite's]
     #[arg(long, value_name = "LIST")]
     sizes: Option<SizeDist>,
+    /// Multiply every file size by F (e.g. 0.05)
+    ///
     /// Multiply every file size by F (e.g. 0.05 to try the suites on a small machine)
-    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive_number)]
     scale: f64,
     /// Open loop: new clients per second, whatever completes [drowning: 20]
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = positive_number)]
     rate: Option<f64>,
     /// Open loop: how long clients keep arriving (clients = rate × duration) [drowning: 10s]
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, hide_short_help = true)]
     duration: Option<Duration>,
     /// Leave the start out of the results: a time (5s) or a number of transfers (10)
-    #[arg(long, value_name = "TIME|N", default_value = "0")]
+    #[arg(
+        long,
+        value_name = "TIME|N",
+        default_value = "0",
+        hide_short_help = true
+    )]
     warmup: Warmup,
     /// Seed for the size draw and the data (the default makes basic2 draw the study's 84.93 MB)
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED, hide_short_help = true)]
     seed: u64,
-    /// File whose first line is the password [default: a fixed test password]
-    #[arg(long, value_name = "FILE")]
+    /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin
+    ///
+    /// The jobs' password, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin
+    /// [default: a fixed test password]
+    #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
+    pass: Option<PassSource>,
+    /// File whose first line is the password: the same as --pass file:FILE
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     password_file: Option<PathBuf>,
     /// File whose first line is the access token (16 to 256 bytes) of servers started with
     /// --token-file; the embedded server then requires it too [default: no token]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     token_file: Option<PathBuf>,
     #[command(flatten)]
     tls: TlsArgs,
     /// The embedded server speaks TLS with this PEM certificate chain (needs
     /// --embedded-tls-key; connect with --tls-ca naming the certificate or its CA)
-    #[arg(long, value_name = "FILE", requires = "embedded_tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "embedded_tls_key",
+        hide_short_help = true
+    )]
     embedded_tls_cert: Option<PathBuf>,
     /// The private key of --embedded-tls-cert
-    #[arg(long, value_name = "FILE", requires = "embedded_tls_cert")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "embedded_tls_cert",
+        hide_short_help = true
+    )]
     embedded_tls_key: Option<PathBuf>,
     /// Fail a transfer when its server sends nothing (or takes no input) for this many seconds
-    /// during the job; waiting in the queue after a `queued` answer is not limited
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout)]
+    /// during the job, or when connecting or the welcome takes longer (a peer that sends no
+    /// welcome is not an aesd); waiting in the queue after a `queued` answer is not limited
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout, hide_short_help = true)]
     timeout: std::time::Duration,
-    /// PBKDF2 iterations per job (openssl -iter)
-    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
+    /// PBKDF2 iterations per job (at least 1)
+    ///
+    /// PBKDF2 iterations per job (openssl -iter; at least 1)
+    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Where each job's key is derived from the password: `client` (the password never leaves
     /// aesload; the server does no PBKDF2), `server` (key source 1: the password is sent), or
     /// `auto` (client when the server accepts it)
-    #[arg(long, value_name = "WHERE", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "WHERE",
+        default_value = "auto",
+        hide_short_help = true
+    )]
     key_derivation: KeyDerivation,
     /// Embedded server only: worker threads [default: one per core]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, hide_short_help = true)]
     workers: Option<usize>,
     /// Embedded server only: jobs processed at once [default: 2 × workers]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one, hide_short_help = true)]
     max_active: Option<usize>,
     /// Embedded server only: its largest data frame, and so the size of the chunks aesload
     /// sends and the server encrypts (4096..1048576). Larger than aesd's default (65536, sized
     /// for the boards' memory): on a host, fewer frames mean fewer wake-ups per byte
-    #[arg(long, value_name = "BYTES", default_value_t = EMBEDDED_CHUNK_SIZE)]
+    #[arg(long, value_name = "BYTES", default_value_t = EMBEDDED_CHUNK_SIZE,
+          value_parser = clap::value_parser!(u32).range(4096..=1_048_576), hide_short_help = true)]
     embedded_chunk_size: u32,
     /// Write every parameter, summary and transfer as JSON
     #[arg(long, value_name = "FILE")]
@@ -153,18 +218,25 @@ struct Args {
     /// Draw per-transfer times and throughput over time as SVG
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Sample a server's Prometheus endpoint during the run
+    ///
     /// Sample this server's Prometheus endpoint (aesd --metrics-listen) once a second during the
     /// run: its CPU, memory, active and queued jobs and temperature go into --json and --plot
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", hide_short_help = true)]
     metrics_url: Option<MetricsUrl>,
     /// No progress display on stderr
     #[arg(short, long)]
     quiet: bool,
+    /// Print a man page or a shell completion script (from these definitions) and exit
+    #[arg(long, value_name = "KIND", exclusive = true, hide_short_help = true)]
+    generate: Option<Generate>,
 }
 
 /// Tasks other than a load run.
 #[derive(Debug, clap::Subcommand)]
 enum Command {
+    /// Lay earlier runs (--json files) and the study side by side
+    ///
     /// Print the study's table with one column per run per suite, and each
     /// run's ratio to the first run of the suite; --plot draws them side by
     /// side. Exit status: 0, or 2 when a file cannot be read.
@@ -189,17 +261,44 @@ struct CompareArgs {
 
 /// `aesload compare`: the table on stdout, the plot on request.
 fn run_compare(args: &CompareArgs) -> Result<()> {
+    let plot_output = args.plot.as_deref().map(OutputPath::check).transpose()?;
+    if plot_output.as_ref().is_some_and(OutputPath::is_stdout) {
+        console::report_to_stderr();
+    }
     let mut runs = Vec::new();
     for file in &args.files {
         runs.extend(compare::load(file)?);
     }
     let runs = compare::prepare(runs, &args.suite)?;
-    print!("{}", compare_table(&runs));
-    if let Some(path) = &args.plot {
-        write_file(path, compare_plot::render(&runs).as_bytes())?;
-        println!("plot: {}", path.display());
+    for warning in compare::warnings(&runs) {
+        eprintln!("aesload compare: warning: {warning}");
+    }
+    out!("{}", compare_table(&runs));
+    if let Some(output) = &plot_output {
+        write_file(output, compare_plot::render(&runs).as_bytes())?;
+        if !output.is_stdout() {
+            outln!("plot: {}", output.path().display());
+        }
     }
     Ok(())
+}
+
+/// A count that must be at least 1 (`--clients`, `--chunk`, ...).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(count) => Ok(count),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// A finite number above 0 (`--scale`, `--rate`).
+fn positive_number(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        Ok(_) => Err("must be a number above 0".to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
 }
 
 /// The suites named by `--suite`.
@@ -212,11 +311,20 @@ fn parse_suites(text: &str) -> Result<Suites, SuiteError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Command::Compare(compare)) = &args.command {
-        return match run_compare(compare) {
+    if let Some(kind) = args.generate {
+        return match generate(kind, Args::command(), &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
-                eprintln!("aesload compare: {err:#}");
+                eprintln!("aesload: cannot write to stdout: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(Command::Compare(compare)) = &args.command {
+        return match run_compare(compare) {
+            Ok(()) => stdout_status(ExitCode::SUCCESS),
+            Err(err) => {
+                eprintln!("aesload compare: {}", error_line(err.as_ref()));
                 ExitCode::from(2)
             }
         };
@@ -239,12 +347,112 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(args)) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(RunEnd::Verified) => stdout_status(ExitCode::SUCCESS),
+        Ok(RunEnd::Failed) => ExitCode::FAILURE,
+        Ok(RunEnd::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Err(err) => {
-            eprintln!("aesload: {err:#}");
+            eprintln!("aesload: {}", error_line(err.as_ref()));
             ExitCode::from(2)
         }
+    }
+}
+
+/// How a load run ended.
+enum RunEnd {
+    /// Every transfer verified.
+    Verified,
+    /// Some transfer failed.
+    Failed,
+    /// SIGINT or SIGTERM stopped it (its report was still written).
+    Interrupted,
+}
+
+/// Exit status after an interrupt (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// How long running transfers may go on after the first SIGINT/SIGTERM
+/// before they are cancelled.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+
+/// Waits for SIGINT/SIGTERM: the first stops the run (no new clients;
+/// running transfers get [`INTERRUPT_GRACE`], then are cancelled), the
+/// second exits at once.
+async fn watch_signals(interrupt: Arc<Interrupt>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot catch SIGINT/SIGTERM: an interrupt ends aesload without a report");
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!(
+        "\naesload: interrupted: no new clients; running transfers have {} s to finish (interrupt again to quit at once)",
+        INTERRUPT_GRACE.as_secs()
+    );
+    interrupt.stop();
+    let again = tokio::select! {
+        _ = int.recv() => true,
+        _ = term.recv() => true,
+        () = tokio::time::sleep(INTERRUPT_GRACE) => false,
+    };
+    if !again {
+        eprintln!("aesload: grace period over: cancelling the running transfers");
+        interrupt.cancel();
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    }
+    eprintln!("\naesload: interrupted again: exiting without a report");
+    std::process::exit(i32::from(EXIT_INTERRUPTED));
+}
+
+/// `status`, or 1 after saying in one line why stdout could not be
+/// written (a closed pipe is not an error: `aesload ... | head -1`).
+fn stdout_status(status: ExitCode) -> ExitCode {
+    match console::stdout_error() {
+        Some(error) => {
+            eprintln!("aesload: {error}");
+            ExitCode::FAILURE
+        }
+        None => status,
+    }
+}
+
+/// The `--json`, `--csv` and `--plot` outputs, checked before the run.
+struct Outputs {
+    json: Option<OutputPath>,
+    csv: Option<OutputPath>,
+    plot: Option<OutputPath>,
+}
+
+impl Outputs {
+    /// Checks every output path (see [`OutputPath::check`]); at most one
+    /// may be `-`, and then the report goes to stderr.
+    fn check(args: &Args) -> Result<Outputs> {
+        let check = |path: &Option<PathBuf>| path.as_deref().map(OutputPath::check).transpose();
+        let outputs = Outputs {
+            json: check(&args.json)?,
+            csv: check(&args.csv)?,
+            plot: check(&args.plot)?,
+        };
+        let to_stdout = [&outputs.json, &outputs.csv, &outputs.plot]
+            .into_iter()
+            .flatten()
+            .filter(|output| output.is_stdout())
+            .count();
+        if to_stdout > 1 {
+            bail!("only one of --json, --csv and --plot can be - (stdout)");
+        }
+        if to_stdout == 1 {
+            console::report_to_stderr();
+        }
+        Ok(outputs)
     }
 }
 
@@ -254,17 +462,6 @@ fn plans(
     password: Password,
     token: Option<AuthToken>,
 ) -> Result<Vec<(String, LoadPlan)>> {
-    if !(args.scale.is_finite() && args.scale > 0.0) {
-        bail!("--scale must be a positive number, not {}", args.scale);
-    }
-    if let Some(rate) = args.rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            bail!("--rate must be a positive number of clients per second, not {rate}");
-        }
-    }
-    if args.clients == Some(0) {
-        bail!("--clients must be at least 1");
-    }
     let options = SuiteOptions {
         scale: args.scale,
         seed: args.seed,
@@ -299,10 +496,27 @@ fn plans(
     Ok(plans)
 }
 
-async fn run(args: Args) -> Result<bool> {
-    let password = match &args.password_file {
-        Some(path) => read_password_file(path, "aesload")?,
-        None => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
+/// Warns on stderr, once per server, when a server is not on this host and
+/// the jobs (password or key and IV, and the files) would cross the network
+/// without TLS. A name that does not resolve is left to the run's errors.
+async fn warn_cleartext(servers: &[String]) {
+    for server in servers {
+        let first = tokio::net::lookup_host(server.as_str())
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next());
+        if let Some(warning) = first.and_then(aesd_client::connection::cleartext_warning) {
+            eprintln!("aesload: {server}: {warning}");
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<RunEnd> {
+    let outputs = Outputs::check(&args)?;
+    let password = match (&args.pass, &args.password_file) {
+        (Some(source), _) => source.read("aesload")?,
+        (None, Some(path)) => PassSource::File(path.clone()).read("aesload")?,
+        (None, None) => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
     };
     let token = match &args.token_file {
         Some(path) => Some(read_token_file(path, "aesload")?),
@@ -319,16 +533,19 @@ async fn run(args: Args) -> Result<bool> {
         None => args.server.clone(),
     };
     for (name, plan) in &plans {
-        println!("aesload: {name}: {}", describe(plan));
+        outln!("aesload: {name}: {}", describe(plan));
     }
-    println!(
+    outln!(
         "settings: seed {}, scale {}, PBKDF2 {} iterations, warm-up {}",
-        args.seed, args.scale, args.iterations, args.warmup
+        args.seed,
+        args.scale,
+        args.iterations,
+        args.warmup
     );
     match &embedded {
         Some(server) => {
             let config = &server.shared().config;
-            println!(
+            outln!(
                 "server: embedded aesd on {} ({} workers, {} active slots, queue {}, chunks of {} bytes)",
                 server.addr(),
                 config.workers,
@@ -337,10 +554,16 @@ async fn run(args: Args) -> Result<bool> {
                 config.chunk_size
             );
         }
-        None if servers.len() == 1 => println!("server: {}", servers[0]),
-        None => println!("servers (round-robin): {}", servers.join(", ")),
+        None if servers.len() == 1 => outln!("server: {}", servers[0]),
+        None => outln!("servers (round-robin): {}", servers.join(", ")),
+    }
+    if embedded.is_none() && args.tls.settings()?.is_none() {
+        warn_cleartext(&servers).await;
     }
 
+    let (interrupt, stop) = Interrupt::new();
+    let interrupt = Arc::new(interrupt);
+    tokio::spawn(watch_signals(Arc::clone(&interrupt)));
     let started = Instant::now();
     let mode = match std::io::stderr().is_terminal() {
         true => DisplayMode::Terminal,
@@ -354,10 +577,13 @@ async fn run(args: Args) -> Result<bool> {
     });
     let mut runs = Vec::with_capacity(plans.len());
     for (name, plan) in plans {
+        if interrupt.stopped() {
+            break;
+        }
         let progress = Arc::new(Progress::default());
         let display =
             (!args.quiet).then(|| tokio::spawn(display(Arc::clone(&progress), name.clone(), mode)));
-        let run = run_load(&servers, &plan, progress).await;
+        let run = run_load_until(&servers, &plan, progress, stop.clone()).await;
         if let Some(display) = display {
             display.abort();
             let _ = display.await;
@@ -393,20 +619,26 @@ async fn run(args: Args) -> Result<bool> {
         warmup: args.warmup,
     };
     report(&runs, &parameters);
-    write_outputs(&args, &runs, &parameters, server_samples)?;
+    let interrupted = interrupt.stopped();
+    write_outputs(&outputs, &runs, &parameters, server_samples, interrupted)?;
     if !args.quiet {
         eprintln!(
             "aesload: finished in {:.1} s",
             started.elapsed().as_secs_f64()
         );
     }
-    Ok(runs.iter().all(|suite| {
+    let verified = runs.iter().all(|suite| {
         suite
             .run
             .transfers
             .iter()
             .all(|transfer| transfer.verified())
-    }))
+    });
+    Ok(match (interrupted, verified) {
+        (true, _) => RunEnd::Interrupted,
+        (false, true) => RunEnd::Verified,
+        (false, false) => RunEnd::Failed,
+    })
 }
 
 /// The study's table on stdout (one column per suite), per-server rows
@@ -421,14 +653,14 @@ fn report(runs: &[SuiteRun], parameters: &RunParameters) {
         .zip(&summaries)
         .map(|(suite, summary)| (suite.name.as_str(), summary))
         .collect();
-    println!();
-    print!("{}", study_table(&columns));
+    outln!();
+    out!("{}", study_table(&columns));
     if parameters.servers.len() > 1 {
         for suite in runs {
             let per_server =
                 Summary::per_server(&suite.run, parameters.warmup, parameters.servers.len());
-            println!("\n{} per server:", suite.name);
-            print!("{}", server_table(&parameters.servers, &per_server));
+            outln!("\n{} per server:", suite.name);
+            out!("{}", server_table(&parameters.servers, &per_server));
         }
     }
     for suite in runs {
@@ -462,13 +694,19 @@ fn describe_server_samples(samples: &[ServerSample], failures: usize) {
     let peak = |value: fn(&ServerSample) -> Option<f64>| {
         samples.iter().filter_map(value).fold(f64::NAN, f64::max)
     };
-    println!(
-        "server metrics: {} samples ({failures} failed scrapes), peak CPU {:.0} %, peak RSS {:.1} MiB, peak active {} / queued {} jobs{}",
+    // A figure no sample had reads "n/a" (a failed --metrics-url gives
+    // no samples at all), never NaN.
+    let shown = |value: f64, digits: usize, unit: &str| match value.is_nan() {
+        true => "n/a".to_owned(),
+        false => format!("{value:.digits$}{unit}"),
+    };
+    outln!(
+        "server metrics: {} samples ({failures} failed scrapes), peak CPU {}, peak RSS {}, peak active {} / queued {} jobs{}",
         samples.len(),
-        peak(|s| s.cpu_percent),
-        peak(|s| s.resident_bytes) / 1_048_576.0,
-        peak(|s| s.active_jobs),
-        peak(|s| s.queued_jobs),
+        shown(peak(|s| s.cpu_percent), 0, " %"),
+        shown(peak(|s| s.resident_bytes) / 1_048_576.0, 1, " MiB"),
+        shown(peak(|s| s.active_jobs), 0, ""),
+        shown(peak(|s| s.queued_jobs), 0, ""),
         match peak(|s| s.temperature_c) {
             t if t.is_nan() => String::new(),
             t => format!(", peak temperature {t:.1} °C"),
@@ -477,26 +715,34 @@ fn describe_server_samples(samples: &[ServerSample], failures: usize) {
 }
 
 fn write_outputs(
-    args: &Args,
+    outputs: &Outputs,
     runs: &[SuiteRun],
     parameters: &RunParameters,
     server_samples: Vec<ServerSample>,
+    interrupted: bool,
 ) -> Result<()> {
-    let document = json::Document::new(parameters, runs).with_server_metrics(server_samples);
-    if let Some(path) = &args.json {
-        write_file(path, document.to_json()?.as_bytes())?;
-        println!("json: {}", path.display());
+    let document = json::Document::new(parameters, runs)
+        .with_server_metrics(server_samples)
+        .interrupted(interrupted);
+    let written = |label: &str, output: &OutputPath| {
+        if !output.is_stdout() {
+            outln!("{label}: {}", output.path().display());
+        }
+    };
+    if let Some(output) = &outputs.json {
+        write_file(output, document.to_json()?.as_bytes())?;
+        written("json", output);
     }
-    if let Some(path) = &args.csv {
-        write_file(path, csv::to_csv(&document).as_bytes())?;
-        println!("csv: {}", path.display());
+    if let Some(output) = &outputs.csv {
+        write_file(output, csv::to_csv(&document).as_bytes())?;
+        written("csv", output);
     }
-    if let Some(path) = &args.plot {
+    if let Some(output) = &outputs.plot {
         write_file(
-            path,
+            output,
             plot::render(runs, parameters.warmup, &document.server_metrics).as_bytes(),
         )?;
-        println!("plot: {}", path.display());
+        written("plot", output);
     }
     Ok(())
 }
@@ -535,9 +781,12 @@ fn describe(plan: &LoadPlan) -> String {
         1 => "1 client".to_owned(),
         count => format!("{count} clients"),
     };
+    // Sizes in powers of 1024 as given (the study's "100 MB" was 100
+    // MiB); the total also in MB (10^6), the table's and live line's unit.
     format!(
-        "{clients}{arrival}, sizes {}{period}; {} in total",
+        "{clients}{arrival}, sizes {}{period}; {:.2} MB ({}) in total",
         sizes.join(", "),
+        plan.total_bytes() as f64 / 1e6,
         human_bytes(plan.total_bytes())
     )
 }
@@ -642,13 +891,116 @@ mod tests {
             let args = Args::try_parse_from(argv).expect("parses");
             plans(&args, Password::new(b"pw".to_vec()), None)
         };
-        assert!(plans_of(&["aesload", "--scale", "0"]).is_err());
-        assert!(plans_of(&["aesload", "--rate=-1"]).is_err());
         assert!(plans_of(&["aesload", "--duration", "5s"]).is_err());
-        assert!(plans_of(&["aesload", "--clients", "0"]).is_err());
+        for refused in [
+            &["aesload", "--scale", "0"][..],
+            &["aesload", "--rate=-1"],
+            &["aesload", "--rate", "NaN"],
+            &["aesload", "--clients", "0"],
+            &["aesload", "--chunk", "0"],
+            &["aesload", "--iter", "0"],
+            &["aesload", "--workers", "0"],
+            &["aesload", "--max-active", "0"],
+            &["aesload", "--embedded-chunk-size", "100"],
+            &["aesload", "--server", "127.0.0.1"],
+            &["aesload", "--server", "a:1,b"],
+        ] {
+            let err = Args::try_parse_from(refused).expect_err("refused at parse time");
+            assert_eq!(err.exit_code(), 2, "{refused:?}");
+        }
         let all = plans_of(&["aesload", "--suite", "all", "--scale", "0.01"]).expect("valid");
         assert_eq!(all.len(), 6);
         let custom = plans_of(&["aesload", "--rate", "4", "--duration", "2s"]).expect("valid");
         assert_eq!(custom[0].1.clients, 8);
+    }
+
+    /// The README's flag table (the first table after `heading`): each
+    /// row's long flags (every `--name` in its first cell) and its
+    /// default cell.
+    fn readme_flags(heading: &str) -> Vec<(Vec<String>, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).expect("README.md");
+        let section = readme
+            .split_once(heading)
+            .unwrap_or_else(|| panic!("README has no {heading:?}"))
+            .1;
+        section
+            .lines()
+            .skip_while(|line| !line.starts_with("| flag"))
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| {
+                let line = line.replace("\\|", "/");
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let flags = cells[1]
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .filter(|word| word.starts_with("--"))
+                    .map(|word| word.trim_start_matches('-').to_owned())
+                    .collect();
+                (flags, cells[2].to_owned())
+            })
+            .collect()
+    }
+
+    /// The README's table and `--help` list the same flags, and a default
+    /// `--help` shows is in the README's default cell.
+    fn assert_readme_matches(command: &clap::Command, heading: &str) {
+        let readme = readme_flags(heading);
+        let documented: std::collections::BTreeSet<&str> = readme
+            .iter()
+            .flat_map(|(flags, _)| flags.iter().map(String::as_str))
+            .collect();
+        let in_help: std::collections::BTreeSet<&str> = command
+            .get_arguments()
+            .filter(|arg| !arg.is_hide_set())
+            .filter_map(|arg| arg.get_long())
+            .filter(|long| !matches!(*long, "help" | "version"))
+            .collect();
+        assert_eq!(documented, in_help, "README {heading:?} against --help");
+        for arg in command.get_arguments() {
+            let (Some(long), [default, ..]) = (arg.get_long(), arg.get_default_values()) else {
+                continue;
+            };
+            let default = default.to_string_lossy();
+            let (_, cell) = readme
+                .iter()
+                .find(|(flags, _)| flags.iter().any(|flag| flag == long))
+                .unwrap_or_else(|| panic!("--{long} is not in the README"));
+            assert!(
+                cell.contains(default.as_ref()),
+                "--{long}: --help's default {default:?}, the README's {cell:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_readme_tables_match_help() {
+        let command = Args::command();
+        assert_readme_matches(&command, "### aesload\n");
+        let compare = command.find_subcommand("compare").expect("compare").clone();
+        assert_readme_matches(&compare, "### aesload compare\n");
+    }
+
+    #[test]
+    fn short_help_fits_30_lines_and_long_help_has_everything() {
+        let short = Args::command().render_help().to_string();
+        assert!(
+            short.lines().count() <= 30,
+            "-h is {} lines:\n{short}",
+            short.lines().count()
+        );
+        let long = Args::command().render_long_help().to_string();
+        for flag in [
+            "--metrics-url",
+            "--embedded-chunk-size",
+            "--generate",
+            "--seed",
+        ] {
+            let listed = short
+                .lines()
+                .any(|line| line.trim_start().starts_with(flag));
+            assert!(!listed, "{flag} in -h");
+            assert!(long.contains(flag), "{flag} missing from --help");
+        }
     }
 }

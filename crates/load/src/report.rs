@@ -207,6 +207,9 @@ pub(crate) fn layout(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// What a table shows where nothing was measured.
+pub const NOT_MEASURED: &str = "n/a";
+
 /// The study's table, one column per `(name, summary)`: its six rows
 /// (MB = 10^6 bytes, as the study printed them), then queue totals,
 /// verification, percentiles of total and queue time, and failures by
@@ -256,9 +259,19 @@ pub fn study_table(columns: &[(&str, &Summary)]) -> String {
         if index == 6 || index == 8 {
             table.push(vec![String::new()]);
         }
+        // With no verified transfer nothing was measured: "n/a", not a
+        // row of zeros (the duration and the count still mean something).
+        let always = index == 2 || index == 7 || index >= 16;
         table.push(
             std::iter::once(name.clone())
-                .chain(columns.iter().map(|(_, summary)| cell(summary)))
+                .chain(
+                    columns
+                        .iter()
+                        .map(|(_, summary)| match always || summary.verified > 0 {
+                            true => cell(summary),
+                            false => NOT_MEASURED.to_owned(),
+                        }),
+                )
                 .collect(),
         );
     }
@@ -442,5 +455,26 @@ mod tests {
             .find(|line| line.starts_with("Transfers Verified"))
             .expect("row");
         assert_eq!(row.matches("2 / 3").count(), 2, "{row}");
+    }
+
+    #[test]
+    fn nothing_measured_reads_n_a_not_zero() {
+        let run = LoadRun {
+            duration: Duration::from_secs(1),
+            transfers: vec![transfer(0, 0, 1_000_000, busy())],
+        };
+        let summary = Summary::of(&run, Warmup::None);
+        let table = study_table(&[("basic1", &summary)]);
+        for row in [
+            "Total Bytes Processed (MB)",
+            "Avg Bytes per Second (MB/s)",
+            "Avg Queue Time (s)",
+            "Total Time p50 (s)",
+            "Queue Time max (s)",
+        ] {
+            assert_eq!(value(&table, row), NOT_MEASURED, "{row}:\n{table}");
+        }
+        assert_eq!(value(&table, "Transfers Verified"), "1");
+        assert_eq!(value(&table, "Failed (busy)"), "1");
     }
 }

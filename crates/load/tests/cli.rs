@@ -344,3 +344,86 @@ fn aesload_compare_lays_runs_and_the_study_side_by_side() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.json"));
 }
+
+/// `--pass` as openssl's `-pass`: every source is read and the run
+/// verifies (which password the jobs used is not visible from outside:
+/// aescrypt's tests check that through openssl), a bad form is refused
+/// at parse time and an unset variable is one line.
+#[test]
+fn aesload_takes_the_password_from_every_source() {
+    let dir = TempDir::new("aesload-pass");
+    let file = dir.password_file("load pw");
+    let small = ["--clients", "1", "--size", "4K", "--iter", "1", "--quiet"];
+    let file_source = format!("file:{}", file.display());
+    for source in ["pass:load pw", "env:AESLOAD_TEST_PW", file_source.as_str()] {
+        let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+            .args(small)
+            .args(["--pass", source])
+            .env("AESLOAD_TEST_PW", "load pw")
+            .output()
+            .expect("run aesload");
+        assert!(
+            output.status.success(),
+            "{source}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let script = format!(
+        "echo 'load pw' | '{}' {} --pass stdin && '{}' {} --pass fd:3 3<'{}'",
+        env!("CARGO_BIN_EXE_aesload"),
+        small.join(" "),
+        env!("CARGO_BIN_EXE_aesload"),
+        small.join(" "),
+        file.display()
+    );
+    let output = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args(small)
+        .args(["--pass", "pw.txt"])
+        .output()
+        .expect("run aesload");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a password source"));
+    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args(small)
+        .args(["--pass", "env:AESLOAD_SURELY_UNSET"])
+        .env_remove("AESLOAD_SURELY_UNSET")
+        .output()
+        .expect("run aesload");
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "aesload: environment variable AESLOAD_SURELY_UNSET (--pass env:AESLOAD_SURELY_UNSET) is not set"
+    );
+}
+
+/// `aesload --generate ...`: a man page with the compare subcommand and
+/// completion scripts naming the flags.
+#[test]
+fn aesload_generates_its_man_page_and_completions() {
+    for (kind, marker) in [
+        ("man", ".TH aesload 1"),
+        ("complete-bash", "complete -F _aesload"),
+        ("complete-zsh", "#compdef aesload"),
+        ("complete-fish", "complete -c aesload"),
+    ] {
+        let text = aesload_ok(&["--generate", kind]);
+        assert!(text.contains(marker), "{kind}: no {marker:?}");
+        for word in ["suite", "clients", "quiet", "compare"] {
+            assert!(text.contains(word), "{kind}: no {word}");
+        }
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_aesload"))
+        .args(["--generate", "man", "--clients", "2"])
+        .output()
+        .expect("run aesload");
+    assert_eq!(output.status.code(), Some(2), "--generate goes alone");
+}

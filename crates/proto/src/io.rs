@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use crate::error::ProtoError;
 use crate::frame::{FrameHeader, FrameKind, HEADER_LEN};
 use crate::handshake::{HELLO_LEN, Hello};
+use crate::limits::MAX_CONTROL_PAYLOAD;
 use crate::message::Message;
 use crate::read_buffer::ReadBuffer;
 
@@ -103,7 +104,35 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.read_full(dst, "frame payload").await
     }
 
-    /// Reads the payload for `header` and decodes it.
+    /// Reads and drops the payload for `header` (a failed job's data)
+    /// through the small input buffer: the reader's memory stays the same
+    /// whatever the frame's size.
+    pub async fn skip_payload(&mut self, header: FrameHeader) -> Result<(), FrameError> {
+        let expected = header.len as usize;
+        let mut got = 0;
+        while got < expected {
+            let n = self.inner.skip(expected - got).await?;
+            if n == 0 {
+                return Err(FrameError::Truncated {
+                    what: "frame payload",
+                    expected,
+                    got,
+                });
+            }
+            got += n;
+        }
+        Ok(())
+    }
+
+    /// Heap bytes the reader holds between frames (its input buffer and
+    /// its scratch for control payloads), for memory accounting and tests.
+    pub fn held_bytes(&self) -> usize {
+        self.inner.capacity() + self.scratch.capacity()
+    }
+
+    /// Reads the payload for `header` and decodes it. The scratch buffer
+    /// it reads into is kept for the next control frame only up to the
+    /// largest control payload: a data frame's size is not kept.
     pub async fn read_body(&mut self, header: FrameHeader) -> Result<Message, FrameError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.resize(header.len as usize, 0);
@@ -115,7 +144,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             scratch.fill(0);
             self.inner.wipe_consumed();
         }
-        self.scratch = scratch;
+        if scratch.capacity() <= MAX_CONTROL_PAYLOAD as usize {
+            self.scratch = scratch;
+        }
         decoded
     }
 
@@ -239,6 +270,48 @@ mod tests {
     use super::*;
     use crate::ErrorCode;
     use crate::message::{ErrorFrame, Queued};
+
+    #[tokio::test]
+    async fn large_data_frames_leave_the_reader_small() {
+        let frame = Message::Data(vec![7; 64 * 1024])
+            .to_bytes()
+            .expect("encode");
+        let end = Message::End.to_bytes().expect("encode");
+        let mut input = Vec::new();
+        for _ in 0..2 {
+            input.extend_from_slice(&frame);
+        }
+        input.extend_from_slice(&end);
+        let mut reader = FrameReader::new(&input[..], 1 << 20);
+        let bound = 4 * 1024 + MAX_CONTROL_PAYLOAD as usize;
+        let header = reader.next_header().await.expect("header").expect("frame");
+        reader.skip_payload(header).await.expect("skipped");
+        assert!(reader.held_bytes() <= bound, "{}", reader.held_bytes());
+        assert!(matches!(
+            reader.read_message().await,
+            Ok(Some(Message::Data(data))) if data.len() == 64 * 1024
+        ));
+        assert!(reader.held_bytes() <= bound, "{}", reader.held_bytes());
+        assert!(matches!(
+            reader.read_message().await,
+            Ok(Some(Message::End))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_skipped_payload_cut_short_is_truncated() {
+        let frame = Message::Data(vec![7; 100]).to_bytes().expect("encode");
+        let mut reader = FrameReader::new(&frame[..60], 1 << 20);
+        let header = reader.next_header().await.expect("header").expect("frame");
+        assert!(matches!(
+            reader.skip_payload(header).await,
+            Err(FrameError::Truncated {
+                expected: 100,
+                got: 55,
+                ..
+            })
+        ));
+    }
 
     #[tokio::test]
     async fn a_header_read_cancelled_part_way_is_finished_by_the_next_call() {

@@ -58,6 +58,26 @@ impl<R: AsyncRead + Unpin> ReadBuffer<R> {
         Ok(&self.buf[self.pos..self.filled])
     }
 
+    /// Consumes up to `n` bytes without copying them anywhere (through the
+    /// buffer, so the memory it takes stays the buffer's whatever `n`);
+    /// how many were consumed, 0 at the end of the stream. Cancel safe.
+    pub(crate) async fn skip(&mut self, n: usize) -> io::Result<usize> {
+        if n == 0 {
+            return Ok(0);
+        }
+        if self.pos == self.filled {
+            self.refill().await?;
+        }
+        let skipped = n.min(self.filled - self.pos);
+        self.pos += skipped;
+        Ok(skipped)
+    }
+
+    /// The buffer's size in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Zeroes the bytes already consumed from the buffer (they may hold a
     /// secret that was just decoded).
     pub(crate) fn wipe_consumed(&mut self) {
@@ -105,6 +125,23 @@ mod tests {
         }
         assert_eq!(rest, data[5..]);
         assert!(reader.fill_buf().await.expect("end").is_empty());
+    }
+
+    #[tokio::test]
+    async fn skipped_bytes_go_through_the_buffer() {
+        let data: Vec<u8> = (0..100u8).collect();
+        let mut reader = ReadBuffer::new(&data[..], 16);
+        let mut skipped = 0;
+        while skipped < 90 {
+            let n = reader.skip(90 - skipped).await.expect("skip");
+            assert!((1..=16).contains(&n), "{n} bytes at a time");
+            skipped += n;
+        }
+        let mut rest = [0u8; 10];
+        assert_eq!(reader.read(&mut rest).await.expect("read"), 6);
+        assert_eq!(rest[..6], data[90..96]);
+        assert_eq!(reader.skip(10).await.expect("skip"), 4);
+        assert_eq!(reader.skip(10).await.expect("end"), 0);
     }
 
     #[tokio::test]

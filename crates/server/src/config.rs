@@ -141,6 +141,14 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kdf_budget: Option<u64>,
 
+    /// PBKDF2 iterations all clients together may make aesd run per
+    /// minute (key source 1), beside each one's kdf-budget: many addresses
+    /// cannot add up to every core. A begin over it gets busy. 0 turns it
+    /// off
+    #[arg(long, value_name = "ITERATIONS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kdf_budget_total: Option<u64>,
+
     /// Largest input one job may send, in bytes; past this the job fails with
     /// limit_exceeded
     #[arg(long, value_name = "BYTES")]
@@ -248,11 +256,24 @@ pub struct Cli {
     #[arg(long)]
     pub print_config: bool,
 
+    /// Make a TLS key and a self-signed certificate for this machine's
+    /// names and addresses in DIR (aesd-key.pem, mode 600, and
+    /// aesd-cert.pem; never over existing files), print the pin clients
+    /// pass with --tls-pin, and exit
+    #[arg(long, value_name = "DIR")]
+    pub tls_self_signed: Option<PathBuf>,
+
     /// Once listening, write the process id to FILE (atomically); removed
     /// at a normal exit. Init scripts wait for it (S50aesd). Under systemd,
     /// `Type=notify` works without it (NOTIFY_SOCKET)
     #[arg(long, value_name = "FILE", env = "AESD_PID_FILE")]
     pub pid_file: Option<PathBuf>,
+
+    /// Print a man page or a shell completion script, made from these
+    /// definitions, and exit
+    #[arg(long, value_name = "KIND", exclusive = true,
+          value_parser = ["man", "complete-bash", "complete-zsh", "complete-fish"])]
+    pub generate: Option<String>,
 }
 
 impl Cli {
@@ -323,6 +344,8 @@ pub struct Config {
     pub input_rate_window: Duration,
     /// PBKDF2 iterations per client and minute (0: no budget).
     pub kdf_budget: u64,
+    /// PBKDF2 iterations per minute for all clients together (0: off).
+    pub kdf_budget_total: u64,
     /// Largest input of one job, in bytes.
     pub max_file_size: u64,
     /// Jobs per connection.
@@ -501,6 +524,7 @@ impl Config {
                 defaults::INPUT_RATE_WINDOW_SECS,
             )?,
             kdf_budget: layer.kdf_budget.unwrap_or(defaults::KDF_BUDGET),
+            kdf_budget_total: layer.kdf_budget_total.unwrap_or(defaults::KDF_BUDGET_TOTAL),
             max_file_size: layer.max_file_size.unwrap_or(defaults::MAX_FILE_SIZE),
             max_jobs_per_connection: layer
                 .max_jobs_per_connection
@@ -651,12 +675,21 @@ impl Config {
         Ok(())
     }
 
-    /// Warnings about settings that work but are unsafe: a token file
-    /// that other users can read.
+    /// Warnings about settings that work but are unsafe: a token file or
+    /// TLS key file that other users can read, trusted proxies that cover
+    /// a whole address family.
     pub fn warnings(&self) -> Vec<String> {
-        self.access_token
+        let token = self
+            .access_token
             .iter()
-            .filter_map(|token| permission_warning(token.path(), "access token"))
+            .filter_map(|token| permission_warning(token.path(), "access token"));
+        let tls_key = self
+            .tls
+            .iter()
+            .filter_map(|tls| permission_warning(tls.key_path(), "TLS key"));
+        token
+            .chain(tls_key)
+            .chain(self.trusted_proxies.warnings())
             .collect()
     }
 
@@ -681,6 +714,7 @@ impl Config {
             min_input_rate: Some(self.min_input_rate),
             input_rate_window: Some(self.input_rate_window.as_secs_f64()),
             kdf_budget: Some(self.kdf_budget),
+            kdf_budget_total: Some(self.kdf_budget_total),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             tls_cert: self.tls.as_ref().map(|tls| tls.cert_path().to_owned()),

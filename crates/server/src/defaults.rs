@@ -53,6 +53,9 @@ pub const INPUT_RATE_WINDOW_SECS: f64 = 10.0;
 /// PBKDF2 iterations (key source 1) one client may make aesd run per
 /// minute: one `max-iter` job, or ten jobs at openssl's 10 000.
 pub const KDF_BUDGET: u64 = 100_000;
+/// PBKDF2 iterations (key source 1) all clients together may make aesd
+/// run per minute: four clients' budgets.
+pub const KDF_BUDGET_TOTAL: u64 = 400_000;
 
 /// Jobs one client may have processed at once: all slots but one, so one
 /// client (an attacker's stalled jobs, or a load test from one host) can
@@ -91,6 +94,7 @@ pub fn shown() -> Vec<(&'static str, String)> {
         ("min-input-rate", MIN_INPUT_RATE.to_string()),
         ("input-rate-window", INPUT_RATE_WINDOW_SECS.to_string()),
         ("kdf-budget", KDF_BUDGET.to_string()),
+        ("kdf-budget-total", KDF_BUDGET_TOTAL.to_string()),
         (
             "max-file-size",
             format!("{MAX_FILE_SIZE} ({} GiB)", MAX_FILE_SIZE >> 30),

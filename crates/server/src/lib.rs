@@ -14,6 +14,7 @@
 //!   a job's stages get.
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
+//! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline;
@@ -21,6 +22,7 @@
 //!   driven by the `cost` benchmark and a fuzz target).
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
+//! * [`log_limit`]: log lines about clients, rate-limited per client.
 //! * [`client_key`]: who a client is for the per-client limits (an IPv4
 //!   address, an IPv6 prefix).
 //! * [`input_rate`]: the minimum input rate of a running job.
@@ -36,6 +38,8 @@
 //! * [`backend`]: which AES runs (`aes-backend`): VexRiscv's AES
 //!   instruction after a start-up self-test, or software.
 //! * [`error`]: why a job failed and what the client is told.
+//! * [`fd_limit`]: the open-file limit raised at start, `max-connections`
+//!   kept within it.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
 //! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
 //! * [`secrets`]: no core dumps (a crash leaves no passwords or keys on disk).
@@ -50,11 +54,13 @@ pub mod client_key;
 pub mod config;
 pub mod defaults;
 pub mod error;
+pub mod fd_limit;
 pub mod input_rate;
 pub mod job;
 pub mod kdf_budget;
 pub mod lanes;
 pub mod limits;
+pub mod log_limit;
 pub mod metrics;
 pub mod pool;
 pub mod proxy;
@@ -65,6 +71,7 @@ pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;
+pub mod tls_init;
 
 pub use config::{Config, ConfigLayer};
 pub use server::{RunningServer, Server, ServerError};

@@ -21,10 +21,16 @@ fn main() -> ExitCode {
     // crash must not leave them in a core file.
     let core_dumps = aesd_server::secrets::disable_core_dumps();
     let cli = Cli::parse_with_defaults();
+    if let Some(kind) = &cli.generate {
+        return generate(kind);
+    }
     if let Some(path) = &cli.check_config {
         return check_config(path);
     }
-    let config = match Config::load(&cli) {
+    if let Some(dir) = &cli.tls_self_signed {
+        return tls_self_signed(dir);
+    }
+    let mut config = match Config::load(&cli) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("aesd: {err}");
@@ -58,6 +64,7 @@ fn main() -> ExitCode {
     if let Err(err) = core_dumps {
         tracing::warn!("{err}: a crash may leave secrets in a core file");
     }
+    keep_connections_within_the_fd_limit(&mut config);
     info!(
         aes = backend.engine.name(),
         "AES backend: {}, because {}",
@@ -116,6 +123,71 @@ fn main() -> ExitCode {
     })
 }
 
+/// Raises the soft open-file limit to the hard one and lowers
+/// `max-connections` to what it leaves, logging both.
+fn keep_connections_within_the_fd_limit(config: &mut Config) {
+    let limit = aesd_server::fd_limit::raise();
+    let show = |limit: Option<u64>| limit.map_or("unlimited".to_owned(), |n| n.to_string());
+    if limit.now != limit.before {
+        info!(
+            "open-file limit raised from {} to {} (the hard limit)",
+            show(limit.before),
+            show(limit.now)
+        );
+    }
+    let fits = aesd_server::fd_limit::connections_within(limit.now, config.max_connections);
+    if fits < config.max_connections {
+        warn!(
+            "max-connections {} lowered to {fits}: the open-file limit is {} and {} descriptors are kept for the rest (raise it: ulimit -n, LimitNOFILE=)",
+            config.max_connections,
+            show(limit.now),
+            aesd_server::fd_limit::RESERVED_FDS
+        );
+        config.max_connections = fits;
+        config.max_connections_per_client = config.max_connections_per_client.min(fits);
+    }
+}
+
+/// `--tls-self-signed DIR`: makes the key and certificate, prints where
+/// they are, the names they carry and the pin.
+fn tls_self_signed(dir: &std::path::Path) -> ExitCode {
+    use aesd_server::tls_init;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    match tls_init::make(
+        dir,
+        &tls_init::local_names(),
+        &tls_init::local_addresses(),
+        now,
+    ) {
+        Ok(made) => {
+            println!(
+                "wrote {} (mode 600) and {}",
+                made.key.display(),
+                made.cert.display()
+            );
+            println!("names: {}", made.names.join(", "));
+            println!("pin: {}", made.pin);
+            println!(
+                "serve: aesd --tls-cert {} --tls-key {}",
+                made.cert.display(),
+                made.key.display()
+            );
+            println!(
+                "clients: aescrypt --server HOST:7878 --tls-pin {} ... (or --tls-ca {})",
+                made.pin,
+                made.cert.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// `--check-config FILE`: validates the file alone over the defaults.
 fn check_config(path: &std::path::Path) -> ExitCode {
     match ConfigLayer::from_file(path).and_then(Config::resolve) {
@@ -159,4 +231,27 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// `--generate KIND`: the man page or a completion script on stdout, from
+/// the same clap definitions as `--help`.
+fn generate(kind: &str) -> ExitCode {
+    let mut command = Cli::command_with_defaults();
+    let mut out = std::io::stdout();
+    let shell = match kind {
+        "man" => {
+            return match clap_mangen::Man::new(command).render(&mut out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("aesd: cannot write to stdout: {err}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        "complete-zsh" => clap_complete::Shell::Zsh,
+        "complete-fish" => clap_complete::Shell::Fish,
+        _ => clap_complete::Shell::Bash,
+    };
+    clap_complete::generate(shell, &mut command, "aesd", &mut out);
+    ExitCode::SUCCESS
 }

@@ -6,7 +6,11 @@
 //!
 //! * `--pid-file FILE`: aesd writes its process id (decimal, one line) to
 //!   FILE, atomically (a temporary file in the same folder, renamed), and
-//!   removes FILE when it exits normally. For init scripts (S50aesd waits
+//!   removes FILE when it exits normally. The temporary file has a random
+//!   name and is created exclusively without following a symlink
+//!   (`O_CREAT|O_EXCL|O_NOFOLLOW`): in a folder others can write (`/tmp`,
+//!   `/var/run` shared with other daemons) nobody can make aesd write
+//!   through a link placed in advance. For init scripts (S50aesd waits
 //!   for the file instead of reading the log).
 //! * `NOTIFY_SOCKET` (systemd's `sd_notify` protocol, `Type=notify`): when
 //!   the variable names a Unix datagram socket (a path, or `@name` in the
@@ -136,22 +140,42 @@ impl Drop for Readiness {
 }
 
 /// Writes `bytes` to a new file beside `path`, then renames it over
-/// `path`: a reader sees the old file, no file, or the whole new one.
+/// `path`: a reader sees the old file, no file, or the whole new one. The
+/// new file has a random name and is created exclusively, never through a
+/// symlink; the rename replaces a symlink at `path` itself, not its target.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
-    let mut temporary_name = OsString::from(".");
-    temporary_name.push(name);
-    temporary_name.push(format!(".{}.tmp", std::process::id()));
-    let temporary = path.with_file_name(temporary_name);
-    let result = fs::File::create(&temporary)
-        .and_then(|mut file| file.write_all(bytes))
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = temporary_path(path)?;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&temporary)?;
+    let result = file
+        .write_all(bytes)
         .and_then(|()| fs::rename(&temporary, path));
     if result.is_err() {
         let _ = fs::remove_file(&temporary);
     }
     result
+}
+
+/// A new temporary name beside `path`: `.NAME.` and 16 random hex digits.
+fn temporary_path(path: &Path) -> io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|err| io::Error::other(err.to_string()))?;
+    let mut temporary_name = OsString::from(".");
+    temporary_name.push(name);
+    temporary_name.push(".");
+    for byte in random {
+        temporary_name.push(format!("{byte:02x}"));
+    }
+    temporary_name.push(".tmp");
+    Ok(path.with_file_name(temporary_name))
 }
 
 /// Sends one datagram to the Unix socket `socket`: a path, or `@name` for
@@ -216,6 +240,42 @@ mod tests {
         drop(readiness);
         assert_eq!(fs::read_to_string(&path).expect("kept"), "1\n");
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_symlink_at_the_old_temporary_name_is_not_followed() {
+        let dir = scratch("symlink");
+        let path = dir.join("aesd.pid");
+        let victim = dir.join("victim");
+        fs::write(&victim, "precious\n").expect("victim");
+        // The name the temporary file had before it was random.
+        let predictable = dir.join(format!(".aesd.pid.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &predictable).expect("symlink");
+        let mut readiness = Readiness::new(Some(path.clone()), None);
+        readiness
+            .ready(addr("127.0.0.1:7878"), None)
+            .expect("ready");
+        assert_eq!(fs::read_to_string(&victim).expect("victim"), "precious\n");
+        assert_eq!(
+            fs::read_to_string(&path).expect("pid file"),
+            format!("{}\n", std::process::id())
+        );
+        drop(readiness);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn temporary_names_are_random() {
+        let path = PathBuf::from("/run/aesd.pid");
+        let first = temporary_path(&path).expect("name");
+        let second = temporary_path(&path).expect("name");
+        assert_ne!(first, second);
+        let name = first.file_name().and_then(|n| n.to_str()).expect("utf-8");
+        assert!(
+            name.starts_with(".aesd.pid.") && name.ends_with(".tmp"),
+            "{name}"
+        );
+        assert_eq!(name.len(), ".aesd.pid.".len() + 16 + ".tmp".len(), "{name}");
     }
 
     #[test]

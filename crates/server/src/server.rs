@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::error::JobError;
+use crate::log_limit;
 use crate::metrics;
 use crate::proxy;
 use crate::session;
@@ -115,6 +116,23 @@ impl Server {
                 },
             ));
         }
+        // Summaries of the log lines left out per client, once a window.
+        tokio::spawn({
+            let shared = Arc::clone(&shared);
+            async move {
+                let mut tick = tokio::time::interval(log_limit::WINDOW);
+                loop {
+                    tokio::select! {
+                        () = shared.shutdown.stopping() => break,
+                        _ = tick.tick() => {
+                            for summary in shared.log_limit.flush(std::time::Instant::now()) {
+                                summary.log();
+                            }
+                        }
+                    }
+                }
+            }
+        });
         tokio::pin!(signal);
         loop {
             tokio::select! {
@@ -134,7 +152,7 @@ impl Server {
                                 stream,
                                 peer,
                                 JobError::ConnectionsFull(refused),
-                                Arc::clone(&shared.metrics),
+                                Arc::clone(&shared),
                             ));
                         }
                     },

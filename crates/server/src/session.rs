@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
-use aesd_proto::{FrameError, FrameKind, FrameReader, FrameWriter, Message, ProtoError, Welcome};
+use aesd_proto::{
+    ErrorCode, FrameError, FrameKind, FrameReader, FrameWriter, Message, ProtoError, Welcome,
+};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at};
@@ -26,6 +28,7 @@ use crate::error::JobError;
 use crate::input_rate::{ByteCounter, Metered};
 use crate::job;
 use crate::limits::ConnectionSlot;
+use crate::log_limit::Decision;
 use crate::metrics::Metrics;
 use crate::proxy::ProxyError;
 use crate::shared::Shared;
@@ -37,12 +40,12 @@ const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 /// Answers a connection refused before its session (over the connection
 /// caps: `busy`; a bad PROXY header) with an error frame and closes it. A
 /// connection that closed before sending anything is only counted.
-pub async fn refuse(stream: TcpStream, peer: SocketAddr, error: JobError, metrics: Arc<Metrics>) {
+pub async fn refuse(stream: TcpStream, peer: SocketAddr, error: JobError, shared: Arc<Shared>) {
     let mut writer = FrameWriter::new(stream);
     if matches!(error, JobError::ClientGone) {
-        report_unreachable(peer, &error, &metrics);
+        report_unreachable(peer, &error, &shared.metrics);
     } else {
-        report(&mut writer, peer, &error, REFUSAL_WRITE_LIMIT, &metrics).await;
+        report(&mut writer, peer, &error, REFUSAL_WRITE_LIMIT, &shared).await;
     }
     let _ = writer.shutdown().await;
 }
@@ -57,17 +60,10 @@ async fn report<W: AsyncWrite + Unpin>(
     peer: SocketAddr,
     error: &JobError,
     limit: Duration,
-    metrics: &Metrics,
+    shared: &Shared,
 ) -> bool {
-    metrics.error(error.kind());
-    match error {
-        JobError::ShuttingDown => debug!(%peer, "closed for shutdown"),
-        JobError::ClientGone => debug!(%peer, "client left"),
-        error if !error.closes_connection() => {
-            info!(%peer, code = %error.code(), "job failed: {error}");
-        }
-        error => warn!(%peer, code = %error.code(), "connection closed: {error}"),
-    }
+    shared.metrics.error(error.kind());
+    log_error(peer, error, shared);
     if !error.peer_reachable() {
         return false;
     }
@@ -127,7 +123,39 @@ pub async fn serve(
             limit,
         },
     };
-    refuse(stream, peer, error, Arc::clone(&shared.metrics)).await;
+    refuse(stream, peer, error, shared).await;
+}
+
+/// Logs a client's error, within the client's share of log lines
+/// ([`crate::log_limit`]). Refusals (`busy`, `unauthorized`,
+/// `tls_required`) are logged at debug: they are the server working as
+/// configured, and `aesd_errors_total` counts them; failed jobs at info,
+/// connections closed for an error at warn.
+fn log_error(peer: SocketAddr, error: &JobError, shared: &Shared) {
+    if matches!(error, JobError::ShuttingDown | JobError::ClientGone) {
+        debug!(%peer, "connection ended: {error}");
+        return;
+    }
+    let client = shared.client_key(peer.ip());
+    let summary = match shared.log_limit.admit(client, std::time::Instant::now()) {
+        Decision::Suppress => return,
+        Decision::Log(summary) => summary,
+    };
+    if let Some(summary) = summary {
+        summary.log();
+    }
+    let code = error.code();
+    match error {
+        _ if matches!(
+            code,
+            ErrorCode::Busy | ErrorCode::Unauthorized | ErrorCode::TlsRequired
+        ) =>
+        {
+            debug!(%peer, %code, "refused: {error}");
+        }
+        error if !error.closes_connection() => info!(%peer, %code, "job failed: {error}"),
+        error => warn!(%peer, %code, "connection closed: {error}"),
+    }
 }
 
 /// Counts and logs an error the client cannot be told (no channel to it).
@@ -149,7 +177,7 @@ where
     let mut writer = FrameWriter::new(write);
     if let Err(error) = run(&mut reader, &mut writer, peer, &input, shared).await {
         let limit = shared.config.handshake_timeout;
-        report(&mut writer, peer, &error, limit, &shared.metrics).await;
+        report(&mut writer, peer, &error, limit, shared).await;
     }
     let _ = writer.shutdown().await;
 }
@@ -279,7 +307,7 @@ where
             Err(error) if error.closes_connection() => return Err(error),
             Err(error) => {
                 let limit = config.idle_timeout;
-                if !report(writer, peer, &error, limit, &shared.metrics).await {
+                if !report(writer, peer, &error, limit, shared).await {
                     return Err(JobError::Timeout {
                         what: "sending a failed job's error frame",
                         limit,
@@ -336,29 +364,43 @@ where
 }
 
 /// Reads and drops the rest of a failed job's input, up to its end frame.
+/// Data payloads are skipped through the reader's small input buffer, so
+/// discarding leaves the connection's memory as it was whatever the frame
+/// sizes.
 async fn discard_until_end<R: AsyncRead + Unpin>(
     reader: &mut FrameReader<R>,
     shared: &Arc<Shared>,
 ) -> Result<(), JobError> {
     let idle = shared.config.idle_timeout;
+    let slow = |_| JobError::Timeout {
+        what: "waiting for the end of a failed job's input",
+        limit: idle,
+    };
     loop {
-        let message = timeout(idle, reader.read_message())
+        let header = timeout(idle, reader.next_header())
             .await
-            .map_err(|_| JobError::Timeout {
-                what: "waiting for the end of a failed job's input",
-                limit: idle,
-            })?
-            .map_err(JobError::from)?;
-        match message {
-            Some(Message::Data(_)) => continue,
-            Some(Message::End) => return Ok(()),
-            Some(other) => {
+            .map_err(slow)?
+            .map_err(JobError::from)?
+            .ok_or(JobError::ClientGone)?;
+        match header.kind {
+            FrameKind::Data if header.len == 0 => return Err(job::empty_data_frame()),
+            FrameKind::Data => timeout(idle, reader.skip_payload(header))
+                .await
+                .map_err(slow)?
+                .map_err(JobError::from)?,
+            FrameKind::End => {
+                timeout(idle, reader.read_body(header))
+                    .await
+                    .map_err(slow)?
+                    .map_err(JobError::from)?;
+                return Ok(());
+            }
+            other => {
                 return Err(JobError::UnexpectedFrame {
-                    got: other.kind().name(),
+                    got: other.name(),
                     state: "while discarding a failed job's input",
                 });
             }
-            None => return Err(JobError::ClientGone),
         }
     }
 }

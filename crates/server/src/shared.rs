@@ -16,6 +16,7 @@ use crate::client_key::ClientKey;
 use crate::config::Config;
 use crate::kdf_budget::KdfBudget;
 use crate::limits::ConnectionLimits;
+use crate::log_limit::LogLimiter;
 use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::shutdown::Shutdown;
@@ -40,6 +41,8 @@ pub struct Shared {
     pub auth_failures: FailureThrottle,
     /// PBKDF2 iterations each client may still make the server run.
     pub kdf_budget: KdfBudget,
+    /// Log lines about each client, rate-limited.
+    pub log_limit: LogLimiter,
 }
 
 impl Shared {
@@ -69,7 +72,8 @@ impl Shared {
             shutdown: Shutdown::new(),
             name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             auth_failures: FailureThrottle::new(config.auth_failure_delay),
-            kdf_budget: KdfBudget::new(config.kdf_budget),
+            kdf_budget: KdfBudget::new(config.kdf_budget).with_total(config.kdf_budget_total),
+            log_limit: LogLimiter::default(),
             config,
             metrics,
             connections,

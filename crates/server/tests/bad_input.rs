@@ -157,6 +157,17 @@ async fn data_before_begin() {
 }
 
 #[tokio::test]
+async fn empty_data_frame_inside_a_job() {
+    // PROTOCOL.md: data frames are never empty. An empty one would cost
+    // the server a frame's work without a byte towards max-file-size.
+    let mut bytes = begin_bytes(1, 1, 1);
+    bytes.extend_from_slice(&[0x11, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&[0x12, 0, 0, 0, 0]);
+    let error = after_handshake_expect(&bytes, ErrorCode::Malformed).await;
+    assert!(error.message.contains("empty"), "{error}");
+}
+
+#[tokio::test]
 async fn unknown_frame_kind() {
     after_handshake_expect(&[0x55, 0, 0, 0, 0], ErrorCode::UnexpectedFrame).await;
 }

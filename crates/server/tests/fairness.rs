@@ -15,24 +15,19 @@ use aesd_proto::{
     Password,
 };
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::{encrypt_verified, job_spec, start_server};
+use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpSocket;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 /// Generous bound for answers on a busy 2-core machine.
 const ANSWER: Duration = Duration::from_secs(15);
 
 /// A handshaken connection from `source`.
-async fn connect_from(
+async fn handshaken_from(
     source: &str,
     server: SocketAddr,
 ) -> (FrameReader<OwnedReadHalf>, FrameWriter<OwnedWriteHalf>) {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(format!("{source}:0").parse().expect("source"))
-        .expect("bind the source address");
-    let stream = socket.connect(server).await.expect("connect");
+    let stream = connect_from(source, server).await;
     stream.set_nodelay(true).expect("nodelay");
     let (read, mut write) = stream.into_split();
     write
@@ -89,7 +84,7 @@ async fn send_begin(
 /// Runs a whole 64 KiB job from `source` and returns how long it took
 /// from its begin to its done, and whether it had to queue.
 async fn job_from(source: &str, server: SocketAddr) -> (Duration, bool) {
-    let (mut reader, mut writer) = connect_from(source, server).await;
+    let (mut reader, mut writer) = handshaken_from(source, server).await;
     let began = Instant::now();
     writer.send(&begin()).await.expect("begin");
     let mut queued = false;
@@ -141,7 +136,7 @@ async fn stalled_jobs_from_one_address_cannot_starve_another() {
     let mut attackers = Vec::new();
     let mut answers = Vec::new();
     for _ in 0..12 {
-        let (mut reader, mut writer) = connect_from("127.0.0.1", server.addr()).await;
+        let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
         answers.push(send_begin(&mut reader, &mut writer).await);
         // One byte of a data frame's header, then silence.
         writer.get_mut().write_all(&[0x11]).await.expect("a byte");
@@ -187,19 +182,19 @@ async fn per_client_caps_queue_then_refuse_with_busy() {
     })
     .await;
     let addr = server.addr();
-    let (mut a_reader, mut a_writer) = connect_from("127.0.0.1", addr).await;
+    let (mut a_reader, mut a_writer) = handshaken_from("127.0.0.1", addr).await;
     assert_eq!(
         send_begin(&mut a_reader, &mut a_writer).await,
         Answer::Started
     );
     // A slot is free, but 127.0.0.1 holds its one: its second job waits.
-    let (mut b_reader, mut b_writer) = connect_from("127.0.0.1", addr).await;
+    let (mut b_reader, mut b_writer) = handshaken_from("127.0.0.1", addr).await;
     assert_eq!(
         send_begin(&mut b_reader, &mut b_writer).await,
         Answer::Queued
     );
     // Its third gets busy: no slot of its own, no queue place left.
-    let (mut c_reader, mut c_writer) = connect_from("127.0.0.1", addr).await;
+    let (mut c_reader, mut c_writer) = handshaken_from("127.0.0.1", addr).await;
     assert_eq!(send_begin(&mut c_reader, &mut c_writer).await, Answer::Busy);
     // The connection stays open: a refused job sends nothing more, the
     // client may begin again at once.
@@ -212,7 +207,7 @@ async fn per_client_caps_queue_then_refuse_with_busy() {
     eprintln!("127.0.0.2 served in {took:?}");
 
     // 127.0.0.3 takes the other slot; when A leaves, B gets its slot.
-    let (mut d_reader, mut d_writer) = connect_from("127.0.0.3", addr).await;
+    let (mut d_reader, mut d_writer) = handshaken_from("127.0.0.3", addr).await;
     assert_eq!(
         send_begin(&mut d_reader, &mut d_writer).await,
         Answer::Started
@@ -230,7 +225,7 @@ async fn per_client_caps_queue_then_refuse_with_busy() {
         assert!(Instant::now() < deadline, "B's slot was never given back");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let (mut e_reader, mut e_writer) = connect_from("127.0.0.4", addr).await;
+    let (mut e_reader, mut e_writer) = handshaken_from("127.0.0.4", addr).await;
     assert_eq!(
         send_begin(&mut e_reader, &mut e_writer).await,
         Answer::Started
@@ -241,7 +236,7 @@ async fn per_client_caps_queue_then_refuse_with_busy() {
         send_begin(&mut c_reader, &mut c_writer).await,
         Answer::Queued
     );
-    let (mut f_reader, mut f_writer) = connect_from("127.0.0.1", addr).await;
+    let (mut f_reader, mut f_writer) = handshaken_from("127.0.0.1", addr).await;
     assert_eq!(send_begin(&mut f_reader, &mut f_writer).await, Answer::Busy);
     assert_eq!(refused_count(&server, "per_client_queued"), 1);
     assert_eq!(refused_count(&server, "queue_full"), 0);
@@ -261,7 +256,7 @@ async fn a_trickling_job_is_cut_by_the_minimum_input_rate() {
         ..ConfigLayer::default()
     })
     .await;
-    let (mut reader, mut writer) = connect_from("127.0.0.1", server.addr()).await;
+    let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
     assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
     let began = Instant::now();
     let trickle = tokio::spawn(async move {
@@ -316,7 +311,7 @@ async fn backpressure_does_not_count_against_the_input_rate() {
         ..ConfigLayer::default()
     })
     .await;
-    let (mut reader, mut writer) = connect_from("127.0.0.1", server.addr()).await;
+    let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
     assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
     let upload = tokio::spawn(async move {
         let chunk = vec![5u8; 64 << 10];

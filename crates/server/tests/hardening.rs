@@ -6,16 +6,20 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aesd_client::Client;
-use aesd_proto::{ErrorCode, FrameReader, Hello, Message, Operation};
+use aesd_proto::{
+    Begin, DerivedKeyParams, ErrorCode, Format, FrameReader, Hello, KeySource, Message, Operation,
+};
 use aesd_server::ConfigLayer;
 use aesd_server::cipher::encrypt_buffer;
 use aesd_testkit::Pattern;
 use aesd_testkit::VerifyingSink;
 use aesd_testkit::{
-    AesdProcess, encrypt_verified, job_spec as spec, pattern_bytes, proc_status_kib, start_server,
+    AesdProcess, encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes,
+    proc_status_kib, start_server,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use zeroize::Zeroizing;
 
 fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
     encrypt_buffer(password.as_bytes(), &[9; 8], 1000, plain, 64 * 1024)
@@ -324,4 +328,80 @@ async fn pbkdf2_stops_when_the_client_leaves() {
         "{spent:?} of worker time after the client left"
     );
     server.shutdown().await;
+}
+
+/// A failed job's remaining input is discarded through a small buffer: a
+/// connection that sent 64 KiB data frames after its job failed holds no
+/// more memory when idle than one that never sent a data frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discarded_data_frames_leave_idle_connections_small() {
+    const CONNECTIONS: usize = 200;
+    /// The goal: at most 24 KiB per idle connection whatever it sent (the
+    /// task, the socket, the 4 KiB read buffer; measured about 12 KiB).
+    const PER_CONNECTION_KIB: u64 = 24;
+    let aesd = AesdProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_aesd")),
+        &[
+            "--max-connections",
+            "1000",
+            "--max-connections-per-client",
+            "1000",
+        ],
+    );
+    let begin = Message::Begin(Begin {
+        operation: Operation::Decrypt,
+        format: Format::OpensslSaltedPbkdf2,
+        key: KeySource::Derived(DerivedKeyParams {
+            salt: [1; 8],
+            key: Zeroizing::new([2; 32]),
+            iv: Zeroizing::new([3; 16]),
+        }),
+    })
+    .to_bytes()
+    .expect("begin");
+    // Not a `Salted__` file: the job fails on its first chunk, and the
+    // server discards the frames that follow.
+    let data = Message::Data(vec![0x55; 64 * 1024])
+        .to_bytes()
+        .expect("data");
+    let end = Message::End.to_bytes().expect("end");
+    let before = proc_status_kib(aesd.pid(), "VmRSS").expect("rss");
+    let mut held = Vec::with_capacity(CONNECTIONS);
+    for _ in 0..CONNECTIONS {
+        let (mut reader, mut write) = handshaken_connection(aesd.addr).await;
+        write.write_all(&begin).await.expect("begin");
+        // More frames than the job's buffers hold: the job fails while
+        // some are still to come.
+        for _ in 0..16 {
+            write.write_all(&data).await.expect("data");
+        }
+        let _ = write.write_all(&end).await;
+        let error = loop {
+            match reader.read_message().await {
+                Ok(Some(Message::Error(error))) => break error,
+                Ok(Some(_)) => continue,
+                other => panic!("expected an error frame, got {other:?}"),
+            }
+        };
+        assert_eq!(error.code, ErrorCode::BadCiphertext, "{error}");
+        held.push((reader, write));
+    }
+    // The discard runs after the error frame: give it time to finish.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_connections = proc_status_kib(aesd.pid(), "VmRSS").expect("rss");
+    let per_connection = with_connections.saturating_sub(before) / CONNECTIONS as u64;
+    println!(
+        "aesd RSS: {before} KiB idle, {with_connections} KiB holding {CONNECTIONS} connections after discarded frames ({per_connection} KiB each)"
+    );
+    // The connections are still open and in step: a job on the last one.
+    let (mut reader, mut write) = held.pop().expect("a connection");
+    write.write_all(&begin).await.expect("begin");
+    assert!(
+        matches!(reader.read_message().await, Ok(Some(Message::Started(_)))),
+        "the connection serves its next job"
+    );
+    assert!(
+        per_connection <= PER_CONNECTION_KIB,
+        "each idle connection holds {per_connection} KiB after discarded data frames"
+    );
 }

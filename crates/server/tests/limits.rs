@@ -8,9 +8,8 @@ use std::time::Duration;
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
-use aesd_testkit::{encrypt_verified, job_spec, start_server};
+use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpSocket;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 fn spec() -> JobSpec {
@@ -25,12 +24,8 @@ struct Held {
 
 /// Connects from `source` (a loopback address) and handshakes; the error
 /// frame when the server refuses instead of welcoming.
-async fn connect_from(source: &str, server: SocketAddr) -> Result<Held, ErrorFrame> {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(format!("{source}:0").parse().expect("source"))
-        .expect("bind");
-    let stream = socket.connect(server).await.expect("connect");
+async fn held_from(source: &str, server: SocketAddr) -> Result<Held, ErrorFrame> {
+    let stream = connect_from(source, server).await;
     let (read, mut writer) = stream.into_split();
     // The server may refuse before reading the hello and close; a failed
     // write then is expected, the error frame still arrives.
@@ -70,12 +65,12 @@ async fn connections_over_the_total_cap_get_busy() {
     let mut held = Vec::new();
     for source in ["127.0.0.1", "127.0.0.2", "127.0.0.3"] {
         held.push(
-            connect_from(source, server.addr())
+            held_from(source, server.addr())
                 .await
                 .expect("under the cap"),
         );
     }
-    let refused = connect_from("127.0.0.4", server.addr())
+    let refused = held_from("127.0.0.4", server.addr())
         .await
         .err()
         .expect("over the cap");
@@ -83,7 +78,7 @@ async fn connections_over_the_total_cap_get_busy() {
     assert!(refused.message.contains("maximum of 3"), "{refused}");
     held.pop();
     wait_for_open(&server, 2).await;
-    connect_from("127.0.0.4", server.addr())
+    held_from("127.0.0.4", server.addr())
         .await
         .expect("a place was freed");
 }
@@ -95,20 +90,16 @@ async fn one_client_address_cannot_take_every_connection() {
         ..ConfigLayer::default()
     })
     .await;
-    let _first = connect_from("127.0.0.1", server.addr())
-        .await
-        .expect("first");
-    let _second = connect_from("127.0.0.1", server.addr())
-        .await
-        .expect("second");
-    let refused = connect_from("127.0.0.1", server.addr())
+    let _first = held_from("127.0.0.1", server.addr()).await.expect("first");
+    let _second = held_from("127.0.0.1", server.addr()).await.expect("second");
+    let refused = held_from("127.0.0.1", server.addr())
         .await
         .err()
         .expect("third refused");
     assert_eq!(refused.code, ErrorCode::Busy);
     assert!(refused.message.contains("127.0.0.1"), "{refused}");
     // Another address is still served.
-    let _other = connect_from("127.0.0.2", server.addr())
+    let _other = held_from("127.0.0.2", server.addr())
         .await
         .expect("other client");
 }

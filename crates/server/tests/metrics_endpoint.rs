@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
-use aesd_server::metrics::http::MAX_CONNECTIONS;
-use aesd_testkit::{encrypt_verified, job_spec, start_server};
+use aesd_server::metrics::http::{MAX_CONNECTIONS, MAX_PER_CLIENT};
+use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -34,12 +34,14 @@ async fn idle_scrapers_hold_at_most_the_cap_and_the_job_port_serves_on() {
     .await;
     let metrics = server.metrics_addr().expect("metrics port");
     let mut idle = Vec::new();
-    for _ in 0..MAX_CONNECTIONS {
-        idle.push(TcpStream::connect(metrics).await.expect("connect"));
+    // Each address holds its share: 4 addresses x 2 fill the 8 places.
+    for n in 0..MAX_CONNECTIONS {
+        let source = format!("127.0.0.{}", 10 + n / MAX_PER_CLIENT);
+        idle.push(connect_from(&source, metrics).await);
     }
     // Give the server time to accept them all.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let refused = scrape(TcpStream::connect(metrics).await.expect("connect")).await;
+    let refused = scrape(connect_from("127.0.0.9", metrics).await).await;
     assert!(
         refused.starts_with("HTTP/1.1 503 Service Unavailable"),
         "{refused}"
@@ -52,12 +54,45 @@ async fn idle_scrapers_hold_at_most_the_cap_and_the_job_port_serves_on() {
     // One idle scraper leaves: its place is free again.
     drop(idle.pop());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let served = scrape(TcpStream::connect(metrics).await.expect("connect")).await;
+    let served = scrape(connect_from("127.0.0.9", metrics).await).await;
     assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
     assert!(
         served.contains("aesd_errors_total{kind=\"busy\"} 1"),
         "{served}"
     );
+    server.shutdown().await;
+}
+
+/// The "metrics blinded" attack: one address keeps unfinished requests
+/// open (re-opening each one the server closes); scrapes from another
+/// address still succeed, because one client holds at most its share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holding_requests_cannot_blind_another_scraper() {
+    let server = start_server(ConfigLayer {
+        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let metrics = server.metrics_addr().expect("metrics port");
+    let mut attacker = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        attacker.push(connect_from("127.0.0.1", metrics).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut served = 0;
+    for _ in 0..10 {
+        let answer = scrape(connect_from("127.0.0.2", metrics).await).await;
+        if answer.starts_with("HTTP/1.1 200 OK") {
+            served += 1;
+        }
+    }
+    println!(
+        "{served} of 10 scrapes from another address served while one held {MAX_CONNECTIONS} requests"
+    );
+    assert_eq!(served, 10);
+    let refused = scrape(connect_from("127.0.0.1", metrics).await).await;
+    assert!(refused.contains("scrapes of 127.0.0.1"), "{refused}");
+    drop(attacker);
     server.shutdown().await;
 }
 

@@ -12,9 +12,8 @@ use aesd_client::Client;
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
 use aesd_server::proxy::ProxyHeader;
-use aesd_testkit::{AesdProcess, TempDir, job_spec, start_server};
+use aesd_testkit::{AesdProcess, TempDir, connect_from, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpSocket, TcpStream};
 
 /// The trusted proxy's address; clients that are not proxies use 127.0.0.2.
 const PROXY: &str = "127.0.0.1";
@@ -24,14 +23,6 @@ const OTHER_STRANGER: &str = "127.0.0.3";
 
 fn aesd() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_aesd"))
-}
-
-async fn connect_from(source: &str, server: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(format!("{source}:0").parse().expect("source"))
-        .expect("bind");
-    socket.connect(server).await.expect("connect")
 }
 
 /// The header a proxy sends for `client` connecting to `server`.

@@ -24,6 +24,24 @@ where
     S: Fn(Reader, Writer) -> F + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
+    serve(max_data, false, script).await
+}
+
+/// [`fake_server`] whose welcome accepts keys derived by the client (key
+/// source 2), so a client sends its salt, key and IV.
+pub async fn fake_server_with_derived_keys<S, F>(max_data: u32, script: S) -> SocketAddr
+where
+    S: Fn(Reader, Writer) -> F + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    serve(max_data, true, script).await
+}
+
+async fn serve<S, F>(max_data: u32, derived_keys: bool, script: S) -> SocketAddr
+where
+    S: Fn(Reader, Writer) -> F + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -39,7 +57,7 @@ where
                 max_data,
                 server: "fake".into(),
                 token_required: false,
-                derived_keys: false,
+                derived_keys,
             });
             if writer.send(&welcome).await.is_ok() {
                 tokio::spawn(script(reader, writer));

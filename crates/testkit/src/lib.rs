@@ -314,6 +314,17 @@ pub fn job_spec(operation: Operation, password: &str) -> JobSpec {
     }
 }
 
+/// A TCP connection to `server` from the loopback address `source` (e.g.
+/// `127.0.0.2`): tests of per-client limits play several clients from one
+/// host this way (Linux routes all of 127.0.0.0/8 to the loopback device).
+pub async fn connect_from(source: &str, server: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{source}:0").parse().expect("source address"))
+        .expect("bind the source address");
+    socket.connect(server).await.expect("connect")
+}
+
 /// A raw TCP connection to `server`, for tests that send bytes by hand:
 /// a frame reader with the protocol's largest limit, and the write half.
 pub async fn raw_connection(server: SocketAddr) -> (FrameReader<OwnedReadHalf>, OwnedWriteHalf) {

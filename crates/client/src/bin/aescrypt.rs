@@ -5,20 +5,25 @@
 //! `aescrypt encrypt` writes, and `aescrypt decrypt` reads what openssl
 //! writes.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use aesd_client::ConnectOptions;
-use aesd_client::atomic_output::TempOutput;
-use aesd_client::connection::parse_idle_timeout;
-use aesd_client::password::{read_password_file, read_token_file};
+use aesd_client::connection::{parse_idle_timeout, parse_server_address};
+use aesd_client::error_line::error_line;
+use aesd_client::generate::{Generate, generate, unless_generating};
+use aesd_client::output::OutputPath;
+use aesd_client::pass_source::{PassError, PassSource, prompt_password};
+use aesd_client::password::read_token_file;
 use aesd_client::tls::TlsArgs;
 use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
+use aesd_proto::Password;
 use anyhow::{Context, Result, bail};
-use clap::{Parser, ValueEnum};
-use tokio::io::AsyncRead;
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Mode {
@@ -34,31 +39,47 @@ enum Mode {
 #[command(
     name = "aescrypt",
     version,
-    after_help = "\
+    override_usage = "aescrypt encrypt|decrypt --server HOST:PORT -i IN -o OUT [OPTIONS]",
+    after_help = "Exit status: 0, 1 on any error, 2 on bad arguments, 130 on SIGINT. \
+More: aescrypt --help, or the man page (aescrypt --generate man).",
+    after_long_help = "\
 Exit status: 0 on success; 1 with a one-line reason on any error (server \
 unreachable, wrong password or corrupted input, bad password file, missing or \
 wrong access token...).
 
-Output to a file is written to a new temporary file beside it (a random \
-name, created exclusively, mode 600), synced to disk and renamed over OUT \
-only when the job succeeded and the server's byte counts match this \
-client's; a failed job removes it and leaves OUT untouched. Output to stdout (-o -) is streamed: on failure the bytes already \
-written may be incomplete, and the exit status is 1.
+Output to a file (or a new path) is written to a new temporary file beside \
+it (a random name, created exclusively, mode 600), synced to disk and renamed \
+over OUT only when the job succeeded and the server's byte counts match this \
+client's; a failed job removes it and leaves OUT untouched. A symlink is \
+followed (its target is replaced, the link stays); a device, FIFO or socket \
+is written straight through; a directory is refused. OUT is checked before \
+any work. Output to stdout (-o -), a device or a FIFO is streamed: on failure \
+the bytes already written may be incomplete, and the exit status is 1.
 
 Example:
-  aescrypt encrypt --server 127.0.0.1:7878 --password-file pw.txt -i big.bin -o big.bin.enc
+  aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
+  aescrypt encrypt --server 127.0.0.1:7878 --pass file:pw.txt -i big.bin -o big.bin.enc
   openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check"
 )]
 struct Args {
     /// encrypt or decrypt
-    #[arg(value_enum)]
+    #[arg(value_enum, hide_possible_values = true)]
     mode: Mode,
     /// Server address, HOST:PORT
-    #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER")]
+    #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER", value_parser = parse_server_address)]
     server: String,
-    /// File whose first line is the password (as openssl -pass file:FILE)
-    #[arg(long, value_name = "FILE")]
-    password_file: PathBuf,
+    /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin [default: prompt]
+    ///
+    /// Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line),
+    /// fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the
+    /// data follows it) [default: prompt on the terminal, twice to encrypt]
+    #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
+    pass: Option<PassSource>,
+    /// File whose first line is the password: the same as --pass file:FILE
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
+    password_file: Option<PathBuf>,
+    /// The server's access token file, for a server started with --token-file
+    ///
     /// File whose first line is the server's access token (16 to 256 bytes), for a server
     /// started with --token-file [default: none]
     #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
@@ -71,25 +92,64 @@ struct Args {
     /// Output file, or - for stdout
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     output: PathBuf,
-    /// PBKDF2 iterations (openssl -iter); must match on decrypt
-    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS)]
+    /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
+    ///
+    /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
+    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Where the key is derived from the password: `client` (the password never leaves this
     /// machine; needs a server that accepts derived keys), `server` (the password is sent), or
     /// `auto` (client when the server accepts it)
-    #[arg(long, value_name = "WHERE", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "WHERE",
+        default_value = "auto",
+        hide_short_help = true
+    )]
     key_derivation: KeyDerivation,
+    /// Seconds of server silence (or connecting) before failing
+    ///
     /// Fail when the server sends nothing (or takes no input) for this many seconds during the
-    /// job; waiting in the server's queue after a `queued` answer is not limited
+    /// job, and when connecting or the server's welcome takes longer (a peer that accepts the
+    /// connection but sends no welcome is not an aesd); waiting in the server's queue after a
+    /// `queued` answer is not limited
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_idle_timeout)]
     timeout: Duration,
+    /// Print the job's figures to stderr
+    ///
     /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
     #[arg(short, long)]
     verbose: bool,
+    /// Print a man page or a shell completion script (from these definitions) and exit
+    #[arg(long, value_name = "KIND", exclusive = true, hide_short_help = true)]
+    generate: Option<Generate>,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let matches = unless_generating(Args::command()).get_matches();
+    if let Some(kind) = matches.get_one::<Generate>("generate").copied() {
+        return match generate(kind, Args::command(), &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("aescrypt: cannot write to stdout: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    // Checked before anything else: a bad -o fails before the password
+    // is typed and before any transfer.
+    let prepared = OutputPath::check(&args.output)
+        .map_err(anyhow::Error::from)
+        .and_then(|output| Ok((output, password(&args)?)));
+    let (output, password) = match prepared {
+        Ok(prepared) => prepared,
+        Err(err) => {
+            eprintln!("aescrypt: {}", error_line(err.as_ref()));
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -100,21 +160,82 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(&args)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let ended = runtime.block_on(run_until_signal(&args, output, password));
+    // Without waiting for blocking tasks: after a signal, the stdin reader
+    // may be blocked in a read that never returns (a terminal, an open
+    // pipe).
+    runtime.shutdown_background();
+    match ended {
+        Ok(Ended::Done) => ExitCode::SUCCESS,
+        Ok(Ended::Signal(code)) => ExitCode::from(code),
+        // `aescrypt -o - | head`: the reader closed the pipe on purpose.
+        // Ends quietly, with the status a process killed by SIGPIPE has
+        // (what `cat` or `openssl enc` give there).
+        Err(err) if closed_pipe(&err) => ExitCode::from(128 + 13),
         Err(err) => {
-            eprintln!("aescrypt: {err:#}");
+            eprintln!("aescrypt: {}", error_line(err.as_ref()));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `err` comes from writing to a pipe whose reader has gone.
+fn closed_pipe(err: &anyhow::Error) -> bool {
+    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(broken)
+            || matches!(
+                cause.downcast_ref::<aesd_client::ClientError>(),
+                Some(aesd_client::ClientError::Output(io)) if broken(io)
+            )
+    })
+}
+
+/// How aescrypt's run ended, when not by an error.
+enum Ended {
+    /// The job is done.
+    Done,
+    /// SIGINT (exit 130) or SIGTERM (143) stopped it.
+    Signal(u8),
+}
+
+/// [`run`], stopped by SIGINT or SIGTERM: dropping the job removes its
+/// temporary output file (OUT is left as it was).
+async fn run_until_signal(args: &Args, output: OutputPath, password: Password) -> Result<Ended> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+    let (name, code) = tokio::select! {
+        result = run(args, output, password) => return result.map(|()| Ended::Done),
+        _ = int.recv() => ("interrupted", 130),
+        _ = term.recv() => ("terminated", 143),
+    };
+    eprintln!("aescrypt: {name}");
+    Ok(Ended::Signal(code))
 }
 
 fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-async fn run(args: &Args) -> Result<()> {
-    let password = read_password_file(&args.password_file, "aescrypt")?;
+/// The job's password: from --pass or --password-file, else prompted on
+/// the terminal (twice to encrypt), else an error.
+fn password(args: &Args) -> Result<Password, PassError> {
+    let source = match (&args.pass, &args.password_file) {
+        (Some(source), _) => Some(source.clone()),
+        (None, Some(path)) => Some(PassSource::File(path.clone())),
+        (None, None) => None,
+    };
+    match source {
+        Some(source) => source.read("aescrypt"),
+        None if std::io::stdin().is_terminal() => {
+            prompt_password(matches!(args.mode, Mode::Encrypt))
+        }
+        None => Err(PassError::NoSource),
+    }
+}
+
+async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> {
     let spec = JobSpec {
         operation: match args.mode {
             Mode::Encrypt => Operation::Encrypt,
@@ -133,7 +254,7 @@ async fn run(args: &Args) -> Result<()> {
                 .with_context(|| format!("cannot open input {}", args.input.display()))?,
         )
     };
-    if !is_stdio(&args.output) && args.output == args.input {
+    if !output.is_stdout() && args.output == args.input {
         bail!(
             "input and output are the same file: {}",
             args.output.display()
@@ -147,13 +268,16 @@ async fn run(args: &Args) -> Result<()> {
         token,
         tls: args.tls.settings()?,
     };
-    let mut client = Client::connect_with(&args.server, &options).await?;
+    let mut client = Client::connect_within(&args.server, &options, args.timeout).await?;
+    if let Some(warning) = client.cleartext_warning() {
+        eprintln!("aescrypt: {warning}");
+    }
     client.set_idle_timeout(args.timeout);
-    let report = if is_stdio(&args.output) {
+    let report = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
         client.run_job(&spec, &mut input, &mut stdout).await?
     } else {
-        write_via(&args.output, &mut client, &spec, &mut input).await?
+        write_via(&output, &mut client, &spec, &mut input).await?
     };
     client.close().await;
     if args.verbose {
@@ -170,22 +294,25 @@ async fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Runs the job into a temporary file beside `output` and renames it over
-/// `output` once the job succeeded; on any failure the temporary file is
-/// removed (by [`TempOutput`]'s drop) and `output` is untouched.
+/// Runs the job into `output` (a file through a temporary file renamed
+/// over it once the job succeeded, a device or FIFO straight through); on
+/// any failure a temporary file is removed and a file output untouched.
 async fn write_via(
-    output: &Path,
+    output: &OutputPath,
     client: &mut Client,
     spec: &JobSpec,
     input: &mut (dyn AsyncRead + Unpin),
 ) -> Result<aesd_client::JobReport> {
-    let (temp, file) = TempOutput::create(output)
-        .with_context(|| format!("cannot create a temporary file beside {}", output.display()))?;
+    let (pending, file) = output.open()?.into_file();
+    let file = file.context("the output has no file")?;
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
     let report = client.run_job(spec, &mut &mut *input, &mut writer).await?;
+    writer
+        .flush()
+        .await
+        .with_context(|| format!("cannot write {}", output.path().display()))?;
     let file = writer.into_inner().into_std().await;
-    temp.commit(file)
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    pending.commit(Some(file))?;
     Ok(report)
 }
 
@@ -212,5 +339,43 @@ mod tests {
         .expect("parses");
         assert_eq!(args.iterations, DEFAULT_ITERATIONS);
         assert_eq!(args.timeout, aesd_client::connection::DEFAULT_IDLE_TIMEOUT);
+    }
+
+    #[test]
+    fn short_help_fits_30_lines_and_long_help_has_everything() {
+        let short = Args::command().render_help().to_string();
+        assert!(
+            short.lines().count() <= 30,
+            "-h is {} lines:\n{short}",
+            short.lines().count()
+        );
+        let long = Args::command().render_long_help().to_string();
+        for flag in [
+            "--password-file",
+            "--key-derivation",
+            "--tls-server-name",
+            "--generate",
+        ] {
+            let listed = short
+                .lines()
+                .any(|line| line.trim_start().starts_with(flag));
+            assert!(!listed, "{flag} in -h");
+            assert!(long.contains(flag), "{flag} missing from --help");
+        }
+    }
+
+    #[test]
+    fn generate_needs_no_other_argument_and_takes_none() {
+        let parse = |argv: &[&str]| unless_generating(Args::command()).try_get_matches_from(argv);
+        let matches = parse(&["aescrypt", "--generate", "man"]).expect("alone");
+        assert_eq!(
+            matches.get_one::<Generate>("generate"),
+            Some(&Generate::Man)
+        );
+        assert!(parse(&["aescrypt", "--generate", "man", "encrypt"]).is_err());
+        assert!(
+            parse(&["aescrypt", "encrypt", "--server", "h:1", "-i", "-"]).is_err(),
+            "-o is required"
+        );
     }
 }

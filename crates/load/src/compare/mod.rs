@@ -74,6 +74,8 @@ pub struct Run {
     pub label: String,
     /// `(suite name, figures)`.
     pub suites: Vec<(String, Figures)>,
+    /// The `--scale` its file sizes were run at (published figures: 1).
+    pub scale: f64,
 }
 
 /// A baseline file: published figures of earlier runs, numbers only.
@@ -168,6 +170,7 @@ pub fn parse(path: &Path, text: &str, name: Option<&str>) -> Result<Vec<Run>, Co
             .map(|run| Run {
                 label: run.name.clone(),
                 suites: ordered(run.suites.clone().into_iter().collect()),
+                scale: 1.0,
             })
             .collect();
         if runs.is_empty() {
@@ -197,6 +200,7 @@ pub fn parse(path: &Path, text: &str, name: Option<&str>) -> Result<Vec<Run>, Co
             .iter()
             .map(|suite| (suite.name.clone(), Figures::from(&suite.summary)))
             .collect(),
+        scale: document.parameters.scale,
     }])
 }
 
@@ -241,6 +245,37 @@ pub fn prepare(runs: Vec<Run>, only: &[String]) -> Result<Vec<Run>, CompareError
         )),
         false => Ok(runs),
     }
+}
+
+/// What makes `runs` unfit to compare as they are: different `--scale`s
+/// (durations and throughputs of different amounts of data), and suites
+/// some runs lack (their cells stay empty). One line each, for stderr.
+pub fn warnings(runs: &[Run]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let scales: Vec<String> = runs
+        .iter()
+        .map(|run| format!("{} {}", run.label, run.scale))
+        .collect();
+    if runs.iter().any(|run| run.scale != runs[0].scale) {
+        warnings.push(format!(
+            "the runs were made at different --scale ({}): their sizes differ, so durations and ratios compare different amounts of data",
+            scales.join(", ")
+        ));
+    }
+    for suite in suite_names(runs) {
+        let missing: Vec<&str> = runs
+            .iter()
+            .filter(|run| run.suites.iter().all(|(name, _)| *name != suite))
+            .map(|run| run.label.as_str())
+            .collect();
+        if !missing.is_empty() {
+            warnings.push(format!(
+                "suite {suite} is missing from {}: its ratios leave them out",
+                missing.join(", ")
+            ));
+        }
+    }
+    warnings
 }
 
 /// The suites of `runs`, each once, in column order.
@@ -312,7 +347,31 @@ pub(crate) mod tests {
                 .iter()
                 .map(|(name, throughput)| ((*name).to_owned(), figures(*throughput, 10.0)))
                 .collect(),
+            scale: 1.0,
         }
+    }
+
+    #[test]
+    fn different_scales_and_missing_suites_are_warned_about() {
+        let a = run("a", &[("basic1", 1.0), ("basic2", 1.0)]);
+        let b = run("b", &[("basic1", 2.0), ("basic2", 1.0)]);
+        assert!(warnings(&[a.clone(), b.clone()]).is_empty());
+        let small = Run {
+            scale: 0.05,
+            ..b.clone()
+        };
+        let said = warnings(&[a.clone(), small]);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("different --scale (a 1, b 0.05)"),
+            "{said:?}"
+        );
+        let partial = run("c", &[("basic1", 2.0)]);
+        let said = warnings(&[a, partial]);
+        assert_eq!(
+            said,
+            ["suite basic2 is missing from c: its ratios leave them out"]
+        );
     }
 
     #[test]

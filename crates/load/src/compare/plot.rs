@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 use super::{Figures, Run, suite_names};
 use crate::plot::{document, escape, grid, nice_ticks, rect, text};
 
-const WIDTH: f64 = 1200.0;
+/// Two panels side by side with the gap between them and a right margin
+/// as wide as the gap: the right column stays inside the frame.
+const WIDTH: f64 = LEFT + 2.0 * PANEL_WIDTH + 2.0 * PANEL_GAP_X;
 const HEADER: f64 = 70.0;
 const PANEL_WIDTH: f64 = 560.0;
 const PANEL_HEIGHT: f64 = 240.0;
@@ -41,9 +43,16 @@ pub fn render(runs: &[Run]) -> String {
     let mut svg = document(WIDTH, height, "aesload compare");
     let mut x = 20.0;
     for (index, run) in runs.iter().enumerate() {
+        let step = 40.0 + run.label.chars().count() as f64 * 7.0;
+        if x + step > WIDTH - 20.0 {
+            // The legend stays inside the frame: what does not fit is in
+            // each bar's tooltip.
+            text(&mut svg, x, 52.5, 12, "start", "normal", "…");
+            break;
+        }
         rect(&mut svg, x, 42.0, 12.0, 12.0, color(index), 1.0);
         text(&mut svg, x + 17.0, 52.5, 12, "start", "normal", &run.label);
-        x += 40.0 + run.label.chars().count() as f64 * 7.0;
+        x += step;
     }
     let suites = suite_names(runs);
     for (index, (title, unit, value)) in PANELS.iter().enumerate() {
@@ -156,6 +165,43 @@ mod tests {
         assert_eq!(bars(PALETTE[1]), PANELS.len(), "aesd: one suite");
         assert!(svg.contains("study, large: 0.400 MB/s"), "{svg}");
         assert!(svg.contains(">90.0<"), "value labels: {svg}");
+    }
+
+    /// Every x coordinate (rectangles with their width, lines' ends,
+    /// text anchors) lies inside the document's width.
+    #[test]
+    fn everything_stays_inside_the_frame() {
+        let runs: Vec<Run> = (0..12)
+            .map(|index| {
+                run(
+                    &format!("a-long-run-label-{index}"),
+                    &[("basic2", 1e6), ("large", 2e6)],
+                )
+            })
+            .collect();
+        let svg = render(&runs);
+        let number_after = |text: &str, key: &str| -> Vec<f64> {
+            text.match_indices(key)
+                .filter_map(|(at, _)| {
+                    let rest = &text[at + key.len()..];
+                    rest[..rest.find('"')?].parse().ok()
+                })
+                .collect()
+        };
+        let width = number_after(&svg, r#" width=""#)[0];
+        assert_eq!(width, WIDTH);
+        for element in svg.lines().filter(|line| !line.starts_with("<svg")) {
+            let xs = number_after(element, r#" x=""#);
+            let widths = number_after(element, r#" width=""#);
+            let right = xs.first().copied().unwrap_or(0.0) + widths.first().copied().unwrap_or(0.0);
+            assert!(
+                right <= WIDTH,
+                "past the frame ({right} > {WIDTH}): {element}"
+            );
+            for end in number_after(element, r#" x2=""#) {
+                assert!(end <= WIDTH, "past the frame: {element}");
+            }
+        }
     }
 
     #[test]

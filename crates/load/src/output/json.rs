@@ -29,6 +29,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const FIELDS: &[(&str, &str)] = &[
     ("schema_version", "integer"),
     ("tool", "string"),
+    ("interrupted", "boolean"),
     ("parameters", "object"),
     ("parameters.suites", "array"),
     ("parameters.suites[]", "string"),
@@ -120,6 +121,10 @@ pub struct Document {
     pub schema_version: u32,
     /// `aesload` and its version.
     pub tool: String,
+    /// Whether the run was interrupted (SIGINT/SIGTERM): the transfers
+    /// are those that started, and suites after it did not run.
+    #[serde(default)]
+    pub interrupted: bool,
     /// The invocation's settings.
     pub parameters: ParametersJson,
     /// Every suite together.
@@ -334,6 +339,7 @@ impl Document {
         Document {
             schema_version: SCHEMA_VERSION,
             tool: format!("aesload {}", env!("CARGO_PKG_VERSION")),
+            interrupted: false,
             parameters: ParametersJson {
                 suites: runs.iter().map(|suite| suite.name.clone()).collect(),
                 servers: parameters.servers.clone(),
@@ -354,6 +360,12 @@ impl Document {
     /// The document with the server's timeline from `--metrics-url`.
     pub fn with_server_metrics(mut self, samples: Vec<ServerSample>) -> Document {
         self.server_metrics = samples;
+        self
+    }
+
+    /// The document of a run that was interrupted (`interrupted`).
+    pub fn interrupted(mut self, interrupted: bool) -> Document {
+        self.interrupted = interrupted;
         self
     }
 

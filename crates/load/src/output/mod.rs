@@ -7,34 +7,22 @@
 pub mod csv;
 pub mod json;
 
-use std::path::{Path, PathBuf};
+use aesd_client::output::OutputPath;
 
 /// Writing an output file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// The file could not be written.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] aesd_client::output::OutputError),
     /// The document could not be serialised.
     #[error("cannot serialise the results: {0}")]
     Json(#[from] serde_json::Error),
 }
 
-/// Writes `bytes` to `path` (through a temporary file renamed into place,
-/// so a reader never sees half a file).
-pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
-    let error = |source| OutputError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    std::fs::write(&partial, bytes).map_err(error)?;
-    std::fs::rename(&partial, path).map_err(error)
+/// Writes `bytes` to `output` by the client library's output rule (a file
+/// through a temporary file renamed into place, so a reader never sees
+/// half a file; a device or FIFO straight through; `-` to stdout).
+pub fn write_file(output: &OutputPath, bytes: &[u8]) -> Result<(), OutputError> {
+    Ok(output.write_all(bytes)?)
 }

@@ -19,7 +19,8 @@ pub mod core;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, Done, FrameKind, FrameReader, FrameWriter, KeySource, Message, Queued, Started,
+    Begin, Done, FrameKind, FrameReader, FrameWriter, KeySource, Message, ProtoError, Queued,
+    Started,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -259,6 +260,7 @@ async fn read_stage<R: AsyncRead + Unpin>(
             })??
             .ok_or(JobError::ClientGone)?;
         match header.kind {
+            FrameKind::Data if header.len == 0 => return Err(empty_data_frame()),
             FrameKind::Data => {
                 let slow_payload = |_| JobError::Timeout {
                     what: "reading a data frame",
@@ -268,7 +270,7 @@ async fn read_stage<R: AsyncRead + Unpin>(
                     // The other stages stopped (the job failed). Consume
                     // this frame's payload so the stream stays in step for
                     // the discard that follows.
-                    timeout(idle, reader.read_body(header))
+                    timeout(idle, reader.skip_payload(header))
                         .await
                         .map_err(slow_payload)??;
                     return Ok(ReadEnd::Stopped);
@@ -510,6 +512,16 @@ async fn derive_in_slices(
         }
         derivation = returned;
     }
+}
+
+/// The error for an empty data frame: PROTOCOL.md says data frames are
+/// never empty, and an empty one would cost the server a frame's work
+/// without a byte counted against `max-file-size`.
+pub(crate) fn empty_data_frame() -> JobError {
+    JobError::Protocol(ProtoError::Malformed {
+        kind: "data",
+        reason: "a data frame is never empty",
+    })
 }
 
 fn micros(duration: Duration) -> u64 {

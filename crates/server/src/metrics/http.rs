@@ -4,15 +4,18 @@
 //! with a pointer to it, anything else with 404 or 405, and closes the
 //! connection after each response. Request heads are capped at 8 KiB and
 //! must arrive within 5 seconds; a response must be taken within 5
-//! seconds. At most [`MAX_CONNECTIONS`] scrapes are served at once, and
-//! each counts under the server's connection caps (`max-connections`,
+//! seconds. At most [`MAX_CONNECTIONS`] scrapes are served at once, at
+//! most [`MAX_PER_CLIENT`] of them for one client (an IPv4 address, an
+//! IPv6 prefix), so that one address holding unfinished requests cannot
+//! blind the scrapes of another; and each counts under the server's
+//! connection caps (`max-connections`,
 //! `max-connections-per-client`) like a job connection: past either, the
 //! scraper gets `503 Service Unavailable` and the connection closes. A full
 //! HTTP stack would be wasted on a board that Prometheus scrapes once every
 //! few seconds.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -32,6 +35,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Scrapes served at once; more are answered 503 at once.
 pub const MAX_CONNECTIONS: usize = 8;
+/// Scrapes served at once for one client; more from it are answered 503.
+pub const MAX_PER_CLIENT: usize = 2;
 
 /// Where the endpoint's connections are counted.
 pub struct Admission {
@@ -52,7 +57,7 @@ pub async fn serve(
     shutdown: Shutdown,
     admission: Admission,
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(Places::default());
     loop {
         tokio::select! {
             () = shutdown.stopping() => return,
@@ -60,21 +65,20 @@ pub async fn serve(
                 Ok((stream, peer)) => {
                     let client = ClientKey::of(peer.ip(), admission.ipv6_prefix);
                     let slot = admission.connections.admit(client);
-                    let scrape = Scrape::enter(&open);
+                    let scrape = Scrape::enter(&open, client);
                     let metrics = Arc::clone(&metrics);
                     tokio::spawn(async move {
-                        match (slot, scrape) {
-                            (Ok(slot), Some(scrape)) => respond(stream, &metrics, slot, scrape).await,
-                            (slot, _) => {
-                                let why = match slot {
-                                    Err(refused) => refused.to_string(),
-                                    Ok(_) => format!("{MAX_CONNECTIONS} scrapes are being served"),
-                                };
-                                debug!(%peer, "metrics connection refused: {why}");
-                                metrics.error("busy");
-                                refuse(stream, &why, WRITE_TIMEOUT).await;
+                        let why = match (slot, scrape) {
+                            (Ok(slot), Ok(scrape)) => {
+                                respond(stream, &metrics, slot, scrape).await;
+                                return;
                             }
-                        }
+                            (Err(refused), _) => refused.to_string(),
+                            (Ok(_), Err(full)) => full.describe(client),
+                        };
+                        debug!(%peer, "metrics connection refused: {why}");
+                        metrics.error("busy");
+                        refuse(stream, &why, WRITE_TIMEOUT).await;
                     });
                 }
                 Err(err) => {
@@ -86,21 +90,68 @@ pub async fn serve(
     }
 }
 
-/// One scrape being served; counted in `open` until dropped.
-struct Scrape(Arc<AtomicUsize>);
+/// The scrape places in use: in all and per client.
+#[derive(Default)]
+struct Places {
+    open: Mutex<(usize, HashMap<ClientKey, usize>)>,
+}
+
+/// Why a scrape gets no place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    /// [`MAX_CONNECTIONS`] scrapes are being served.
+    All,
+    /// [`MAX_PER_CLIENT`] scrapes of this client are being served.
+    Client,
+}
+
+impl Full {
+    /// The reason told to the scraper.
+    fn describe(self, client: ClientKey) -> String {
+        match self {
+            Full::All => format!("{MAX_CONNECTIONS} scrapes are being served"),
+            Full::Client => format!("{MAX_PER_CLIENT} scrapes of {client} are being served"),
+        }
+    }
+}
+
+/// One scrape being served; holds its places until dropped.
+struct Scrape {
+    places: Arc<Places>,
+    client: ClientKey,
+}
 
 impl Scrape {
-    /// A place among the [`MAX_CONNECTIONS`], if one is free.
-    fn enter(open: &Arc<AtomicUsize>) -> Option<Scrape> {
-        let scrape = Scrape(Arc::clone(open));
-        // Counted first; a scrape over the cap is dropped (uncounted) at once.
-        (open.fetch_add(1, Ordering::AcqRel) < MAX_CONNECTIONS).then_some(scrape)
+    /// A place among the [`MAX_CONNECTIONS`] and the client's
+    /// [`MAX_PER_CLIENT`], if both have one free.
+    fn enter(places: &Arc<Places>, client: ClientKey) -> Result<Scrape, Full> {
+        let mut open = places.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.0 >= MAX_CONNECTIONS {
+            return Err(Full::All);
+        }
+        let mine = open.1.entry(client).or_insert(0);
+        if *mine >= MAX_PER_CLIENT {
+            return Err(Full::Client);
+        }
+        *mine += 1;
+        open.0 += 1;
+        Ok(Scrape {
+            places: Arc::clone(places),
+            client,
+        })
     }
 }
 
 impl Drop for Scrape {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut open = self.places.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.0 -= 1;
+        if let Some(mine) = open.1.get_mut(&self.client) {
+            *mine -= 1;
+            if *mine == 0 {
+                open.1.remove(&self.client);
+            }
+        }
     }
 }
 
@@ -243,17 +294,38 @@ pub fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
 mod tests {
     use super::*;
 
+    fn client(n: u8) -> ClientKey {
+        ClientKey::of(std::net::IpAddr::from([192, 0, 2, n]), 64)
+    }
+
     #[test]
     fn scrapes_past_the_cap_are_refused_and_places_come_back() {
-        let open = Arc::new(AtomicUsize::new(0));
+        let places = Arc::new(Places::default());
         let held: Vec<Scrape> = (0..MAX_CONNECTIONS)
-            .map(|_| Scrape::enter(&open).expect("a free place"))
+            .map(|n| Scrape::enter(&places, client(n as u8 / 2)).expect("a free place"))
             .collect();
-        assert!(Scrape::enter(&open).is_none(), "one over the cap");
-        assert_eq!(open.load(Ordering::Acquire), MAX_CONNECTIONS);
+        assert_eq!(
+            Scrape::enter(&places, client(200)).err(),
+            Some(Full::All),
+            "one over the cap"
+        );
         drop(held);
-        assert_eq!(open.load(Ordering::Acquire), 0);
-        assert!(Scrape::enter(&open).is_some());
+        assert!(Scrape::enter(&places, client(200)).is_ok());
+        let open = places.open.lock().expect("lock");
+        assert_eq!(open.0, 0, "every place came back");
+        assert!(open.1.is_empty());
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share() {
+        let places = Arc::new(Places::default());
+        let mine: Vec<Scrape> = (0..MAX_PER_CLIENT)
+            .map(|_| Scrape::enter(&places, client(1)).expect("its share"))
+            .collect();
+        assert_eq!(Scrape::enter(&places, client(1)).err(), Some(Full::Client));
+        assert!(Scrape::enter(&places, client(2)).is_ok(), "another client");
+        drop(mine);
+        assert!(Scrape::enter(&places, client(1)).is_ok());
     }
 
     #[tokio::test]

@@ -113,6 +113,17 @@ impl FromStr for Cidr {
                 network,
             });
         }
+        // `::ffff:a.b.c.d/N` is an IPv4 network (the client addresses it
+        // is compared with are IPv4 once canonical): keep it as one.
+        if let IpAddr::V6(v6) = network
+            && let Some(v4) = v6.to_ipv4_mapped()
+            && prefix >= 96
+        {
+            return Ok(Cidr {
+                network: IpAddr::V4(v4),
+                prefix: prefix - 96,
+            });
+        }
         Ok(Cidr { network, prefix })
     }
 }
@@ -136,6 +147,22 @@ impl TrustedProxies {
     /// Whether no proxy is trusted.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// A warning for each network that trusts a whole address family
+    /// (`0.0.0.0/0`, `::/0`): every client there may say it is any
+    /// address it likes, which defeats the per-client limits and the log.
+    pub fn warnings(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|cidr| cidr.prefix == 0)
+            .map(|cidr| {
+                format!(
+                    "warning: trusted-proxies {cidr} trusts every {} address: any client there may claim any address in a PROXY header (name the proxies' own addresses)",
+                    if cidr.network.is_ipv4() { "IPv4" } else { "IPv6" }
+                )
+            })
+            .collect()
     }
 }
 
@@ -197,6 +224,30 @@ mod tests {
         assert!(all.contains(ip("8.8.8.8")) && !all.contains(ip("::1")));
         let none: TrustedProxies = "".parse().expect("empty");
         assert!(none.is_empty() && !none.contains(ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn ipv4_mapped_networks_match_their_ipv4_addresses() {
+        let proxies: TrustedProxies = "::ffff:10.1.2.3/128, ::ffff:192.168.0.0/112"
+            .parse()
+            .expect("valid");
+        assert!(proxies.contains(ip("10.1.2.3")));
+        assert!(proxies.contains(ip("::ffff:10.1.2.3")));
+        assert!(!proxies.contains(ip("10.1.2.4")));
+        assert!(proxies.contains(ip("192.168.7.9")));
+        assert!(!proxies.contains(ip("192.169.0.1")));
+        assert_eq!(proxies.to_string(), "10.1.2.3/32,192.168.0.0/16");
+    }
+
+    #[test]
+    fn whole_families_are_warned_about() {
+        let proxies: TrustedProxies = "0.0.0.0/0,::/0,10.0.0.0/8".parse().expect("valid");
+        let warnings = proxies.warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("0.0.0.0/0") && warnings[0].contains("every IPv4"));
+        assert!(warnings[1].contains("::/0") && warnings[1].contains("every IPv6"));
+        let narrow: TrustedProxies = "10.0.0.0/8,::1".parse().expect("valid");
+        assert!(narrow.warnings().is_empty());
     }
 
     #[test]

@@ -115,13 +115,11 @@ pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>
         // broken proxy.
         Err(ProxyError::Closed { got: 0, .. }) => {
             debug!(%proxy, "closed before a PROXY header");
-            let metrics = Arc::clone(&shared.metrics);
-            session::refuse(stream, proxy, JobError::ClientGone, metrics).await;
+            session::refuse(stream, proxy, JobError::ClientGone, shared).await;
             return;
         }
         Err(error) => {
-            let metrics = Arc::clone(&shared.metrics);
-            session::refuse(stream, proxy, JobError::Proxy(error), metrics).await;
+            session::refuse(stream, proxy, JobError::Proxy(error), shared).await;
             return;
         }
     };
@@ -131,8 +129,8 @@ pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>
         Ok(slot) => session::serve(stream, client, shared, slot).await,
         Err(refused) => {
             debug!(%client, %proxy, "refused: {refused}");
-            let metrics = Arc::clone(&shared.metrics);
-            session::refuse(stream, client, JobError::ConnectionsFull(refused), metrics).await;
+            let error = JobError::ConnectionsFull(refused);
+            session::refuse(stream, client, error, shared).await;
         }
     }
 }
