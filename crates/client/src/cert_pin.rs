@@ -6,7 +6,7 @@
 //! (OpenSSL 3's `openssl req -x509` marks a self-signed certificate
 //! `CA:TRUE`, which WebPKI path building refuses as an end entity with
 //! `CaUsedAsEndEntity`). `--tls-pin sha256:HEX` pins the SHA-256 of the
-//! certificate's DER instead (what `aesd tls init` prints, and
+//! certificate's DER instead (what `aesd --tls-self-signed DIR` prints, and
 //! `openssl x509 -outform der | sha256sum`). A pinned certificate must
 //! still carry the server's name and be within its validity period; the
 //! handshake's signature proves the server holds its key. Other
@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 /// A `--tls-pin` value that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "--tls-pin {pin:?}: expected sha256: and 64 hex digits (colons allowed), e.g. the pin `aesd tls init` prints"
+    "--tls-pin {pin:?}: expected sha256: and 64 hex digits (colons allowed), e.g. the pin `aesd --tls-self-signed DIR` prints"
 )]
 pub struct BadPin {
     /// The value given.

@@ -215,9 +215,14 @@ pub struct TlsArgs {
     #[arg(long, value_name = "NAME", hide_short_help = true)]
     pub tls_server_name: Option<String>,
     /// Connect with TLS, accepting the server's certificate when its SHA-256 is this pin
-    /// (sha256:HEX, as `aesd tls init` prints it); name and validity are still checked;
-    /// implies --tls (with --tls-ca or --tls, either is accepted)
-    #[arg(long, value_name = "sha256:HEX", env = "AESD_TLS_PIN")]
+    /// (sha256:HEX, as `aesd --tls-self-signed DIR` prints it); name and validity are still
+    /// checked; implies --tls (with --tls-ca or --tls, either is accepted)
+    #[arg(
+        long,
+        value_name = "sha256:HEX",
+        env = "AESD_TLS_PIN",
+        hide_short_help = true
+    )]
     pub tls_pin: Option<String>,
 }
 
