@@ -142,7 +142,7 @@ build_hint() {
 	elif [ -z "$script" ]; then
 		echo "  cargo +nightly build --release -p aesd-server --target <spec>/$target.json -Z build-std=std,panic_abort"
 		echo "  ($target is not a built-in Rust target: it needs the project's target"
-		echo "   specification and cross-build setup; see the top-level README)"
+		echo "   specification and cross-build setup; see docs/targets.md)"
 	fi
 }
 

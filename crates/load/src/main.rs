@@ -914,15 +914,15 @@ mod tests {
         assert_eq!(custom[0].1.clients, 8);
     }
 
-    /// The README's flag table (the first table after `heading`): each
+    /// The docs/aesload.md flag table (the first table after `heading`): each
     /// row's long flags (every `--name` in its first cell) and its
     /// default cell.
     fn readme_flags(heading: &str) -> Vec<(Vec<String>, String)> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/aesload.md");
+        let readme = std::fs::read_to_string(path).expect("docs/aesload.md");
         let section = readme
             .split_once(heading)
-            .unwrap_or_else(|| panic!("README has no {heading:?}"))
+            .unwrap_or_else(|| panic!("docs/aesload.md has no {heading:?}"))
             .1;
         section
             .lines()
@@ -942,8 +942,8 @@ mod tests {
             .collect()
     }
 
-    /// The README's table and `--help` list the same flags, and a default
-    /// `--help` shows is in the README's default cell.
+    /// The docs/aesload.md table and `--help` list the same flags, and a default
+    /// `--help` shows is in its default cell.
     fn assert_readme_matches(command: &clap::Command, heading: &str) {
         let readme = readme_flags(heading);
         let documented: std::collections::BTreeSet<&str> = readme
@@ -956,7 +956,10 @@ mod tests {
             .filter_map(|arg| arg.get_long())
             .filter(|long| !matches!(*long, "help" | "version"))
             .collect();
-        assert_eq!(documented, in_help, "README {heading:?} against --help");
+        assert_eq!(
+            documented, in_help,
+            "docs/aesload.md {heading:?} against --help"
+        );
         for arg in command.get_arguments() {
             let (Some(long), [default, ..]) = (arg.get_long(), arg.get_default_values()) else {
                 continue;
@@ -965,10 +968,10 @@ mod tests {
             let (_, cell) = readme
                 .iter()
                 .find(|(flags, _)| flags.iter().any(|flag| flag == long))
-                .unwrap_or_else(|| panic!("--{long} is not in the README"));
+                .unwrap_or_else(|| panic!("--{long} is not in docs/aesload.md"));
             assert!(
                 cell.contains(default.as_ref()),
-                "--{long}: --help's default {default:?}, the README's {cell:?}"
+                "--{long}: --help's default {default:?}, the docs' {cell:?}"
             );
         }
     }
@@ -976,9 +979,9 @@ mod tests {
     #[test]
     fn the_readme_tables_match_help() {
         let command = Args::command();
-        assert_readme_matches(&command, "### aesload\n");
+        assert_readme_matches(&command, "# aesload: ");
         let compare = command.find_subcommand("compare").expect("compare").clone();
-        assert_readme_matches(&compare, "### aesload compare\n");
+        assert_readme_matches(&compare, "## aesload compare\n");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Every setting's default: a named constant each, and the text `--help`
-//! and the README's settings table show for it ([`shown`]). `resolve()`
+//! and the settings table of docs/aesd.md show for it ([`shown`]). `resolve()`
 //! fills in the constants, the help text is built from [`shown`], and a
-//! test checks the README's table against it: one source per default.
+//! test checks docs/aesd.md's table against it: one source per default.
 
 use aesd_proto::limits::DEFAULT_DATA_CHUNK;
 
@@ -66,7 +66,7 @@ pub fn max_active_per_client(max_active: usize) -> usize {
 }
 
 /// Each setting's default as users read it, by flag name (without `--`):
-/// what `--help` appends as `[default: …]` and what the README's settings
+/// what `--help` appends as `[default: …]` and what docs/aesd.md's settings
 /// table says.
 pub fn shown() -> Vec<(&'static str, String)> {
     vec![
@@ -166,15 +166,15 @@ mod tests {
         }
     }
 
-    /// The README's settings table: every `--flag` row's default cell is
+    /// The settings table of docs/aesd.md: every `--flag` row's default cell is
     /// the shown default (a row naming two flags, `a / b`, has two).
     #[test]
-    fn the_readme_table_shows_the_same_defaults() {
-        let readme = include_str!("../../../README.md");
+    fn the_settings_table_shows_the_same_defaults() {
+        let readme = include_str!("../../../docs/aesd.md");
         let table = readme
-            .split("### aesd\n")
+            .split("## Settings\n")
             .nth(1)
-            .expect("README has the aesd settings section");
+            .expect("docs/aesd.md has the settings section");
         let flags = setting_flags();
         let mut seen = Vec::new();
         for line in table
@@ -204,13 +204,13 @@ mod tests {
                 assert_eq!(
                     Some(default.clone()),
                     shown_for(name),
-                    "README row for --{name}"
+                    "docs/aesd.md row for --{name}"
                 );
                 seen.push(name.to_string());
             }
         }
         for flag in &flags {
-            assert!(seen.contains(flag), "README's table lacks --{flag}");
+            assert!(seen.contains(flag), "docs/aesd.md's table lacks --{flag}");
         }
     }
 

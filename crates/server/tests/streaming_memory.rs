@@ -10,7 +10,7 @@ use aesd_testkit::{
     proc_status_kib,
 };
 
-/// The bound stated in the README: aesd's peak resident memory while
+/// The bound stated in docs/aesd.md ("Memory"): aesd's peak resident memory while
 /// streaming any file size with default settings (64 KiB chunks).
 const PEAK_RSS_BOUND_KIB: u64 = 16 * 1024;
 /// How much the peak may grow from an 8 MiB to a 256 MiB job (allocator

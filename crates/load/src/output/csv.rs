@@ -108,12 +108,12 @@ mod tests {
 
     #[test]
     fn the_readme_lists_the_csv_columns() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/aesload.md");
+        let readme = std::fs::read_to_string(path).expect("docs/aesload.md");
         let header = COLUMNS.join(",");
         assert!(
             readme.contains(&format!("```\n{header}\n```")),
-            "README must show the CSV header {header}"
+            "docs/aesload.md must show the CSV header {header}"
         );
     }
 }

@@ -3,8 +3,8 @@
 //! one object per transfer.
 //!
 //! [`FIELDS`] and [`SUMMARY_FIELDS`] list every field with its JSON type;
-//! the README's "aesload output schema" section documents the same list,
-//! and a test checks the README, these lists and real output agree.
+//! docs/aesload.md's "Output schema" section documents the same list,
+//! and a test checks docs/aesload.md, these lists and real output agree.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -637,14 +637,14 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// The `| \`path\` | type | meaning |` rows of the README table that
+    /// The `| \`path\` | type | meaning |` rows of the docs/aesload.md table that
     /// follows `heading` (types written `number or null` there).
     fn readme_table(heading: &str) -> Vec<(String, String)> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/aesload.md");
+        let readme = std::fs::read_to_string(path).expect("docs/aesload.md");
         let section = readme
             .split_once(heading)
-            .unwrap_or_else(|| panic!("README has no {heading:?}"))
+            .unwrap_or_else(|| panic!("docs/aesload.md has no {heading:?}"))
             .1;
         section
             .lines()
@@ -678,8 +678,8 @@ pub(crate) mod tests {
 
     #[test]
     fn the_readme_documents_exactly_these_fields() {
-        assert_eq!(readme_table("#### JSON document"), owned(FIELDS));
-        assert_eq!(readme_table("#### Summary objects"), owned(SUMMARY_FIELDS));
+        assert_eq!(readme_table("### JSON document"), owned(FIELDS));
+        assert_eq!(readme_table("### Summary objects"), owned(SUMMARY_FIELDS));
     }
 
     #[test]

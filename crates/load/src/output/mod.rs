@@ -1,8 +1,8 @@
 //! Machine-readable results of a load run: one JSON document
 //! ([`json`]) and one CSV row per transfer ([`csv`]), both built from the
 //! same [`Document`](json::Document) so they always agree. Their fields
-//! are documented in the README ("aesload output schema"); a test holds
-//! the README, [`json::FIELDS`] and the output to one another.
+//! are documented in docs/aesload.md ("Output schema"); a test holds
+//! docs/aesload.md, [`json::FIELDS`] and the output to one another.
 
 pub mod csv;
 pub mod json;
