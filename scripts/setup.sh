@@ -34,7 +34,8 @@ command -v cargo >/dev/null || {
 # shfmt checks their formatting (.editorconfig).
 # prometheus (with promtool): the metrics tests scrape aesd with the real one.
 # haproxy: the fleet tests check and run the shipped config (scripts/fleet.sh).
-apt_install openssl ca-certificates shellcheck shfmt prometheus haproxy
+# age (1.1.1, with age-keygen): the oracle for the age format (crates/age/tests).
+apt_install openssl ca-certificates shellcheck shfmt prometheus haproxy age
 # The pinned nightly of rust-toolchain.toml (host builds use it too).
 bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy

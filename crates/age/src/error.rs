@@ -1,0 +1,95 @@
+//! What can go wrong reading or writing an age file.
+
+use core::fmt;
+
+/// An age error: each way a file, a key or a stream can be wrong has its
+/// own variant, so a caller can say which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgeError {
+    /// The input does not start with `age-encryption.org/v1` and a line
+    /// feed (not an age file, or another version).
+    NotAge,
+    /// The header is malformed: `what` says where.
+    BadHeader {
+        /// The rule the header broke.
+        what: &'static str,
+    },
+    /// The header is longer than [`crate::MAX_HEADER_LEN`] bytes.
+    HeaderTooLong,
+    /// The header ended before its MAC line (the input stopped).
+    TruncatedHeader,
+    /// An X25519 stanza is malformed (arguments, share or body length).
+    BadStanza {
+        /// The rule the stanza broke.
+        what: &'static str,
+    },
+    /// None of the identities given unwraps any stanza of the header.
+    NoMatchingIdentity,
+    /// The header's MAC does not match the file key: the header was
+    /// changed, or the file key is wrong.
+    HeaderMac,
+    /// A recipient string is not `age1…` Bech32 of 32 bytes.
+    BadRecipient {
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// An identity is not `AGE-SECRET-KEY-1…` Bech32 of 32 bytes.
+    BadIdentity {
+        /// What is wrong with it (never the key itself).
+        what: &'static str,
+    },
+    /// An X25519 computation gave the all-zero shared secret (a low-order
+    /// share or recipient): refused, as the spec requires.
+    LowOrderPoint,
+    /// A payload chunk failed to authenticate: the data was changed,
+    /// reordered or cut, or the key is wrong. No byte of that chunk is
+    /// released.
+    ChunkAuthentication {
+        /// The chunk's index, from 0.
+        chunk: u64,
+    },
+    /// The payload ended before a final chunk (truncation at a chunk
+    /// boundary, or a missing payload nonce).
+    TruncatedPayload,
+    /// Data follows the final chunk.
+    TrailingData,
+    /// The final chunk is empty although it is not the only one.
+    EmptyFinalChunk,
+    /// The payload has more chunks than the 11-byte counter allows.
+    TooManyChunks,
+}
+
+impl fmt::Display for AgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgeError::NotAge => f.write_str("not an age v1 file (no age-encryption.org/v1 line)"),
+            AgeError::BadHeader { what } => write!(f, "malformed age header: {what}"),
+            AgeError::HeaderTooLong => write!(
+                f,
+                "age header longer than {} bytes",
+                crate::header::MAX_HEADER_LEN
+            ),
+            AgeError::TruncatedHeader => f.write_str("age header cut short (no --- MAC line)"),
+            AgeError::BadStanza { what } => write!(f, "malformed X25519 stanza: {what}"),
+            AgeError::NoMatchingIdentity => {
+                f.write_str("no identity matches any recipient of the file")
+            }
+            AgeError::HeaderMac => {
+                f.write_str("age header MAC mismatch (header changed, or wrong file key)")
+            }
+            AgeError::BadRecipient { what } => write!(f, "bad age recipient: {what}"),
+            AgeError::BadIdentity { what } => write!(f, "bad age identity: {what}"),
+            AgeError::LowOrderPoint => f.write_str("X25519 gave an all-zero shared secret"),
+            AgeError::ChunkAuthentication { chunk } => write!(
+                f,
+                "age payload chunk {chunk} failed to authenticate (changed, reordered, cut, or wrong key)"
+            ),
+            AgeError::TruncatedPayload => f.write_str("age payload cut short (no final chunk)"),
+            AgeError::TrailingData => f.write_str("data after the age payload's final chunk"),
+            AgeError::EmptyFinalChunk => f.write_str("empty final chunk after other chunks"),
+            AgeError::TooManyChunks => f.write_str("age payload longer than its chunk counter"),
+        }
+    }
+}
+
+impl core::error::Error for AgeError {}

@@ -1,0 +1,40 @@
+//! age v1 (C2SP `age.md`, the format of the `age` command) without I/O:
+//! X25519 recipients and identities in their Bech32 forms, the header
+//! (stanzas and HMAC), and the payload's STREAM of 64 KiB
+//! ChaCha20-Poly1305 chunks, encrypted and decrypted incrementally with
+//! bounded memory.
+//!
+//! Nothing here reads a clock, a socket or a random source: the caller
+//! hands in the file key, the ephemeral secrets and the payload nonce
+//! (from a CSPRNG), and pushes bytes in and takes bytes out. aesd, aescrypt
+//! and aesload drive the same code.
+//!
+//! ```text
+//!  encrypt: FileKey ─ header::write(recipients) ─► header bytes
+//!           PayloadEncryptor::new(file key, nonce) ─ push … finish ─► payload bytes
+//!  decrypt: HeaderReader ─ push … ─► Header ─ unwrap(identities) ─► FileKey
+//!           header.verify_mac(file key) ─► PayloadDecryptor ─ push … finish ─► plaintext
+//! ```
+//!
+//! Passphrase (scrypt) stanzas are recognised but never unwrapped here:
+//! they belong on the client.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+mod base64;
+mod error;
+pub mod header;
+mod kdf;
+mod keys;
+pub mod stream;
+mod x25519;
+
+pub use error::AgeError;
+pub use header::{Header, HeaderReader, MAX_HEADER_LEN, Stanza};
+pub use keys::{FileKey, Identity, Recipient, parse_identities, parse_recipients};
+pub use stream::{CHUNK_LEN, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, TAG_LEN};
+
+/// The first line of every age v1 file, without its line feed.
+pub const VERSION_LINE: &[u8] = b"age-encryption.org/v1";
