@@ -33,6 +33,10 @@ pub enum ClientError {
         /// The limit.
         secs: f64,
     },
+    /// An age file, key or identity is unusable on this side (the file's
+    /// header, no identity for any recipient, a bad recipient).
+    #[error(transparent)]
+    Age(#[from] aesd_age::AgeError),
     /// The server answered with an error frame. Its text is printed with
     /// control characters escaped (see [`crate::printable`]).
     #[error("server error: {}", crate::printable::escape_controls(&.0.to_string()))]
@@ -185,6 +189,7 @@ impl ClientError {
             ClientError::Output(_) => "output",
             ClientError::Request(_) => "request",
             ClientError::DerivedKeysUnsupported | ClientError::KeyDerivation(_) => "key",
+            ClientError::Age(_) => "age",
         }
     }
 }

@@ -164,11 +164,32 @@ impl Client {
         W: AsyncWrite + Unpin,
         F: FnMut(JobEvent),
     {
+        self.run_prepared(spec.operation, key, input, output, observe)
+            .await
+    }
+
+    /// Runs a job whose key source is chosen, keeping the connection's
+    /// state: broken unless the job ended with a job-level result.
+    pub(crate) async fn run_prepared<R, W, F>(
+        &mut self,
+        operation: Operation,
+        key: ChosenKey,
+        input: &mut R,
+        output: &mut W,
+        observe: F,
+    ) -> Result<JobReport, ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+        F: FnMut(JobEvent),
+    {
         if self.broken {
             return Err(ClientError::Broken);
         }
         self.broken = true;
-        let result = self.run_job_inner(spec, key, input, output, observe).await;
+        let result = self
+            .run_job_inner(operation, key, input, output, observe)
+            .await;
         self.broken = match &result {
             Ok(_) => false,
             Err(ClientError::Server(frame)) => frame.code.closes_connection(),
@@ -180,7 +201,7 @@ impl Client {
 
     async fn run_job_inner<R, W, F>(
         &mut self,
-        spec: &JobSpec,
+        operation: Operation,
         chosen: ChosenKey,
         input: &mut R,
         output: &mut W,
@@ -192,10 +213,14 @@ impl Client {
         F: FnMut(JobEvent),
     {
         let started = Instant::now();
-        let mut header = ExpectedHeader::for_job(spec.operation, &chosen.key);
+        let mut header = ExpectedHeader::for_job(operation, &chosen.key);
+        let format = match chosen.key {
+            KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) => Format::Age,
+            KeySource::Password { .. } | KeySource::Derived(_) => Format::OpensslSaltedPbkdf2,
+        };
         let begin = Message::Begin(Begin {
-            operation: spec.operation,
-            format: Format::OpensslSaltedPbkdf2,
+            operation,
+            format,
             key: chosen.key,
         });
         begin.to_bytes().map_err(ClientError::Request)?;
@@ -246,11 +271,20 @@ impl Client {
             reading_input: false,
         });
         let send = async {
-            let mut buf = vec![0u8; chunk.max(read_ahead.len())];
-            // A decryption's header, read to find the salt, goes first.
-            buf[..read_ahead.len()].copy_from_slice(&read_ahead);
-            let mut ahead = read_ahead.len();
+            let mut buf = vec![0u8; chunk];
+            // A decryption's header, read to find the salt or the file
+            // key, goes first: whole frames of it, then the rest merged
+            // with the first input.
             let mut sent = 0u64;
+            let mut pending = &read_ahead[..];
+            while pending.len() > chunk {
+                within(idle, "taking input", writer.send_data(&pending[..chunk])).await?;
+                Activity::progress(&activity);
+                sent += chunk as u64;
+                pending = &pending[chunk..];
+            }
+            buf[..pending.len()].copy_from_slice(pending);
+            let mut ahead = pending.len();
             loop {
                 Activity::reading_input(&activity, true);
                 let n = tokio::select! {
@@ -346,11 +380,17 @@ struct ExpectedHeader {
 impl ExpectedHeader {
     fn for_job(operation: Operation, key: &KeySource) -> ExpectedHeader {
         let mut bytes = Vec::new();
-        if operation == Operation::Encrypt {
-            bytes.extend_from_slice(b"Salted__");
-            if let KeySource::Derived(params) = key {
+        match (operation, key) {
+            (Operation::Encrypt, KeySource::AgeRecipients(_)) => {
+                bytes.extend_from_slice(aesd_age::VERSION_LINE);
+                bytes.push(b'\n');
+            }
+            (Operation::Encrypt, KeySource::Derived(params)) => {
+                bytes.extend_from_slice(b"Salted__");
                 bytes.extend_from_slice(&params.salt);
             }
+            (Operation::Encrypt, _) => bytes.extend_from_slice(b"Salted__"),
+            (Operation::Decrypt, _) => {}
         }
         ExpectedHeader {
             bytes,

@@ -81,7 +81,7 @@ impl ChosenKey {
     pub fn derived(&self) -> Option<&DerivedKeyParams> {
         match &self.key {
             KeySource::Derived(params) => Some(params),
-            KeySource::Password { .. } => None,
+            _ => None,
         }
     }
 }

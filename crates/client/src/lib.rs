@@ -9,6 +9,8 @@
 //! * [`job`]: [`Client::run_job`]: one job from any async reader to any
 //!   async writer, full duplex, with a [`JobReport`] of bytes and times
 //!   (and [`Client::run_job_observed`] for live queue/start events).
+//! * [`age_job`]: age (format 2) jobs: recipients to encrypt, the file
+//!   key unwrapped here with the identity to decrypt.
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
@@ -30,6 +32,7 @@
 //!   via [`atomic_output`], symlinks followed, devices and FIFOs written
 //!   through; checked before any work starts.
 
+pub mod age_job;
 pub mod atomic_output;
 pub mod cert_pin;
 pub mod connection;
@@ -44,6 +47,7 @@ pub mod password;
 pub mod printable;
 pub mod tls;
 
+pub use age_job::AgeSpec;
 pub use connection::{Client, ConnectOptions};
 pub use error::ClientError;
 pub use job::{DEFAULT_ITERATIONS, JobEvent, JobReport, JobSpec};

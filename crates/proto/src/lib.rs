@@ -36,6 +36,7 @@ pub use frame::{FrameHeader, FrameKind};
 pub use handshake::{HELLO_DERIVED_KEYS, Hello};
 pub use io::{FrameError, FrameReader, FrameWriter};
 pub use message::{
-    AuthToken, Begin, DERIVED_KEY_PARAMS_LEN, DerivedKeyParams, Done, ErrorFrame, Format,
-    KeySource, Message, Operation, Password, Queued, Secret, Started, Welcome,
+    AgeFileKey, AuthToken, Begin, DERIVED_KEY_PARAMS_LEN, DerivedKeyParams, Done, ErrorFrame,
+    Format, KeySource, MAX_AGE_RECIPIENTS, Message, Operation, Password, Queued, Secret, Started,
+    Welcome,
 };

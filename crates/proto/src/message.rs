@@ -104,6 +104,28 @@ pub enum Format {
     /// salt, then AES-256-CBC with PKCS#7 padding; key and IV are the 48
     /// bytes of PBKDF2-HMAC-SHA256 over the password and salt.
     OpensslSaltedPbkdf2,
+    /// age v1 (C2SP age.md, the `age` command's format): X25519
+    /// recipients, 64 KiB ChaCha20-Poly1305 chunks, authenticated. Key
+    /// source 3 encrypts, key source 4 decrypts.
+    Age,
+}
+
+impl Format {
+    /// The format's number on the wire.
+    pub fn wire(self) -> u8 {
+        match self {
+            Format::OpensslSaltedPbkdf2 => 1,
+            Format::Age => 2,
+        }
+    }
+
+    /// The format's name, for logs and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::OpensslSaltedPbkdf2 => "openssl",
+            Format::Age => "age",
+        }
+    }
 }
 
 /// Secret bytes (a password, an access token), wiped from memory when
@@ -150,6 +172,28 @@ pub enum KeySource {
     /// password and `salt` (PBKDF2-HMAC-SHA256, as `openssl enc -pbkdf2`);
     /// the server does no key derivation and never sees the password.
     Derived(DerivedKeyParams),
+    /// Key source 3 (format 2, encryption): the X25519 public keys of the
+    /// file's recipients; the server makes the file key and wraps it to
+    /// each. 1 to [`MAX_AGE_RECIPIENTS`].
+    AgeRecipients(Vec<[u8; 32]>),
+    /// Key source 4 (format 2, decryption): the file key the client
+    /// unwrapped from the header with its identity; the identity never
+    /// leaves the client. Wiped when dropped, never printed.
+    AgeFileKey(AgeFileKey),
+}
+
+/// The most recipients one age encryption names (their keys fill a begin
+/// frame's key parameters).
+pub const MAX_AGE_RECIPIENTS: usize = 32;
+
+/// An age file key on the wire (16 bytes), wiped when dropped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AgeFileKey(pub zeroize::Zeroizing<[u8; 16]>);
+
+impl fmt::Debug for AgeFileKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AgeFileKey(<redacted>)")
+    }
 }
 
 /// The parameters of key source 2.
@@ -181,6 +225,8 @@ impl KeySource {
         match self {
             KeySource::Password { .. } => 1,
             KeySource::Derived(_) => 2,
+            KeySource::AgeRecipients(_) => 3,
+            KeySource::AgeFileKey(_) => 4,
         }
     }
 
@@ -189,6 +235,8 @@ impl KeySource {
         match self {
             KeySource::Password { .. } => "password",
             KeySource::Derived(_) => "derived",
+            KeySource::AgeRecipients(_) => "age_recipients",
+            KeySource::AgeFileKey(_) => "age_file_key",
         }
     }
 }
@@ -346,9 +394,8 @@ impl Message {
                     Operation::Encrypt => 1,
                     Operation::Decrypt => 2,
                 });
-                out.push(match begin.format {
-                    Format::OpensslSaltedPbkdf2 => 1,
-                });
+                check_format_and_key(begin)?;
+                out.push(begin.format.wire());
                 match &begin.key {
                     KeySource::Password {
                         iterations,
@@ -367,6 +414,19 @@ impl Message {
                         out.extend_from_slice(&params.salt);
                         out.extend_from_slice(params.key.as_ref());
                         out.extend_from_slice(params.iv.as_ref());
+                    }
+                    KeySource::AgeRecipients(recipients) => {
+                        out.push(3);
+                        out.extend_from_slice(&((1 + 32 * recipients.len()) as u16).to_be_bytes());
+                        out.push(recipients.len() as u8);
+                        for recipient in recipients {
+                            out.extend_from_slice(recipient);
+                        }
+                    }
+                    KeySource::AgeFileKey(file_key) => {
+                        out.push(4);
+                        out.extend_from_slice(&16u16.to_be_bytes());
+                        out.extend_from_slice(file_key.0.as_ref());
                     }
                 }
             }
@@ -474,6 +534,7 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
     };
     let format = match cursor.u8()? {
         1 => Format::OpensslSaltedPbkdf2,
+        2 => Format::Age,
         other => return Err(ProtoError::UnknownFormat(other)),
     };
     let source = cursor.u8()?;
@@ -512,13 +573,63 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
             iv.copy_from_slice(params.take(16)?);
             KeySource::Derived(DerivedKeyParams { salt, key, iv })
         }
+        3 => {
+            let (&count, keys) = params.split_first().ok_or(ProtoError::Malformed {
+                kind: "begin",
+                reason: "key source 3 takes a recipient count, then 32 bytes per recipient",
+            })?;
+            let count = usize::from(count);
+            if count == 0 || count > MAX_AGE_RECIPIENTS || keys.len() != 32 * count {
+                return Err(ProtoError::Malformed {
+                    kind: "begin",
+                    reason: "key source 3 takes 1 to 32 recipients of 32 bytes each, and nothing else",
+                });
+            }
+            KeySource::AgeRecipients(
+                keys.chunks_exact(32)
+                    .map(|key| <[u8; 32]>::try_from(key).expect("32 bytes"))
+                    .collect(),
+            )
+        }
+        4 => {
+            let file_key = <[u8; 16]>::try_from(params).map_err(|_| ProtoError::Malformed {
+                kind: "begin",
+                reason: "key source 4 takes exactly the 16-byte file key",
+            })?;
+            KeySource::AgeFileKey(AgeFileKey(zeroize::Zeroizing::new(file_key)))
+        }
         other => return Err(ProtoError::UnknownKeySource(other)),
     };
-    Ok(Begin {
+    let begin = Begin {
         operation,
         format,
         key,
-    })
+    };
+    check_format_and_key(&begin)?;
+    Ok(begin)
+}
+
+/// Format 1 takes key sources 1 and 2 (either operation); format 2 takes
+/// key source 3 to encrypt and 4 to decrypt.
+fn check_format_and_key(begin: &Begin) -> Result<(), ProtoError> {
+    let fits = match (begin.format, begin.operation, &begin.key) {
+        (Format::OpensslSaltedPbkdf2, _, KeySource::Password { .. } | KeySource::Derived(_)) => {
+            true
+        }
+        (Format::Age, Operation::Encrypt, KeySource::AgeRecipients(recipients)) => {
+            (1..=MAX_AGE_RECIPIENTS).contains(&recipients.len())
+        }
+        (Format::Age, Operation::Decrypt, KeySource::AgeFileKey(_)) => true,
+        _ => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(ProtoError::Malformed {
+            kind: "begin",
+            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt and 4 to decrypt",
+        })
+    }
 }
 
 /// An access token must be [`MIN_TOKEN_LEN`]..=[`MAX_TOKEN_LEN`] bytes.
@@ -709,6 +820,79 @@ mod tests {
             Message::decode(FrameKind::Begin, &payload),
             Err(ProtoError::UnknownKeySource(9))
         );
+    }
+
+    #[test]
+    fn age_begins_round_trip_and_mismatched_formats_and_key_sources_are_refused() {
+        round_trip(Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::Age,
+            key: KeySource::AgeRecipients(vec![[1; 32], [2; 32]]),
+        }));
+        round_trip(Message::Begin(Begin {
+            operation: Operation::Decrypt,
+            format: Format::Age,
+            key: KeySource::AgeFileKey(AgeFileKey(zeroize::Zeroizing::new([3; 16]))),
+        }));
+        let mismatched = [
+            (
+                Operation::Decrypt,
+                Format::Age,
+                KeySource::AgeRecipients(vec![[1; 32]]),
+            ),
+            (
+                Operation::Encrypt,
+                Format::Age,
+                KeySource::AgeRecipients(vec![]),
+            ),
+            (
+                Operation::Encrypt,
+                Format::Age,
+                KeySource::AgeRecipients(vec![[1; 32]; MAX_AGE_RECIPIENTS + 1]),
+            ),
+            (
+                Operation::Encrypt,
+                Format::OpensslSaltedPbkdf2,
+                KeySource::AgeFileKey(AgeFileKey(zeroize::Zeroizing::new([3; 16]))),
+            ),
+            (
+                Operation::Encrypt,
+                Format::Age,
+                KeySource::Password {
+                    iterations: 1,
+                    password: Password::new(b"pw".to_vec()),
+                },
+            ),
+        ];
+        for (operation, format, key) in mismatched {
+            let begin = Message::Begin(Begin {
+                operation,
+                format,
+                key,
+            });
+            let mut out = Vec::new();
+            assert!(
+                matches!(
+                    begin.encode(&mut out),
+                    Err(ProtoError::Malformed { kind: "begin", .. })
+                ),
+                "{begin:?} encoded"
+            );
+        }
+        // Decoding refuses them too: format 2, decrypt, key source 3.
+        let mut payload = vec![2, 2, 3, 0, 33, 1];
+        payload.extend_from_slice(&[5; 32]);
+        assert!(matches!(
+            Message::decode(FrameKind::Begin, &payload),
+            Err(ProtoError::Malformed { kind: "begin", .. })
+        ));
+        // A count that disagrees with the keys that follow.
+        let mut payload = vec![1, 2, 3, 0, 33, 2];
+        payload.extend_from_slice(&[5; 32]);
+        assert!(matches!(
+            Message::decode(FrameKind::Begin, &payload),
+            Err(ProtoError::Malformed { kind: "begin", .. })
+        ));
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub enum JobError {
     /// The ciphertext is invalid or the password wrong.
     #[error(transparent)]
     Cipher(#[from] CipherError),
+    /// An age (format 2) file is invalid, changed, or under another key.
+    #[error(transparent)]
+    Age(#[from] aesd_age::AgeError),
     /// The admission queue is full.
     #[error(transparent)]
     Busy(#[from] Refused),
@@ -150,6 +153,7 @@ impl JobError {
             JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
+            JobError::Age(err) => age_error_code(err),
             JobError::Busy(_) | JobError::ConnectionsFull(_) | JobError::KdfBudget(_) => {
                 ErrorCode::Busy
             }
@@ -198,6 +202,31 @@ impl JobError {
             self,
             JobError::Io(_) | JobError::Aborted | JobError::TlsHandshake(_)
         )
+    }
+}
+
+/// An age error's code: `decrypt_failed` when the data or the key is
+/// wrong (a MAC or a chunk's tag), `malformed` for a recipient key the
+/// client sent that cannot be used, `bad_ciphertext` when the input is not
+/// a whole age file.
+fn age_error_code(err: &aesd_age::AgeError) -> ErrorCode {
+    use aesd_age::AgeError;
+    match err {
+        AgeError::HeaderMac
+        | AgeError::ChunkAuthentication { .. }
+        | AgeError::NoMatchingIdentity => ErrorCode::DecryptFailed,
+        AgeError::BadRecipient { .. } | AgeError::BadIdentity { .. } | AgeError::LowOrderPoint => {
+            ErrorCode::Malformed
+        }
+        AgeError::NotAge
+        | AgeError::BadHeader { .. }
+        | AgeError::HeaderTooLong
+        | AgeError::TruncatedHeader
+        | AgeError::BadStanza { .. }
+        | AgeError::TruncatedPayload
+        | AgeError::TrailingData
+        | AgeError::EmptyFinalChunk
+        | AgeError::TooManyChunks => ErrorCode::BadCiphertext,
     }
 }
 

@@ -1,15 +1,17 @@
 //! `aescrypt`: encrypt or decrypt one file through an aesd server.
 //!
-//! The output is the `openssl enc -aes-256-cbc -salt -pbkdf2` format, so
-//! `openssl enc -d -aes-256-cbc -pbkdf2 -pass file:FILE` reads what
-//! `aescrypt encrypt` writes, and `aescrypt decrypt` reads what openssl
-//! writes.
+//! The default output is the `openssl enc -aes-256-cbc -salt -pbkdf2`
+//! format, so `openssl enc -d -aes-256-cbc -pbkdf2 -pass file:FILE` reads
+//! what `aescrypt encrypt` writes, and `aescrypt decrypt` reads what openssl
+//! writes. `--format age` (or `-r`) writes age v1, which `age -d` reads; an
+//! age file decrypts with `--identity`, the file key unwrapped here.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use aesd_age::{Identity, Recipient, parse_identities, parse_recipients};
 use aesd_client::ConnectOptions;
 use aesd_client::connection::{parse_idle_timeout, parse_server_address};
 use aesd_client::error_line::error_line;
@@ -18,12 +20,20 @@ use aesd_client::output::OutputPath;
 use aesd_client::pass_source::{PassError, PassSource, prompt_password};
 use aesd_client::password::read_token_file;
 use aesd_client::tls::TlsArgs;
-use aesd_client::{Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
+use aesd_client::{AgeSpec, Client, DEFAULT_ITERATIONS, JobSpec, KeyDerivation};
 use aesd_proto::Operation;
 use aesd_proto::Password;
 use anyhow::{Context, Result, bail};
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use tokio::io::{AsyncRead, AsyncWriteExt};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FileFormat {
+    /// openssl enc -aes-256-cbc -salt -pbkdf2 (a password; no integrity)
+    Openssl,
+    /// age v1 (X25519 recipients, authenticated)
+    Age,
+}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Mode {
@@ -33,8 +43,7 @@ enum Mode {
     Decrypt,
 }
 
-/// Encrypt or decrypt a file through an aesd server (AES-256-CBC,
-/// byte-compatible with `openssl enc -aes-256-cbc -salt -pbkdf2`).
+/// Encrypt or decrypt a file through an aesd server: `openssl enc -aes-256-cbc -pbkdf2` or age v1
 #[derive(Debug, Parser)]
 #[command(
     name = "aescrypt",
@@ -56,10 +65,23 @@ is written straight through; a directory is refused. OUT is checked before \
 any work. Output to stdout (-o -), a device or a FIFO is streamed: on failure \
 the bytes already written may be incomplete, and the exit status is 1.
 
+Formats: openssl (the default) is AES-256-CBC as openssl enc writes it: \
+a password, no integrity (a changed file decrypts to changed data). age \
+(--format age, or -r/-R) is age v1: the server makes a fresh file key, \
+wraps it to each recipient's X25519 public key and streams 64 KiB \
+ChaCha20-Poly1305 chunks; a changed, cut or reordered file fails to decrypt \
+and no unauthenticated byte is written. To decrypt an age file, aescrypt \
+reads its header, unwraps the file key with --identity (age-keygen's file) \
+and sends the server only that key: the identity never leaves this machine. \
+Passphrase-encrypted (age -p) files and identities are not supported.
+
 Example:
   aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
   aescrypt encrypt --server 127.0.0.1:7878 --pass file:pw.txt -i big.bin -o big.bin.enc
-  openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check"
+  openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check
+  age-keygen -o key.txt
+  aescrypt encrypt --server 127.0.0.1:7878 -r age1... -i big.bin -o big.bin.age
+  aescrypt decrypt --server 127.0.0.1:7878 --identity key.txt -i big.bin.age -o big.bin"
 )]
 struct Args {
     /// encrypt or decrypt
@@ -92,6 +114,32 @@ struct Args {
     /// Output file, or - for stdout
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     output: PathBuf,
+    /// File format: openssl or age [default: openssl; age with -r, -R or --identity]
+    ///
+    /// File format: openssl (openssl enc -aes-256-cbc -salt -pbkdf2, with a password) or age
+    /// (age v1, to X25519 recipients) [default: openssl; age when -r, -R or --identity is given]
+    #[arg(long, value_name = "FORMAT", hide_possible_values = true)]
+    format: Option<FileFormat>,
+    /// age: encrypt to this recipient (age1...), repeatable
+    ///
+    /// age: encrypt to this recipient's public key (age1..., as age-keygen prints it);
+    /// repeatable, 1 to 32 recipients in all with -R
+    #[arg(short = 'r', long = "recipient", value_name = "AGE1", value_parser = parse_recipient)]
+    recipients: Vec<Recipient>,
+    /// age: encrypt to the recipients listed in FILE (one age1... per line, # comments), repeatable
+    #[arg(
+        short = 'R',
+        long = "recipients-file",
+        value_name = "FILE",
+        hide_short_help = true
+    )]
+    recipients_files: Vec<PathBuf>,
+    /// age: decrypt with the identities in FILE (age-keygen's format), repeatable
+    ///
+    /// age: decrypt with the identities in FILE (AGE-SECRET-KEY-1... lines, as age-keygen
+    /// writes them; # comments); repeatable. Only the file key it unwraps is sent
+    #[arg(long = "identity", value_name = "FILE")]
+    identities: Vec<PathBuf>,
     /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
     ///
     /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
@@ -138,12 +186,19 @@ fn main() -> ExitCode {
         };
     }
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    let format = match file_format(&args) {
+        Ok(format) => format,
+        Err(message) => {
+            eprintln!("aescrypt: {message}");
+            return ExitCode::from(2);
+        }
+    };
     // Checked before anything else: a bad -o fails before the password
     // is typed and before any transfer.
     let prepared = OutputPath::check(&args.output)
         .map_err(anyhow::Error::from)
-        .and_then(|output| Ok((output, password(&args)?)));
-    let (output, password) = match prepared {
+        .and_then(|output| Ok((output, job_key(&args, format)?)));
+    let (output, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
             eprintln!("aescrypt: {}", error_line(err.as_ref()));
@@ -160,7 +215,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ended = runtime.block_on(run_until_signal(&args, output, password));
+    let ended = runtime.block_on(run_until_signal(&args, output, key));
     // Without waiting for blocking tasks: after a signal, the stdin reader
     // may be blocked in a read that never returns (a terminal, an open
     // pipe).
@@ -201,12 +256,12 @@ enum Ended {
 
 /// [`run`], stopped by SIGINT or SIGTERM: dropping the job removes its
 /// temporary output file (OUT is left as it was).
-async fn run_until_signal(args: &Args, output: OutputPath, password: Password) -> Result<Ended> {
+async fn run_until_signal(args: &Args, output: OutputPath, key: JobKey) -> Result<Ended> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
     let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
     let (name, code) = tokio::select! {
-        result = run(args, output, password) => return result.map(|()| Ended::Done),
+        result = run(args, output, key) => return result.map(|()| Ended::Done),
         _ = int.recv() => ("interrupted", 130),
         _ = term.recv() => ("terminated", 143),
     };
@@ -216,6 +271,127 @@ async fn run_until_signal(args: &Args, output: OutputPath, password: Password) -
 
 fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
+}
+
+/// What a job is keyed with.
+enum JobKey {
+    /// The openssl format's password.
+    Password(Password),
+    /// age's recipients (encryption) or identities (decryption).
+    Age(AgeSpec),
+}
+
+fn operation(mode: Mode) -> Operation {
+    match mode {
+        Mode::Encrypt => Operation::Encrypt,
+        Mode::Decrypt => Operation::Decrypt,
+    }
+}
+
+/// `-r age1...`.
+fn parse_recipient(text: &str) -> Result<Recipient, String> {
+    Recipient::parse(text).map_err(|err| err.to_string())
+}
+
+/// The file format asked for, checked against the flags given.
+fn file_format(args: &Args) -> Result<FileFormat, String> {
+    let age_flags = !args.recipients.is_empty()
+        || !args.recipients_files.is_empty()
+        || !args.identities.is_empty();
+    let format = args.format.unwrap_or(if age_flags {
+        FileFormat::Age
+    } else {
+        FileFormat::Openssl
+    });
+    let password_flags = args.pass.is_some() || args.password_file.is_some();
+    match (format, args.mode) {
+        (FileFormat::Openssl, _) if age_flags => {
+            Err("-r, -R and --identity are for --format age".into())
+        }
+        (FileFormat::Age, _) if password_flags => Err(
+            "--format age takes recipients (-r, -R) or identities (--identity), not a password"
+                .into(),
+        ),
+        (FileFormat::Age, Mode::Encrypt) if !args.identities.is_empty() => {
+            Err("--identity decrypts; encrypt to -r age1... (age-keygen -y FILE prints it)".into())
+        }
+        (FileFormat::Age, Mode::Encrypt)
+            if args.recipients.is_empty() && args.recipients_files.is_empty() =>
+        {
+            Err("--format age encrypt needs a recipient: -r age1... or -R FILE".into())
+        }
+        (FileFormat::Age, Mode::Decrypt)
+            if !args.recipients.is_empty() || !args.recipients_files.is_empty() =>
+        {
+            Err("-r and -R encrypt; decrypt with --identity FILE".into())
+        }
+        (FileFormat::Age, Mode::Decrypt) if args.identities.is_empty() => {
+            Err("--format age decrypt needs --identity FILE".into())
+        }
+        _ => Ok(format),
+    }
+}
+
+/// The job's key: the password (openssl), or the recipients or
+/// identities read from their files (age). An openssl decryption of an
+/// input that is an age file is refused here, before a password is asked
+/// for.
+fn job_key(args: &Args, format: FileFormat) -> Result<JobKey> {
+    if format == FileFormat::Openssl {
+        if matches!(args.mode, Mode::Decrypt) && input_is_age(&args.input) {
+            bail!(
+                "{} is an age file: decrypt it with --identity FILE",
+                args.input.display()
+            );
+        }
+        return Ok(JobKey::Password(password(args)?));
+    }
+    let mut recipients = args.recipients.clone();
+    for path in &args.recipients_files {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read recipients file {}", path.display()))?;
+        recipients
+            .extend(parse_recipients(&text).with_context(|| format!("in {}", path.display()))?);
+    }
+    if recipients.len() > aesd_proto::MAX_AGE_RECIPIENTS {
+        bail!(
+            "{} recipients: an age encryption through aesd names at most {}",
+            recipients.len(),
+            aesd_proto::MAX_AGE_RECIPIENTS
+        );
+    }
+    let mut identities: Vec<Identity> = Vec::new();
+    for path in &args.identities {
+        let text = zeroize::Zeroizing::new(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read identity file {}", path.display()))?,
+        );
+        identities
+            .extend(parse_identities(&text).with_context(|| format!("in {}", path.display()))?);
+    }
+    Ok(JobKey::Age(AgeSpec {
+        operation: operation(args.mode),
+        recipients,
+        identities,
+    }))
+}
+
+/// Whether the regular file at `path` starts like an age file (stdin and
+/// other inputs are not read ahead).
+fn input_is_age(path: &Path) -> bool {
+    use std::io::Read;
+    if is_stdio(path) {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut prefix = Vec::new();
+    let _ = file.take(22).read_to_end(&mut prefix);
+    prefix.len() == 22 && aesd_client::age_job::is_age(&prefix)
 }
 
 /// The job's password: from --pass or --password-file, else prompted on
@@ -235,15 +411,15 @@ fn password(args: &Args) -> Result<Password, PassError> {
     }
 }
 
-async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> {
-    let spec = JobSpec {
-        operation: match args.mode {
-            Mode::Encrypt => Operation::Encrypt,
-            Mode::Decrypt => Operation::Decrypt,
-        },
-        password,
-        iterations: args.iterations,
-        key_derivation: args.key_derivation,
+async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<()> {
+    let spec = match key {
+        JobKey::Password(password) => Spec::Openssl(JobSpec {
+            operation: operation(args.mode),
+            password,
+            iterations: args.iterations,
+            key_derivation: args.key_derivation,
+        }),
+        JobKey::Age(spec) => Spec::Age(spec),
     };
     let mut input: Box<dyn AsyncRead + Unpin> = if is_stdio(&args.input) {
         Box::new(tokio::io::stdin())
@@ -275,7 +451,7 @@ async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> 
     client.set_idle_timeout(args.timeout);
     let report = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
-        client.run_job(&spec, &mut input, &mut stdout).await?
+        spec.run(&mut client, &mut input, &mut stdout).await?
     } else {
         write_via(&output, &mut client, &spec, &mut input).await?
     };
@@ -300,13 +476,13 @@ async fn run(args: &Args, output: OutputPath, password: Password) -> Result<()> 
 async fn write_via(
     output: &OutputPath,
     client: &mut Client,
-    spec: &JobSpec,
+    spec: &Spec,
     input: &mut (dyn AsyncRead + Unpin),
 ) -> Result<aesd_client::JobReport> {
     let (pending, file) = output.open()?.into_file();
     let file = file.context("the output has no file")?;
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
-    let report = client.run_job(spec, &mut &mut *input, &mut writer).await?;
+    let report = spec.run(client, &mut &mut *input, &mut writer).await?;
     writer
         .flush()
         .await
@@ -314,6 +490,34 @@ async fn write_via(
     let file = writer.into_inner().into_std().await;
     pending.commit(Some(file))?;
     Ok(report)
+}
+
+/// The job to run, in its format.
+enum Spec {
+    Openssl(JobSpec),
+    Age(AgeSpec),
+}
+
+impl Spec {
+    async fn run<R, W>(
+        &self,
+        client: &mut Client,
+        input: &mut R,
+        output: &mut W,
+    ) -> Result<aesd_client::JobReport, aesd_client::ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        match self {
+            Spec::Openssl(spec) => client.run_job(spec, input, output).await,
+            Spec::Age(spec) => {
+                client
+                    .run_age_job_observed(spec, input, output, |_| {})
+                    .await
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -158,6 +158,14 @@ impl JobCore {
                     header: None,
                 },
             }),
+            // Format 2's key sources: its jobs run as `super::age::AgeJob`,
+            // and the protocol decoder refuses them with format 1.
+            KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) => {
+                Err(JobError::Protocol(aesd_proto::ProtoError::Malformed {
+                    kind: "begin",
+                    reason: "key sources 3 and 4 belong to format 2 (age)",
+                }))
+            }
         }
     }
 

@@ -14,19 +14,21 @@
 //! stops reading and TCP flow control slows the client down. Memory per
 //! job is therefore bounded whatever the file size.
 
+pub mod age;
 pub mod core;
 
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, Done, FrameKind, FrameReader, FrameWriter, KeySource, Message, ProtoError, Queued,
-    Started,
+    Begin, Done, Format, FrameKind, FrameReader, FrameWriter, KeySource, Message, ProtoError,
+    Queued, Started,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
+use self::age::AgeJob;
 use self::core::{JobCore, KeyRequest, Start};
 use crate::admission::{Entry, Permit, TicketEvent};
 use crate::cipher::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
@@ -146,7 +148,7 @@ where
                 writer,
                 output_rx,
                 free_tx,
-                limits.idle_timeout,
+                limits,
                 operation.name(),
                 ctx.metrics,
             )
@@ -223,6 +225,12 @@ enum Input {
 enum Output {
     Header([u8; HEADER_LEN]),
     Bytes(ChunkBuf),
+    /// Output of another size than its input (age): sent in data frames of
+    /// at most the chunk size; `spent` is the input's buffer, freed after.
+    Owned {
+        bytes: Vec<u8>,
+        spent: Option<ChunkBuf>,
+    },
     Done(Done),
 }
 
@@ -325,6 +333,9 @@ async fn cipher_stage(
     cancel: &CancellationToken,
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
+    if begin.format == Format::Age {
+        return age_stage(input, output, begin, queue_us, ctx).await;
+    }
     let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
     let operation = begin.operation.name();
     let limits = ctx.limits;
@@ -432,6 +443,78 @@ async fn cipher_stage(
     }
 }
 
+/// The cipher stage of an age job (format 2): each chunk through
+/// [`AgeJob`] on the worker pool, its output passed on as it is released.
+async fn age_stage(
+    mut input: mpsc::Receiver<Input>,
+    output: mpsc::Sender<Output>,
+    begin: Begin,
+    queue_us: u64,
+    ctx: JobContext<'_>,
+) -> Result<(), JobError> {
+    let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
+    let operation = begin.operation.name();
+    let pool_failed = |err: crate::pool::PoolError| JobError::Internal(err.to_string());
+    let started = pool
+        .run(move || AgeJob::start(begin))
+        .await
+        .map_err(pool_failed)?;
+    let mut processing = started.elapsed;
+    let mut job = started.value?;
+    let send = |message| async { output.send(message).await.map_err(|_| JobError::Aborted) };
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = shutdown.aborting() => return Err(JobError::ShuttingDown),
+            next = input.recv() => next,
+        };
+        match next.ok_or(JobError::Aborted)? {
+            Input::Chunk(buf) => {
+                metrics.add_input_bytes(operation, buf.len() as u64);
+                let timed = pool
+                    .run(move || {
+                        let mut out = Vec::with_capacity(buf.len() + 64);
+                        let result = job.update(buf.as_slice(), &mut out);
+                        (job, buf, out, result)
+                    })
+                    .await
+                    .map_err(pool_failed)?;
+                processing += timed.elapsed;
+                let (returned, buf, bytes, result) = timed.value;
+                job = returned;
+                result?;
+                send(Output::Owned {
+                    bytes,
+                    spent: Some(buf),
+                })
+                .await?;
+            }
+            Input::End => {
+                let timed = pool
+                    .run(move || {
+                        let mut out = Vec::new();
+                        let result = job.finish(&mut out);
+                        (out, result)
+                    })
+                    .await
+                    .map_err(pool_failed)?;
+                processing += timed.elapsed;
+                let (bytes, bytes_in) = timed.value;
+                let bytes_in = bytes_in?;
+                send(Output::Owned { bytes, spent: None }).await?;
+                send(Output::Done(Done {
+                    bytes_in,
+                    bytes_out: 0,
+                    queue_us,
+                    processing_us: micros(processing),
+                }))
+                .await?;
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// Sends the cipher stage's output as data frames, then the done frame;
 /// returns the chunk buffers to the read stage. Its result is the done
 /// figures, or `None` when the cipher stage stopped before them.
@@ -439,10 +522,11 @@ async fn write_stage<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter<W>,
     mut output: mpsc::Receiver<Output>,
     free: mpsc::Sender<ChunkBuf>,
-    idle: Duration,
+    limits: JobLimits,
     operation: &'static str,
     metrics: &Metrics,
 ) -> Result<Option<Done>, JobError> {
+    let idle = limits.idle_timeout;
     let mut bytes_out = 0u64;
     let mut sent = None;
     let stalled = |_| JobError::Timeout {
@@ -465,6 +549,18 @@ async fn write_stage<W: AsyncWrite + Unpin>(
                 bytes_out += buf.len() as u64;
                 metrics.add_output_bytes(operation, buf.len() as u64);
                 let _ = free.try_send(buf);
+            }
+            Output::Owned { bytes, spent } => {
+                for piece in bytes.chunks(limits.chunk_size as usize) {
+                    timeout(idle, writer.send_data(piece))
+                        .await
+                        .map_err(stalled)??;
+                }
+                bytes_out += bytes.len() as u64;
+                metrics.add_output_bytes(operation, bytes.len() as u64);
+                if let Some(buf) = spent {
+                    let _ = free.try_send(buf);
+                }
             }
             Output::Done(mut done) => {
                 done.bytes_out = bytes_out;

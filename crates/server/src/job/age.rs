@@ -1,0 +1,190 @@
+//! One format-2 (age) job without I/O: bytes in, bytes out.
+//!
+//! Encryption (key source 3): the server draws the file key, one
+//! ephemeral secret per recipient and the payload nonce, writes the header
+//! (it needs only the recipients' public keys) and streams the payload.
+//! Decryption (key source 4): the client unwrapped the file key with its
+//! identity and sent only that; the server reads the header from the input,
+//! checks its MAC with the file key, and streams the authenticated
+//! plaintext. aesd holds no long-term secret either way.
+//!
+//! Memory: at most one 64 KiB chunk pending and, while decrypting, a
+//! header of up to [`aesd_age::MAX_HEADER_LEN`] bytes until it is complete.
+
+use aesd_age::{FileKey, HeaderReader, PayloadDecryptor, PayloadEncryptor, Recipient, header};
+use aesd_proto::{Begin, KeySource, Operation};
+use zeroize::Zeroizing;
+
+use crate::cipher::CipherError;
+use crate::error::JobError;
+
+/// A started age job and the input bytes it took in.
+pub struct AgeJob {
+    state: State,
+    bytes_in: u64,
+}
+
+enum State {
+    /// Encrypting; the header waits in `header` until the first output.
+    Encrypt {
+        header: Option<Vec<u8>>,
+        payload: PayloadEncryptor,
+    },
+    /// Decrypting, the header not complete yet.
+    Header {
+        reader: HeaderReader,
+        file_key: FileKey,
+    },
+    /// Decrypting the payload.
+    Payload(PayloadDecryptor),
+}
+
+fn random<const N: usize>() -> Result<[u8; N], JobError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes)
+        .map_err(|err| JobError::Cipher(CipherError::Rng(err.to_string())))?;
+    Ok(bytes)
+}
+
+impl AgeJob {
+    /// The job a format-2 `begin` asks for (the protocol decoder has
+    /// checked that the key source fits the operation).
+    pub fn start(begin: Begin) -> Result<AgeJob, JobError> {
+        let state = match (begin.operation, begin.key) {
+            (Operation::Encrypt, KeySource::AgeRecipients(keys)) => {
+                let file_key = FileKey::new(random()?);
+                let mut recipients = Vec::with_capacity(keys.len());
+                for key in keys {
+                    recipients.push((Recipient::from_bytes(key), Zeroizing::new(random()?)));
+                }
+                let header = header::write(&file_key, &recipients)?;
+                State::Encrypt {
+                    header: Some(header),
+                    payload: PayloadEncryptor::new(&file_key, random()?),
+                }
+            }
+            (Operation::Decrypt, KeySource::AgeFileKey(key)) => State::Header {
+                reader: HeaderReader::new(),
+                file_key: FileKey::new(*key.0),
+            },
+            _ => {
+                return Err(JobError::Protocol(aesd_proto::ProtoError::Malformed {
+                    kind: "begin",
+                    reason: "format 2 (age) takes key source 3 to encrypt and 4 to decrypt",
+                }));
+            }
+        };
+        Ok(AgeJob { state, bytes_in: 0 })
+    }
+
+    /// Takes `input` in and appends what can be released to `out`.
+    pub fn update(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), JobError> {
+        self.bytes_in += input.len() as u64;
+        match &mut self.state {
+            State::Encrypt { header, payload } => {
+                if let Some(header) = header.take() {
+                    out.extend_from_slice(&header);
+                }
+                payload.push(input, out)?;
+            }
+            State::Header { reader, file_key } => {
+                let Some((header, used)) = reader.push(input)? else {
+                    return Ok(());
+                };
+                header.verify_mac(file_key)?;
+                let mut payload = PayloadDecryptor::new(file_key.clone());
+                payload.push(&input[used..], out)?;
+                self.state = State::Payload(payload);
+            }
+            State::Payload(payload) => payload.push(input, out)?,
+        }
+        Ok(())
+    }
+
+    /// Ends the input: the last output into `out`; the bytes taken in.
+    pub fn finish(self, out: &mut Vec<u8>) -> Result<u64, JobError> {
+        match self.state {
+            State::Encrypt { header, payload } => {
+                if let Some(header) = header {
+                    out.extend_from_slice(&header);
+                }
+                payload.finish(out)?;
+            }
+            State::Header { reader, .. } => return Err(reader.finish().into()),
+            State::Payload(payload) => payload.finish(out)?,
+        }
+        Ok(self.bytes_in)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aesd_age::Identity;
+    use aesd_proto::{AgeFileKey, Format};
+
+    use super::*;
+
+    fn run(mut job: AgeJob, input: &[u8], piece: usize) -> Result<Vec<u8>, JobError> {
+        let mut out = Vec::new();
+        for part in input.chunks(piece) {
+            job.update(part, &mut out)?;
+        }
+        job.finish(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn an_encryption_decrypts_with_the_file_key_the_identity_unwraps() {
+        let identity = Identity::from_bytes([4; 32]);
+        let plain: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let job = AgeJob::start(Begin {
+            operation: Operation::Encrypt,
+            format: Format::Age,
+            key: KeySource::AgeRecipients(vec![*identity.recipient().as_bytes()]),
+        })
+        .expect("start");
+        let file = run(job, &plain, 4096).expect("encrypts");
+        let (header, _) = HeaderReader::new()
+            .push(&file)
+            .expect("header")
+            .expect("complete");
+        let file_key = header.unwrap_file_key(&[identity]).expect("unwraps");
+        let decrypt = |key: [u8; 16]| {
+            AgeJob::start(Begin {
+                operation: Operation::Decrypt,
+                format: Format::Age,
+                key: KeySource::AgeFileKey(AgeFileKey(Zeroizing::new(key))),
+            })
+            .expect("start")
+        };
+        assert_eq!(
+            run(decrypt(*file_key.as_bytes()), &file, 5000).expect("decrypts"),
+            plain
+        );
+        // A wrong file key fails on the header's MAC: decrypt_failed.
+        let err = run(decrypt([0; 16]), &file, 5000).expect_err("wrong key");
+        assert_eq!(err.code(), aesd_proto::ErrorCode::DecryptFailed);
+        // Cut inside the final chunk: it fails to authenticate.
+        let err = run(
+            decrypt(*file_key.as_bytes()),
+            &file[..file.len() - 100],
+            5000,
+        )
+        .expect_err("cut");
+        assert_eq!(err.code(), aesd_proto::ErrorCode::DecryptFailed);
+        assert!(
+            err.to_string().contains("chunk 3 failed to authenticate"),
+            "{err}"
+        );
+        // Cut at a chunk boundary: bad_ciphertext, naming the truncation.
+        let boundary = file.len() - (plain.len() % aesd_age::CHUNK_LEN + aesd_age::TAG_LEN);
+        let err =
+            run(decrypt(*file_key.as_bytes()), &file[..boundary], 5000).expect_err("truncated");
+        assert_eq!(err.code(), aesd_proto::ErrorCode::BadCiphertext);
+        assert!(err.to_string().contains("cut short"), "{err}");
+        // Not an age file at all.
+        let err =
+            run(decrypt(*file_key.as_bytes()), b"Salted__12345678", 5000).expect_err("not age");
+        assert_eq!(err.code(), aesd_proto::ErrorCode::BadCiphertext);
+    }
+}
