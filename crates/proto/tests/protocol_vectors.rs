@@ -4,8 +4,8 @@
 use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{
-    AuthToken, Begin, DerivedKeyParams, Done, ErrorCode, ErrorFrame, Format, FrameHeader, Hello,
-    KeySource, Message, Operation, Password, Queued, Started, Welcome,
+    AgeFileKey, AuthToken, Begin, DerivedKeyParams, Done, ErrorCode, ErrorFrame, Format,
+    FrameHeader, Hello, KeySource, Message, Operation, Password, Queued, Started, Welcome,
 };
 
 /// The `hex NAME` blocks of PROTOCOL.md, decoded.
@@ -80,6 +80,20 @@ fn expected(name: &str) -> Option<Message> {
                 iv: hex_array("77532013c6cb46fda992eda58456ddee").into(),
             }),
         }),
+        "frame-begin-age-encrypt" => Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::Age,
+            key: KeySource::AgeRecipients(vec![hex_array(
+                "132c442be010fbd57e72603328aa76e71fccc1503aae219327d14d9c9993f472",
+            )]),
+        }),
+        "frame-begin-age-decrypt" => Message::Begin(Begin {
+            operation: Operation::Decrypt,
+            format: Format::Age,
+            key: KeySource::AgeFileKey(AgeFileKey(
+                hex_array("000102030405060708090a0b0c0d0e0f").into(),
+            )),
+        }),
         "frame-data" => Message::Data(b"abc".to_vec()),
         "frame-end" => Message::End,
         "frame-queued" => Message::Queued(Queued { position: 3 }),
@@ -102,7 +116,7 @@ fn every_frame_vector_matches_the_codec() {
         .iter()
         .filter(|(name, _)| name.starts_with("frame-"))
         .collect();
-    assert_eq!(frames.len(), 16, "PROTOCOL.md lost a frame vector");
+    assert_eq!(frames.len(), 18, "PROTOCOL.md lost a frame vector");
     for (name, bytes) in frames {
         if name == "frame-hello" {
             assert_eq!(&Hello::current().encode()[..], &bytes[..], "{name}");
