@@ -36,7 +36,7 @@ use crate::cipher::{BLOCK, ChunkBuf, DerivedKey, HEADER_LEN};
 use crate::client_key::ClientKey;
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StreamLabels};
 use crate::pool::{Timed, WorkerPool};
 use crate::shared::{JobContext, JobLimits};
 use crate::shutdown::Shutdown;
@@ -101,6 +101,10 @@ where
     }
 
     let operation = begin.operation;
+    let stream = StreamLabels {
+        operation: operation.name(),
+        format: begin.format.name(),
+    };
     let chunk = limits.chunk_size as usize;
     let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
     for _ in 0..BUFFERS_PER_JOB {
@@ -144,15 +148,8 @@ where
             result
         },
         async {
-            let result = write_stage(
-                writer,
-                output_rx,
-                free_tx,
-                limits,
-                operation.name(),
-                ctx.metrics,
-            )
-            .await;
+            let result =
+                write_stage(writer, output_rx, free_tx, limits, &stream, ctx.metrics).await;
             cancel_on_error(result.is_err());
             result
         },
@@ -337,7 +334,10 @@ async fn cipher_stage(
         return age_stage(input, output, begin, queue_us, ctx).await;
     }
     let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
-    let operation = begin.operation.name();
+    let stream = StreamLabels {
+        operation: begin.operation.name(),
+        format: begin.format.name(),
+    };
     let limits = ctx.limits;
     let mut processing = Duration::ZERO;
     let started = pool
@@ -370,7 +370,7 @@ async fn cipher_stage(
         };
         match next.ok_or(JobError::Aborted)? {
             Input::Chunk(mut buf) => {
-                metrics.add_input_bytes(operation, buf.len() as u64);
+                metrics.add_input_bytes(&stream, buf.len() as u64);
                 // Key source 1, decryption: this chunk completes the salt.
                 if let Some(request) = core.key_request(&buf) {
                     let salt = request.salt;
@@ -453,7 +453,10 @@ async fn age_stage(
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
     let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
-    let operation = begin.operation.name();
+    let stream = StreamLabels {
+        operation: begin.operation.name(),
+        format: begin.format.name(),
+    };
     let pool_failed = |err: crate::pool::PoolError| JobError::Internal(err.to_string());
     let started = pool
         .run(move || AgeJob::start(begin))
@@ -470,7 +473,7 @@ async fn age_stage(
         };
         match next.ok_or(JobError::Aborted)? {
             Input::Chunk(buf) => {
-                metrics.add_input_bytes(operation, buf.len() as u64);
+                metrics.add_input_bytes(&stream, buf.len() as u64);
                 let timed = pool
                     .run(move || {
                         let mut out = Vec::with_capacity(buf.len() + 64);
@@ -523,7 +526,7 @@ async fn write_stage<W: AsyncWrite + Unpin>(
     mut output: mpsc::Receiver<Output>,
     free: mpsc::Sender<ChunkBuf>,
     limits: JobLimits,
-    operation: &'static str,
+    stream: &StreamLabels,
     metrics: &Metrics,
 ) -> Result<Option<Done>, JobError> {
     let idle = limits.idle_timeout;
@@ -540,14 +543,14 @@ async fn write_stage<W: AsyncWrite + Unpin>(
                     .await
                     .map_err(stalled)??;
                 bytes_out += header.len() as u64;
-                metrics.add_output_bytes(operation, header.len() as u64);
+                metrics.add_output_bytes(stream, header.len() as u64);
             }
             Output::Bytes(buf) => {
                 timeout(idle, writer.send_data(buf.as_slice()))
                     .await
                     .map_err(stalled)??;
                 bytes_out += buf.len() as u64;
-                metrics.add_output_bytes(operation, buf.len() as u64);
+                metrics.add_output_bytes(stream, buf.len() as u64);
                 let _ = free.try_send(buf);
             }
             Output::Owned { bytes, spent } => {
@@ -557,7 +560,7 @@ async fn write_stage<W: AsyncWrite + Unpin>(
                         .map_err(stalled)??;
                 }
                 bytes_out += bytes.len() as u64;
-                metrics.add_output_bytes(operation, bytes.len() as u64);
+                metrics.add_output_bytes(stream, bytes.len() as u64);
                 if let Some(buf) = spent {
                     let _ = free.try_send(buf);
                 }

@@ -46,14 +46,28 @@ pub struct OperationLabel {
     pub operation: &'static str,
 }
 
+/// Labels of `aesd_input_bytes_total` and `aesd_output_bytes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabels {
+    /// `encrypt` or `decrypt`.
+    pub operation: &'static str,
+    /// The file format: `openssl` or `age`.
+    pub format: &'static str,
+}
+
 /// Labels of `aesd_jobs_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JobLabels {
     /// `encrypt` or `decrypt`.
     pub operation: &'static str,
+    /// The file format: `openssl` or `age`.
+    pub format: &'static str,
     /// `ok`, or the error kind.
     pub outcome: &'static str,
 }
+
+/// The file formats, for series that exist from the start.
+const FORMATS: [&str; 2] = ["openssl", "age"];
 
 /// The `kind` label of `aesd_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,8 +100,8 @@ fn time_histogram() -> Histogram {
 /// Everything aesd counts.
 pub struct Metrics {
     registry: Registry,
-    input_bytes: Family<OperationLabel, WideCounter>,
-    output_bytes: Family<OperationLabel, WideCounter>,
+    input_bytes: Family<StreamLabels, WideCounter>,
+    output_bytes: Family<StreamLabels, WideCounter>,
     jobs: Family<JobLabels, WideCounter>,
     errors: Family<ErrorLabel, WideCounter>,
     jobs_refused: Family<RefusalLabel, WideCounter>,
@@ -128,17 +142,17 @@ impl Metrics {
         };
         registry.register(
             "aesd_input_bytes",
-            "File bytes received from clients",
+            "File bytes received from clients, by operation and file format",
             metrics.input_bytes.clone(),
         );
         registry.register(
             "aesd_output_bytes",
-            "File bytes sent to clients",
+            "File bytes sent to clients, by operation and file format",
             metrics.output_bytes.clone(),
         );
         registry.register(
             "aesd_jobs",
-            "Jobs finished, by operation and outcome (ok or the error kind)",
+            "Jobs finished, by operation, file format and outcome (ok or the error kind)",
             metrics.jobs.clone(),
         );
         registry.register(
@@ -185,15 +199,19 @@ impl Metrics {
         }
         for operation in ["encrypt", "decrypt"] {
             let label = OperationLabel { operation };
-            drop(metrics.input_bytes.get_or_create(&label));
-            drop(metrics.output_bytes.get_or_create(&label));
             drop(metrics.queue_wait.get_or_create(&label));
             drop(metrics.processing.get_or_create(&label));
             drop(metrics.job_duration.get_or_create(&label));
-            drop(metrics.jobs.get_or_create(&JobLabels {
-                operation,
-                outcome: "ok",
-            }));
+            for format in FORMATS {
+                let stream = StreamLabels { operation, format };
+                drop(metrics.input_bytes.get_or_create(&stream));
+                drop(metrics.output_bytes.get_or_create(&stream));
+                drop(metrics.jobs.get_or_create(&JobLabels {
+                    operation,
+                    format,
+                    outcome: "ok",
+                }));
+            }
         }
         Arc::new(Metrics {
             registry,
@@ -202,17 +220,13 @@ impl Metrics {
     }
 
     /// Counts input bytes as they arrive.
-    pub fn add_input_bytes(&self, operation: &'static str, bytes: u64) {
-        self.input_bytes
-            .get_or_create(&OperationLabel { operation })
-            .inc_by(bytes);
+    pub fn add_input_bytes(&self, stream: &StreamLabels, bytes: u64) {
+        self.input_bytes.get_or_create(stream).inc_by(bytes);
     }
 
     /// Counts output bytes as they leave.
-    pub fn add_output_bytes(&self, operation: &'static str, bytes: u64) {
-        self.output_bytes
-            .get_or_create(&OperationLabel { operation })
-            .inc_by(bytes);
+    pub fn add_output_bytes(&self, stream: &StreamLabels, bytes: u64) {
+        self.output_bytes.get_or_create(stream).inc_by(bytes);
     }
 
     /// Records how long a job waited for admission.
@@ -226,9 +240,10 @@ impl Metrics {
     /// processing and total time.
     pub fn job_finished(
         &self,
-        operation: &'static str,
+        stream: &StreamLabels,
         outcome: Result<(Duration, Duration), &'static str>,
     ) {
+        let operation = stream.operation;
         let label = match outcome {
             Ok((processing, total)) => {
                 let op = OperationLabel { operation };
@@ -245,6 +260,7 @@ impl Metrics {
         self.jobs
             .get_or_create(&JobLabels {
                 operation,
+                format: stream.format,
                 outcome: label,
             })
             .inc();

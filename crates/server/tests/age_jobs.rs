@@ -1,0 +1,129 @@
+//! Format 2 (age) through the server with the client library: jobs on one
+//! connection round-trip, a changed file fails its job (not the
+//! connection: the next job on it runs), and the metrics count jobs and
+//! bytes by format.
+
+use std::time::Duration;
+
+use aesd_age::{HeaderReader, Identity};
+use aesd_client::{AgeSpec, Client};
+use aesd_proto::{ErrorCode, Operation};
+use aesd_server::ConfigLayer;
+use aesd_testkit::{pattern_bytes, start_server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn spec(operation: Operation, identity: &Identity) -> AgeSpec {
+    AgeSpec {
+        operation,
+        recipients: vec![identity.recipient()],
+        identities: vec![identity.clone()],
+    }
+}
+
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
+        .await
+        .expect("send");
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
+        .await
+        .expect("in time")
+        .expect("read");
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn age_jobs_round_trip_fail_per_job_and_are_counted_by_format() {
+    let server = start_server(ConfigLayer {
+        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        chunk_size: Some(4096),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let identity = Identity::from_bytes([0x5a; 32]);
+    let mut client = Client::connect(&server.addr().to_string())
+        .await
+        .expect("connect");
+    // Frames of 4 KiB, chunks of 64 KiB: output is re-framed by the server.
+    let plain = pattern_bytes(3, 200_000);
+    let mut file = Vec::new();
+    let report = client
+        .run_age_job_observed(
+            &spec(Operation::Encrypt, &identity),
+            &mut &plain[..],
+            &mut file,
+            |_| {},
+        )
+        .await
+        .expect("encrypts");
+    assert_eq!(report.bytes_sent, plain.len() as u64);
+    assert_eq!(report.bytes_received, file.len() as u64);
+    let (header, _) = HeaderReader::new()
+        .push(&file)
+        .expect("an age header")
+        .expect("complete");
+    assert_eq!(header.stanzas.len(), 1);
+
+    let mut back = Vec::new();
+    client
+        .run_age_job_observed(
+            &spec(Operation::Decrypt, &identity),
+            &mut &file[..],
+            &mut back,
+            |_| {},
+        )
+        .await
+        .expect("decrypts");
+    assert!(back == plain, "the round trip changed the data");
+
+    // A changed payload byte: the job fails with decrypt_failed, naming the
+    // chunk, and the connection runs the next job.
+    let mut changed = file.clone();
+    let at = header.len() + 16 + 65536 + 16 + 100;
+    changed[at] ^= 0x01;
+    let mut partial = Vec::new();
+    let err = client
+        .run_age_job_observed(
+            &spec(Operation::Decrypt, &identity),
+            &mut &changed[..],
+            &mut partial,
+            |_| {},
+        )
+        .await
+        .expect_err("a changed file");
+    assert_eq!(err.server_code(), Some(ErrorCode::DecryptFailed), "{err}");
+    assert!(
+        err.to_string().contains("chunk 1 failed to authenticate"),
+        "{err}"
+    );
+    assert!(
+        partial.len() <= 65536,
+        "only chunk 0 (authenticated) may have been released, got {} bytes",
+        partial.len()
+    );
+    let mut again = Vec::new();
+    client
+        .run_age_job_observed(
+            &spec(Operation::Decrypt, &identity),
+            &mut &file[..],
+            &mut again,
+            |_| {},
+        )
+        .await
+        .expect("the connection serves on");
+    assert!(again == plain);
+
+    let metrics = scrape(server.metrics_addr().expect("metrics")).await;
+    for line in [
+        "aesd_jobs_total{operation=\"encrypt\",format=\"age\",outcome=\"ok\"} 1",
+        "aesd_jobs_total{operation=\"decrypt\",format=\"age\",outcome=\"ok\"} 2",
+        "aesd_jobs_total{operation=\"decrypt\",format=\"age\",outcome=\"decrypt_failed\"} 1",
+        "aesd_jobs_total{operation=\"encrypt\",format=\"openssl\",outcome=\"ok\"} 0",
+        "aesd_input_bytes_total{operation=\"encrypt\",format=\"age\"} 200000",
+    ] {
+        assert!(metrics.contains(line), "missing {line}:\n{metrics}");
+    }
+    server.shutdown().await;
+}
