@@ -136,6 +136,7 @@ impl RunContext {
         let options = ConnectOptions {
             token: self.plan.token.clone(),
             tls: self.plan.tls.clone(),
+            bind: None,
         };
         let target = Target {
             server: &self.servers[server],
