@@ -55,6 +55,9 @@ cargo bench -p aesd-bench --locked -- --quick
 step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, an aesload suite through it"
 bash scripts/fleet.sh --boards 3 --quick --profile debug
 
+step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
+bash scripts/shards.sh --shards 3 --quick --profile debug
+
 step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh
 soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q
