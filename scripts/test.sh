@@ -58,6 +58,9 @@ bash scripts/fleet.sh --boards 3 --quick --profile debug
 step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
 bash scripts/shards.sh --shards 3 --quick --profile debug
 
+step "deploy/k8s/: the manifests against the Kubernetes schemas (kubernetes-validate --strict)"
+bash scripts/k8s-validate.sh
+
 step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh
 soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q
