@@ -60,6 +60,7 @@ bash scripts/shards.sh --shards 3 --quick --profile debug
 
 step "deploy/k8s/: the manifests against the Kubernetes schemas (kubernetes-validate --strict)"
 bash scripts/k8s-validate.sh
+bash scripts/k8s-rehearse.sh --pods 3 --profile debug
 
 step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh
