@@ -39,6 +39,8 @@ apt_install openssl ca-certificates shellcheck shfmt prometheus haproxy age
 # The pinned nightly of rust-toolchain.toml (host builds use it too).
 bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy
+# kubernetes-validate (PyPI) in deploy/k8s/.venv: the manifests' check.
+bash scripts/k8s-validate.sh --install-only
 
 if [ "$all" -eq 1 ]; then
   [ -f scripts/cross/setup.sh ] && bash scripts/cross/setup.sh

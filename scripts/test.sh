@@ -55,6 +55,13 @@ cargo bench -p aesd-bench --locked -- --quick
 step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, an aesload suite through it"
 bash scripts/fleet.sh --boards 3 --quick --profile debug
 
+step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
+bash scripts/shards.sh --shards 3 --quick --profile debug
+
+step "deploy/k8s/: the manifests against the Kubernetes schemas (kubernetes-validate --strict)"
+bash scripts/k8s-validate.sh
+bash scripts/k8s-rehearse.sh --pods 3 --profile debug
+
 step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh
 soc/.venv/bin/python -m pytest soc/tests -m "not slow" -q

@@ -1,6 +1,6 @@
 //! A connection to aesd: connect, handshake, then jobs (see [`crate::job`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use aesd_proto::handshake::PROTOCOL_VERSION;
@@ -9,7 +9,7 @@ use aesd_proto::{
     AuthToken, ErrorCode, FrameError, FrameReader, FrameWriter, Hello, Message, Welcome,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::error::ClientError;
 use crate::tls::TlsSettings;
@@ -27,6 +27,10 @@ pub struct ConnectOptions {
     pub token: Option<AuthToken>,
     /// TLS, for a server whose port speaks it.
     pub tls: Option<TlsSettings>,
+    /// The local address connections come from (bound before connecting,
+    /// any port); `None` lets the system choose. Load from several source
+    /// addresses looks like several clients to aesd's per-client limits.
+    pub bind: Option<IpAddr>,
 }
 
 /// How long [`Client::connect`] waits for the TCP connection and welcome.
@@ -73,6 +77,7 @@ impl Client {
         let options = ConnectOptions {
             token: token.cloned(),
             tls: None,
+            bind: None,
         };
         Self::connect_with(addr, &options).await
     }
@@ -93,7 +98,8 @@ impl Client {
         limit: Duration,
     ) -> Result<Client, ClientError> {
         let token = options.token.as_ref();
-        let mut client = Self::connect_inner(addr, options.tls.as_ref(), limit).await?;
+        let mut client =
+            Self::connect_inner(addr, options.tls.as_ref(), options.bind, limit).await?;
         if client.welcome.token_required {
             let token = token.ok_or_else(|| ClientError::TokenRequired {
                 addr: addr.to_owned(),
@@ -136,18 +142,15 @@ impl Client {
     async fn connect_inner(
         addr: &str,
         tls: Option<&TlsSettings>,
+        bind: Option<IpAddr>,
         limit: Duration,
     ) -> Result<Client, ClientError> {
-        let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(limit, tcp_connect(addr, bind))
             .await
             .map_err(|_| ClientError::ConnectTimeout {
                 addr: addr.to_owned(),
                 secs: limit.as_secs_f64(),
-            })?
-            .map_err(|source| ClientError::Connect {
-                addr: addr.to_owned(),
-                source,
-            })?;
+            })??;
         let Some(tls) = tls else {
             // The TCP connection is up: from here the time limit is the
             // welcome's, and a peer that misses it is no aesd.
@@ -259,6 +262,37 @@ impl Client {
     pub async fn close(mut self) {
         let _ = self.writer.shutdown().await;
     }
+}
+
+/// A TCP connection to `addr` (`host:port`), from `bind` when given: the
+/// socket is bound to that address (any port) before it connects, to the
+/// first of `addr`'s addresses of the same family.
+async fn tcp_connect(addr: &str, bind: Option<IpAddr>) -> Result<TcpStream, ClientError> {
+    let connect_error = |source| ClientError::Connect {
+        addr: addr.to_owned(),
+        source,
+    };
+    let Some(local) = bind else {
+        return TcpStream::connect(addr).await.map_err(connect_error);
+    };
+    let peer = tokio::net::lookup_host(addr)
+        .await
+        .map_err(connect_error)?
+        .find(|peer| peer.is_ipv4() == local.is_ipv4())
+        .ok_or_else(|| ClientError::Bind {
+            local,
+            source: std::io::Error::new(
+                std::io::ErrorKind::AddrNotAvailable,
+                format!("{addr} has no address of the same family"),
+            ),
+        })?;
+    let socket = match local {
+        IpAddr::V4(_) => TcpSocket::new_v4(),
+        IpAddr::V6(_) => TcpSocket::new_v6(),
+    }
+    .and_then(|socket| socket.bind(SocketAddr::new(local, 0)).map(|()| socket))
+    .map_err(|source| ClientError::Bind { local, source })?;
+    socket.connect(peer).await.map_err(connect_error)
 }
 
 /// Parses a `--server HOST:PORT` argument: a host (a name, an IPv4

@@ -17,6 +17,15 @@ pub enum ClientError {
         /// rustls' explanation, with a hint when the server is plain.
         detail: String,
     },
+    /// The local address to connect from could not be bound (not an
+    /// address of this host, or no server address of its family).
+    #[error("cannot connect from {local}: {source}")]
+    Bind {
+        /// The local address asked for.
+        local: std::net::IpAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The server could not be reached.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
@@ -172,6 +181,7 @@ impl ClientError {
     pub fn kind(&self) -> &'static str {
         match self {
             ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
+            ClientError::Bind { .. } => "bind",
             ClientError::TlsSetup(_) | ClientError::TlsHandshake { .. } => "tls",
             ClientError::TokenRequired { .. }
             | ClientError::TokenRejected { .. }

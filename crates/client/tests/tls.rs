@@ -94,6 +94,7 @@ fn tls_to(ca: &Path) -> ConnectOptions {
     ConnectOptions {
         token: None,
         tls: Some(TlsSettings::with_ca_file(ca).expect("CA file")),
+        bind: None,
     }
 }
 

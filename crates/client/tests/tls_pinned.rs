@@ -43,6 +43,7 @@ async fn encrypt_over(addr: &str, tls: TlsSettings) -> Result<(), ClientError> {
     let options = ConnectOptions {
         token: None,
         tls: Some(tls),
+        bind: None,
     };
     let mut client = Client::connect_with(addr, &options).await?;
     let plain = pattern_bytes(3, 10_000);

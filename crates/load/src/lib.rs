@@ -11,6 +11,9 @@
 //! * [`sizes`]: byte sizes like `2M` or `5MB`.
 //! * [`distribution`]: weighted size lists and their seeded draws.
 //! * [`durations`]: `10s`/`500ms` durations and the `--warmup` rule.
+//! * [`shard`]: `--shard I/N`, which of a run's clients this process
+//!   runs.
+//! * [`start`]: `--start-at`/`--start-in`, so the shards start together.
 //! * [`suites`]: the study's suites (basic 1–3, large, thousand,
 //!   drowning) as load plans.
 //! * [`interrupt`]: stopping a run early (SIGINT/SIGTERM): no new
@@ -20,11 +23,13 @@
 //! * [`record`]: what a run produced: one [`Transfer`](record::Transfer)
 //!   per client with intended start, server-measured times, outcome.
 //! * [`progress`]: live counters and the stderr progress display.
+//! * [`histogram`]: latency HdrHistograms and their lossless JSON form.
 //! * [`percentiles`]: p50/p90/p99/max from an HdrHistogram.
 //! * [`report`]: the run's summary, the study's table, per-server rows.
 //! * [`server_metrics`]: `--metrics-url`: the server's CPU, memory, jobs
 //!   and temperature sampled from its Prometheus endpoint during a run.
 //! * [`output`]: the `--json` document and `--csv` rows.
+//! * [`merge`]: `aesload merge`: the shards of a run into one document.
 //! * [`console`]: the report on stdout: a closed pipe ends it quietly,
 //!   other write errors are kept for one line at the end.
 //! * [`plot`]: the `--plot` SVG.
@@ -35,8 +40,10 @@ pub mod compare;
 pub mod console;
 pub mod distribution;
 pub mod durations;
+pub mod histogram;
 pub mod interrupt;
 pub mod load;
+pub mod merge;
 pub mod output;
 pub mod pattern;
 pub mod percentiles;
@@ -45,6 +52,8 @@ pub mod progress;
 pub mod record;
 pub mod report;
 pub mod server_metrics;
+pub mod shard;
 pub mod sizes;
+pub mod start;
 pub mod suites;
 pub mod verify;

@@ -9,9 +9,10 @@
 //! order, encrypts a seeded pattern of its drawn size and verifies the
 //! result independently.
 
+use std::net::IpAddr;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use aesd_proto::{AuthToken, Operation, Password};
 use tokio::task::JoinSet;
@@ -21,6 +22,7 @@ use crate::interrupt::{RunState, StopSignal};
 use crate::pattern::{Pattern, PatternSource, splitmix64};
 use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
+use crate::shard::Shard;
 use crate::verify::VerifyingSink;
 use aesd_client::ClientError;
 use aesd_client::connection::{Client, ConnectOptions};
@@ -68,6 +70,12 @@ pub struct LoadPlan {
     /// How long a job waits for a silent server (see
     /// [`Client::set_idle_timeout`]).
     pub idle_timeout: Duration,
+    /// The part of the clients this process runs ([`Shard::WHOLE`]: all);
+    /// every other figure of a client comes from its global index.
+    pub shard: Shard,
+    /// The local address connections come from (`None`: the system's
+    /// choice).
+    pub bind: Option<IpAddr>,
 }
 
 impl LoadPlan {
@@ -98,9 +106,19 @@ impl LoadPlan {
             .map(move |start| start..(start + batch).min(self.clients))
     }
 
-    /// Total bytes the plan sends.
+    /// Total bytes the plan sends (all shards).
     pub fn total_bytes(&self) -> u64 {
         (0..self.clients).map(|index| self.size_of(index)).sum()
+    }
+
+    /// The clients this process runs (its shard's), in order.
+    pub fn own_clients(&self) -> impl Iterator<Item = usize> + '_ {
+        self.shard.clients(self.clients)
+    }
+
+    /// Bytes this process sends (its shard's clients).
+    pub fn own_bytes(&self) -> u64 {
+        self.own_clients().map(|index| self.size_of(index)).sum()
     }
 
     /// The server index client `index` goes to, among `servers`.
@@ -136,6 +154,7 @@ impl RunContext {
         let options = ConnectOptions {
             token: self.plan.token.clone(),
             tls: self.plan.tls.clone(),
+            bind: self.plan.bind,
         };
         let target = Target {
             server: &self.servers[server],
@@ -204,9 +223,10 @@ pub async fn run_load_until(
     progress: Arc<Progress>,
     stop: StopSignal,
 ) -> LoadRun {
-    let planned_bytes = plan.total_bytes();
+    let planned_bytes = plan.own_bytes();
+    let planned = plan.own_clients().count();
     progress.update(|counts| {
-        counts.planned += plan.clients;
+        counts.planned += planned;
         counts.planned_bytes += planned_bytes;
     });
     let context = Arc::new(RunContext {
@@ -222,20 +242,30 @@ pub async fn run_load_until(
         progress,
         stop: stop.clone(),
     });
-    let mut transfers = Vec::with_capacity(plan.clients);
+    let started_at = SystemTime::now();
+    let mut transfers = Vec::with_capacity(planned);
     if servers.is_empty() {
         return LoadRun {
             duration: Duration::ZERO,
+            started_at,
             transfers,
         };
     }
+    let own = |range: &Range<usize>| -> Vec<usize> {
+        range
+            .clone()
+            .filter(|client| plan.shard.owns(*client))
+            .collect()
+    };
     let mut running = JoinSet::new();
     match plan.arrival {
         Arrival::Batches(_) => {
-            let batches: Vec<Range<usize>> = plan.batches().collect();
+            // Each batch keeps its global number; a shard runs its own
+            // clients of it (none: nothing to wait for).
+            let batches: Vec<Vec<usize>> = plan.batches().map(|range| own(&range)).collect();
             let mut keys = batches
                 .first()
-                .map(|first| derive_ahead(&context.spec, first.clone()));
+                .map(|first| derive_ahead(&context.spec, first.len()));
             for (batch, range) in batches.iter().enumerate() {
                 if stop.state() >= RunState::Stopping {
                     break;
@@ -246,10 +276,10 @@ pub async fn run_load_until(
                     &mut keys,
                     batches
                         .get(batch + 1)
-                        .map(|next| derive_ahead(&context.spec, next.clone())),
+                        .map(|next| derive_ahead(&context.spec, next.len())),
                 );
                 let mut this = this.unwrap_or_default().into_iter();
-                for client in range.clone() {
+                for &client in range {
                     let key = this.next().flatten();
                     running.spawn(Arc::clone(&context).client(client, Some(batch), scheduled, key));
                 }
@@ -257,7 +287,7 @@ pub async fn run_load_until(
             }
         }
         Arrival::Rate(rate) => {
-            for client in 0..plan.clients {
+            for client in plan.own_clients() {
                 let scheduled = Duration::from_secs_f64(client as f64 / rate);
                 let mut stopping = stop.clone();
                 tokio::select! {
@@ -272,6 +302,7 @@ pub async fn run_load_until(
     transfers.sort_by_key(|transfer| transfer.client);
     LoadRun {
         duration: context.started.elapsed(),
+        started_at,
         transfers,
     }
 }
@@ -280,15 +311,15 @@ pub async fn run_load_until(
 /// PBKDF2 with the job's password and iterations).
 pub type KeyAhead = tokio::task::JoinHandle<Result<DerivedKeyParams, ClientError>>;
 
-/// Starts deriving the keys of the clients in `batch` (one per client, in
+/// Starts deriving the keys of a batch's `clients` clients (one each, in
 /// order), when `spec` lets the client derive them (key derivation auto or
 /// client): a batch's clients then find their keys ready instead of all
 /// running PBKDF2 at once while the server waits for them. With key
 /// derivation `server`, nothing (each job sends the password). A key the
 /// server turns out not to accept (an aesd without key source 2, with
 /// `auto`) is dropped and the password sent.
-fn derive_ahead(spec: &JobSpec, batch: Range<usize>) -> Vec<Option<KeyAhead>> {
-    batch
+fn derive_ahead(spec: &JobSpec, clients: usize) -> Vec<Option<KeyAhead>> {
+    (0..clients)
         .map(|_| {
             (spec.key_derivation != KeyDerivation::Server).then(|| {
                 let (password, iterations) = (spec.password.clone(), spec.iterations);
@@ -419,6 +450,8 @@ mod tests {
             token: None,
             tls: None,
             idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
+            shard: Shard::WHOLE,
+            bind: None,
         }
     }
 
@@ -458,6 +491,46 @@ mod tests {
         for index in 10..30 {
             assert_eq!(plan.size_of(index), plan.size_of(index % 10));
             assert_ne!(plan.data_seed(index), plan.data_seed(index % 10));
+        }
+    }
+
+    #[test]
+    fn the_shards_together_run_the_unsharded_jobs_once() {
+        // Each job as the runner sees it: client, batch, size, data, server.
+        let jobs = |plan: &LoadPlan| -> Vec<(usize, usize, u64, u64, usize)> {
+            let batches: Vec<Range<usize>> = plan.batches().collect();
+            plan.own_clients()
+                .map(|client| {
+                    let batch = batches
+                        .iter()
+                        .position(|range| range.contains(&client))
+                        .expect("in a batch");
+                    let server = LoadPlan::server_of(client, 3);
+                    (
+                        client,
+                        batch,
+                        plan.size_of(client),
+                        plan.data_seed(client),
+                        server,
+                    )
+                })
+                .collect()
+        };
+        let mut whole = plan(47, Arrival::Batches(10));
+        whole.size_period = Some(10);
+        let expected = jobs(&whole);
+        assert_eq!(expected.len(), 47);
+        for count in [1, 2, 3, 5, 47, 60] {
+            let mut union = Vec::new();
+            for index in 0..count {
+                let mut shard = whole.clone();
+                shard.shard = Shard::new(index, count).expect("valid");
+                let own = jobs(&shard);
+                assert_eq!(shard.own_bytes(), own.iter().map(|job| job.2).sum::<u64>());
+                union.extend(own);
+            }
+            union.sort_unstable();
+            assert_eq!(union, expected, "{count} shards");
         }
     }
 

@@ -25,13 +25,16 @@ use aesd_load::distribution::SizeDist;
 use aesd_load::durations::{Warmup, parse_duration};
 use aesd_load::interrupt::Interrupt;
 use aesd_load::load::{Arrival, LoadPlan, run_load_until};
+use aesd_load::merge::{self, ShardDocument};
 use aesd_load::output::{csv, json, write_file};
 use aesd_load::plot;
 use aesd_load::progress::{DisplayMode, Progress, display, finish_display};
 use aesd_load::record::{RunParameters, SuiteRun};
 use aesd_load::report::{Summary, server_table, study_table};
 use aesd_load::server_metrics::{self, MetricsUrl, ServerSample};
+use aesd_load::shard::Shard;
 use aesd_load::sizes::{human_bytes, parse_size};
+use aesd_load::start::StartAt;
 use aesd_load::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
 use aesd_load::{console, out, outln};
 use aesd_proto::{AuthToken, Password};
@@ -86,6 +89,8 @@ Examples:
   aesload --clients 100 --chunk 10 --sizes 2M,5M,10M,20M
   aesload --suite drowning --rate 50 --duration 30s --warmup 5s --json run.json --plot run.svg
   aesload --server 192.168.1.50:7878,192.168.1.51:7878 --suite large
+  aesload --server 10.0.0.5:7878 --suite large --shard 0/3 --start-at 2026-11-25T18:00:00Z --json s0.json
+  aesload merge s0.json s1.json s2.json --json run.json
   aesload compare docs/study-baseline.json#study-dual-core before.json after.json --plot cmp.svg"
 )]
 struct Args {
@@ -224,6 +229,26 @@ struct Args {
     /// run: its CPU, memory, active and queued jobs and temperature go into --json and --plot
     #[arg(long, value_name = "URL", hide_short_help = true)]
     metrics_url: Option<MetricsUrl>,
+    /// Run only part I of N of the clients (client j is shard j mod N's), for several processes
+    /// or machines; `aesload merge` joins their --json files
+    #[arg(long, value_name = "I/N", hide_short_help = true)]
+    shard: Option<Shard>,
+    /// Start at this wall-clock time (RFC 3339, e.g. 2026-11-25T18:00:00Z, or Unix seconds),
+    /// so shards start together; a time more than 10 s past is refused
+    #[arg(
+        long,
+        value_name = "TIME",
+        conflicts_with = "start_in",
+        hide_short_help = true
+    )]
+    start_at: Option<StartAt>,
+    /// Start after this long (e.g. 30s)
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, hide_short_help = true)]
+    start_in: Option<Duration>,
+    /// Connect from this local address (e.g. 127.0.0.2): aesd's per-client limits count
+    /// clients by address
+    #[arg(long, value_name = "ADDR", hide_short_help = true)]
+    bind: Option<std::net::IpAddr>,
     /// No progress display on stderr
     #[arg(short, long)]
     quiet: bool,
@@ -241,6 +266,85 @@ enum Command {
     /// run's ratio to the first run of the suite; --plot draws them side by
     /// side. Exit status: 0, or 2 when a file cannot be read.
     Compare(CompareArgs),
+    /// Merge the --json files of a run's shards (--shard I/N) into one report
+    ///
+    /// Check that the files are every shard of one run (the same suites, seed, scale and
+    /// iterations, each shard once), then print the study's table of the whole run: totals
+    /// summed, percentiles from the shards' histograms added together, throughput over the
+    /// union of the shards' windows. --json writes the merged document, which `aesload
+    /// compare` reads like any run. Exit status: 0, or 2 when the files cannot be merged.
+    Merge(MergeArgs),
+}
+
+/// `aesload merge`'s arguments.
+#[derive(Debug, clap::Args)]
+struct MergeArgs {
+    /// The shards' aesload --json files, every shard of one run once, in any order
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Write the merged run as JSON (the --json document, its shard null)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// `aesload merge`: the merged table on stdout, the document on request.
+fn run_merge(args: &MergeArgs) -> Result<()> {
+    let output = args.json.as_deref().map(OutputPath::check).transpose()?;
+    if output.as_ref().is_some_and(OutputPath::is_stdout) {
+        console::report_to_stderr();
+    }
+    let mut shards = Vec::with_capacity(args.files.len());
+    for file in &args.files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let document: json::Document = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an aesload --json document", file.display()))?;
+        shards.push(ShardDocument {
+            file: file.display().to_string(),
+            document,
+        });
+    }
+    let merged = merge::merge(&shards)?;
+    outln!(
+        "aesload merge: {} shards: {}",
+        merged.merged_from.len(),
+        merged.merged_from.join(", ")
+    );
+    if let Some(bind) = &merged.parameters.bind {
+        outln!("source addresses: {bind}");
+    }
+    outln!("servers: {}", merged.parameters.servers.join(", "));
+    let summaries: Vec<Summary> = merged
+        .suites
+        .iter()
+        .map(|suite| merge::summary_of(&suite.summary))
+        .collect();
+    let columns: Vec<(&str, &Summary)> = merged
+        .suites
+        .iter()
+        .zip(&summaries)
+        .map(|(suite, summary)| (suite.name.as_str(), summary))
+        .collect();
+    outln!();
+    out!("{}", study_table(&columns));
+    if merged.parameters.servers.len() > 1 {
+        for suite in &merged.suites {
+            let (servers, per_server): (Vec<String>, Vec<Summary>) = suite
+                .per_server
+                .iter()
+                .map(|server| (server.server.clone(), merge::summary_of(&server.summary)))
+                .unzip();
+            outln!("\n{} per server:", suite.name);
+            out!("{}", server_table(&servers, &per_server));
+        }
+    }
+    if let Some(output) = &output {
+        write_file(output, merged.to_json()?.as_bytes())?;
+        if !output.is_stdout() {
+            outln!("json: {}", output.path().display());
+        }
+    }
+    Ok(())
 }
 
 /// `aesload compare`'s arguments.
@@ -325,6 +429,15 @@ fn main() -> ExitCode {
             Ok(()) => stdout_status(ExitCode::SUCCESS),
             Err(err) => {
                 eprintln!("aesload compare: {}", error_line(err.as_ref()));
+                ExitCode::from(2)
+            }
+        };
+    }
+    if let Some(Command::Merge(merge)) = &args.command {
+        return match run_merge(merge) {
+            Ok(()) => stdout_status(ExitCode::SUCCESS),
+            Err(err) => {
+                eprintln!("aesload merge: {}", error_line(err.as_ref()));
                 ExitCode::from(2)
             }
         };
@@ -487,6 +600,14 @@ fn plans(
             .collect(),
         None => vec![("custom".to_owned(), custom_plan(&options))],
     };
+    let plans: Vec<(String, LoadPlan)> = plans
+        .into_iter()
+        .map(|(name, mut plan)| {
+            plan.shard = args.shard.unwrap_or(Shard::WHOLE);
+            plan.bind = args.bind;
+            (name, plan)
+        })
+        .collect();
     let open_loop = plans
         .iter()
         .any(|(_, plan)| matches!(plan.arrival, Arrival::Rate(_)));
@@ -513,6 +634,21 @@ async fn warn_cleartext(servers: &[String]) {
 
 async fn run(args: Args) -> Result<RunEnd> {
     let outputs = Outputs::check(&args)?;
+    // A stale --start-at is refused before anything starts.
+    let start_at = match (&args.start_at, args.start_in) {
+        (Some(start), _) => {
+            start.wait_from(std::time::SystemTime::now())?;
+            Some(start.time)
+        }
+        (None, Some(delay)) => Some(std::time::SystemTime::now() + delay),
+        (None, None) => None,
+    };
+    // A --bind address this host does not have would fail every transfer.
+    if let Some(bind) = args.bind {
+        std::net::TcpListener::bind((bind, 0)).with_context(|| {
+            format!("cannot connect from --bind {bind}: not usable on this host")
+        })?;
+    }
     let password = match (&args.pass, &args.password_file) {
         (Some(source), _) => source.read("aesload")?,
         (None, Some(path)) => PassSource::File(path.clone()).read("aesload")?,
@@ -534,6 +670,17 @@ async fn run(args: Args) -> Result<RunEnd> {
     };
     for (name, plan) in &plans {
         outln!("aesload: {name}: {}", describe(plan));
+        if !plan.shard.is_whole() {
+            outln!(
+                "shard {}: {} of its clients, {:.2} MB",
+                plan.shard,
+                plan.own_clients().count(),
+                plan.own_bytes() as f64 / 1e6
+            );
+        }
+    }
+    if let Some(bind) = args.bind {
+        outln!("connecting from {bind}");
     }
     outln!(
         "settings: seed {}, scale {}, PBKDF2 {} iterations, warm-up {}",
@@ -561,10 +708,24 @@ async fn run(args: Args) -> Result<RunEnd> {
         warn_cleartext(&servers).await;
     }
 
+    if let Some(start_at) = start_at {
+        let wait = start_at
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        if !args.quiet {
+            eprintln!(
+                "aesload: starting in {:.1} s (at {:.3}, Unix time)",
+                wait.as_secs_f64(),
+                aesd_load::start::unix_seconds(start_at)
+            );
+        }
+        tokio::time::sleep(wait).await;
+    }
     let (interrupt, stop) = Interrupt::new();
     let interrupt = Arc::new(interrupt);
     tokio::spawn(watch_signals(Arc::clone(&interrupt)));
     let started = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let mode = match std::io::stderr().is_terminal() {
         true => DisplayMode::Terminal,
         false => DisplayMode::Lines,
@@ -617,6 +778,9 @@ async fn run(args: Args) -> Result<RunEnd> {
         scale: args.scale,
         iterations: args.iterations,
         warmup: args.warmup,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        bind: args.bind,
+        started_at,
     };
     report(&runs, &parameters);
     let interrupted = interrupt.stopped();
@@ -918,11 +1082,16 @@ mod tests {
     /// row's long flags (every `--name` in its first cell) and its
     /// default cell.
     fn readme_flags(heading: &str) -> Vec<(Vec<String>, String)> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/aesload.md");
-        let readme = std::fs::read_to_string(path).expect("docs/aesload.md");
+        doc_flags("docs/aesload.md", heading)
+    }
+
+    /// [`readme_flags`] of another file (from the workspace root).
+    fn doc_flags(file: &str, heading: &str) -> Vec<(Vec<String>, String)> {
+        let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
+        let readme = std::fs::read_to_string(&path).expect(file);
         let section = readme
             .split_once(heading)
-            .unwrap_or_else(|| panic!("docs/aesload.md has no {heading:?}"))
+            .unwrap_or_else(|| panic!("{file} has no {heading:?}"))
             .1;
         section
             .lines()
@@ -942,10 +1111,21 @@ mod tests {
             .collect()
     }
 
-    /// The docs/aesload.md table and `--help` list the same flags, and a default
-    /// `--help` shows is in its default cell.
+    /// Where the sharding flags and `aesload merge` are documented.
+    const SHARDING_DOC: &str = "docs/sharded-load.md";
+
+    /// The docs/aesload.md table and `--help` list the same flags, and a
+    /// default `--help` shows is in its default cell.
     fn assert_readme_matches(command: &clap::Command, heading: &str) {
-        let readme = readme_flags(heading);
+        assert_documented(command, readme_flags(heading), heading);
+    }
+
+    /// `command`'s flags are those of the `documented` table rows.
+    fn assert_documented(
+        command: &clap::Command,
+        readme: Vec<(Vec<String>, String)>,
+        heading: &str,
+    ) {
         let documented: std::collections::BTreeSet<&str> = readme
             .iter()
             .flat_map(|(flags, _)| flags.iter().map(String::as_str))
@@ -979,7 +1159,16 @@ mod tests {
     #[test]
     fn the_readme_tables_match_help() {
         let command = Args::command();
-        assert_readme_matches(&command, "# aesload: ");
+        // The sharding flags are documented with the rest of sharding.
+        let mut documented = readme_flags("# aesload: ");
+        documented.extend(doc_flags(SHARDING_DOC, "### aesload sharding flags\n"));
+        assert_documented(&command, documented, "### aesload");
+        let merge = command.find_subcommand("merge").expect("merge").clone();
+        assert_documented(
+            &merge,
+            doc_flags(SHARDING_DOC, "### aesload merge\n"),
+            "### aesload merge",
+        );
         let compare = command.find_subcommand("compare").expect("compare").clone();
         assert_readme_matches(&compare, "## aesload compare\n");
     }
@@ -998,6 +1187,10 @@ mod tests {
             "--embedded-chunk-size",
             "--generate",
             "--seed",
+            "--shard",
+            "--start-at",
+            "--start-in",
+            "--bind",
         ] {
             let listed = short
                 .lines()

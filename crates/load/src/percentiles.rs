@@ -3,11 +3,12 @@
 //! Averages hide the slow transfers a user notices; the report adds
 //! percentiles of total and queue time. They come from an HdrHistogram
 //! at microsecond resolution with 3 significant digits (a percentile is
-//! within 0.1 % of the exact value); the maximum is exact.
+//! within 0.1 % of the exact value); the maximum is exact. The histogram
+//! itself is [`LatencyHistogram`].
 
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
+use crate::histogram::LatencyHistogram;
 
 /// Percentiles of a set of durations (all zero when it is empty).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -27,31 +28,7 @@ pub struct Percentiles {
 impl Percentiles {
     /// The percentiles of `values`.
     pub fn of(values: impl IntoIterator<Item = Duration>) -> Percentiles {
-        // 3 significant digits; the histogram grows to fit any value.
-        let Ok(mut histogram) = Histogram::<u64>::new(3) else {
-            return Percentiles::default();
-        };
-        let mut max = Duration::ZERO;
-        for value in values {
-            let micros = u64::try_from(value.as_micros()).unwrap_or(u64::MAX);
-            // `record` grows the histogram; past its reach, clamp.
-            if histogram.record(micros).is_err() {
-                histogram.saturating_record(micros);
-            }
-            max = max.max(value);
-        }
-        if histogram.is_empty() {
-            return Percentiles::default();
-        }
-        let at =
-            |quantile: f64| Duration::from_micros(histogram.value_at_quantile(quantile)).min(max);
-        Percentiles {
-            count: histogram.len(),
-            p50: at(0.50),
-            p90: at(0.90),
-            p99: at(0.99),
-            max,
-        }
+        LatencyHistogram::of(values).percentiles()
     }
 }
 

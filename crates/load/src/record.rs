@@ -7,7 +7,7 @@
 //! to it, so waiting caused by the load itself is never hidden
 //! (no coordinated omission).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::durations::Warmup;
 use crate::load::LoadPlan;
@@ -104,6 +104,9 @@ impl Transfer {
 pub struct LoadRun {
     /// Start of the run to the last completion.
     pub duration: Duration,
+    /// The wall-clock time of the run's start, from which every
+    /// transfer's times count (the shards of a run line up by it).
+    pub started_at: SystemTime,
     /// Every transfer, by client index.
     pub transfers: Vec<Transfer>,
 }
@@ -134,4 +137,11 @@ pub struct RunParameters {
     pub iterations: u32,
     /// What the results leave out.
     pub warmup: Warmup,
+    /// The part of the run this process ran.
+    pub shard: crate::shard::Shard,
+    /// The local address connections came from (`--bind`).
+    pub bind: Option<std::net::IpAddr>,
+    /// When the invocation started (the origin of the server metrics'
+    /// times).
+    pub started_at: std::time::SystemTime,
 }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::durations::Warmup;
+use crate::histogram::LatencyHistogram;
 use crate::percentiles::Percentiles;
 use crate::record::{LoadRun, SuiteRun, Transfer};
 
@@ -40,6 +41,14 @@ pub struct Summary {
     pub total_time: Percentiles,
     /// Queue time of the verified transfers.
     pub queue_time: Percentiles,
+    /// The histogram behind `total_time` (what `aesload merge` adds up).
+    pub total_histogram: LatencyHistogram,
+    /// The histogram behind `queue_time`.
+    pub queue_histogram: LatencyHistogram,
+    /// The measured window, from the run's start: first intended start
+    /// and last end (`None` when not known: no transfers, or several
+    /// suites together).
+    pub window: Option<(Duration, Duration)>,
 }
 
 impl Summary {
@@ -62,9 +71,10 @@ impl Summary {
             warmup_excluded: 0,
             total_time: Percentiles::default(),
             queue_time: Percentiles::default(),
+            total_histogram: LatencyHistogram::new(),
+            queue_histogram: LatencyHistogram::new(),
+            window: None,
         };
-        let mut totals = Vec::new();
-        let mut queues = Vec::new();
         for transfer in transfers {
             summary.transfers += 1;
             if let (Some(queue), Some(processing), Some(network)) =
@@ -79,14 +89,16 @@ impl Summary {
                 None => {
                     summary.verified += 1;
                     summary.bytes_processed += transfer.size;
-                    totals.push(transfer.total());
-                    queues.extend(transfer.queue());
+                    summary.total_histogram.record(transfer.total());
+                    if let Some(queue) = transfer.queue() {
+                        summary.queue_histogram.record(queue);
+                    }
                 }
                 Some((kind, _)) => *summary.failures.entry(kind.to_owned()).or_default() += 1,
             }
         }
-        summary.total_time = Percentiles::of(totals);
-        summary.queue_time = Percentiles::of(queues);
+        summary.total_time = summary.total_histogram.percentiles();
+        summary.queue_time = summary.queue_histogram.percentiles();
         let secs = duration.as_secs_f64();
         if secs > 0.0 {
             summary.throughput_bytes_per_sec = summary.bytes_processed as f64 / secs;
@@ -97,8 +109,10 @@ impl Summary {
     /// Summarises a run, leaving out its warm-up.
     pub fn of(run: &LoadRun, warmup: Warmup) -> Summary {
         let kept = kept(run, warmup);
+        let bounds = bounds(&kept);
         let mut summary = Summary::from_transfers(kept.iter().copied(), window(&kept));
         summary.warmup_excluded = run.transfers.len() - kept.len();
+        summary.window = bounds;
         summary
     }
 
@@ -107,14 +121,17 @@ impl Summary {
     pub fn per_server(run: &LoadRun, warmup: Warmup, servers: usize) -> Vec<Summary> {
         let kept = kept(run, warmup);
         let duration = window(&kept);
+        let bounds = bounds(&kept);
         (0..servers)
             .map(|server| {
-                Summary::from_transfers(
+                let mut summary = Summary::from_transfers(
                     kept.iter()
                         .copied()
                         .filter(|transfer| transfer.server == server),
                     duration,
-                )
+                );
+                summary.window = bounds;
+                summary
             })
             .collect()
     }
@@ -163,12 +180,17 @@ fn kept(run: &LoadRun, warmup: Warmup) -> Vec<&Transfer> {
 
 /// First intended start to last end of `transfers`.
 fn window(transfers: &[&Transfer]) -> Duration {
-    let start = transfers.iter().map(|transfer| transfer.scheduled).min();
-    let end = transfers.iter().map(|transfer| transfer.finished).max();
-    match (start, end) {
-        (Some(start), Some(end)) => end.saturating_sub(start),
-        _ => Duration::ZERO,
+    match bounds(transfers) {
+        Some((start, end)) => end.saturating_sub(start),
+        None => Duration::ZERO,
     }
+}
+
+/// The first intended start and the last end of `transfers`.
+fn bounds(transfers: &[&Transfer]) -> Option<(Duration, Duration)> {
+    let start = transfers.iter().map(|transfer| transfer.scheduled).min()?;
+    let end = transfers.iter().map(|transfer| transfer.finished).max()?;
+    Some((start, end.max(start)))
 }
 
 pub(crate) fn secs(duration: Duration) -> String {
@@ -380,6 +402,7 @@ mod tests {
     fn run() -> LoadRun {
         LoadRun {
             duration: Duration::from_millis(1200),
+            started_at: std::time::UNIX_EPOCH,
             transfers: vec![
                 transfer(0, 0, 4_000_000, Outcome::Verified),
                 transfer(1, 1, 1_000_000, busy()),
@@ -461,6 +484,7 @@ mod tests {
     fn nothing_measured_reads_n_a_not_zero() {
         let run = LoadRun {
             duration: Duration::from_secs(1),
+            started_at: std::time::UNIX_EPOCH,
             transfers: vec![transfer(0, 0, 1_000_000, busy())],
         };
         let summary = Summary::of(&run, Warmup::None);

@@ -188,6 +188,8 @@ impl Suite {
             token: options.token.clone(),
             tls: options.tls.clone(),
             idle_timeout: options.idle_timeout,
+            shard: crate::shard::Shard::WHOLE,
+            bind: None,
         }
     }
 }
@@ -228,6 +230,8 @@ pub fn custom_plan(options: &SuiteOptions) -> LoadPlan {
         token: options.token.clone(),
         tls: options.tls.clone(),
         idle_timeout: options.idle_timeout,
+        shard: crate::shard::Shard::WHOLE,
+        bind: None,
     }
 }
 

@@ -33,6 +33,8 @@ fn plan(clients: usize, arrival: Arrival, size: u64) -> LoadPlan {
         token: None,
         tls: None,
         idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
+        shard: aesd_load::shard::Shard::WHOLE,
+        bind: None,
     }
 }
 

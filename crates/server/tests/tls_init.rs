@@ -17,6 +17,7 @@ async fn one_job(addr: &str, tls: TlsSettings) -> Result<(), aesd_client::Client
     let options = ConnectOptions {
         token: None,
         tls: Some(tls),
+        bind: None,
     };
     let mut client = Client::connect_with(addr, &options).await?;
     let mut output = Vec::new();

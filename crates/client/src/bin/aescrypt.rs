@@ -443,6 +443,7 @@ async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<()> {
     let options = ConnectOptions {
         token,
         tls: args.tls.settings()?,
+        bind: None,
     };
     let mut client = Client::connect_within(&args.server, &options, args.timeout).await?;
     if let Some(warning) = client.cleartext_warning() {

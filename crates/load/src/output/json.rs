@@ -5,18 +5,23 @@
 //! [`FIELDS`] and [`SUMMARY_FIELDS`] list every field with its JSON type;
 //! docs/aesload.md's "Output schema" section documents the same list,
 //! and a test checks docs/aesload.md, these lists and real output agree.
+//! The fields sharded runs added (at the end of both lists) are
+//! documented in docs/sharded-load.md, with the rest of sharding.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use crate::durations::Warmup;
+use crate::histogram::{HistogramJson, LatencyHistogram};
 use crate::load::Arrival;
 use crate::percentiles::Percentiles;
 use crate::record::{RunParameters, SuiteRun, Transfer};
 use crate::report::Summary;
 use crate::server_metrics::ServerSample;
+use crate::shard::Shard;
+use crate::start::unix_seconds;
 
 /// Version of the document's layout; raised when a field changes meaning
 /// or goes away (new fields may appear without a raise).
@@ -84,6 +89,14 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("server_metrics[].active_jobs", "number|null"),
     ("server_metrics[].queued_jobs", "number|null"),
     ("server_metrics[].temperature_c", "number|null"),
+    ("started_unix_s", "number"),
+    ("shard", "object|null"),
+    ("shard.index", "integer"),
+    ("shard.count", "integer"),
+    ("merged_from", "array"),
+    ("merged_from[]", "string"),
+    ("parameters.bind", "string|null"),
+    ("suites[].started_unix_s", "number"),
 ];
 
 /// The fields of every `summary` object, as in [`FIELDS`].
@@ -112,6 +125,21 @@ pub const SUMMARY_FIELDS: &[(&str, &str)] = &[
     ("queue_time_s.p90", "number"),
     ("queue_time_s.p99", "number"),
     ("queue_time_s.max", "number"),
+    ("measured", "integer"),
+    ("window_start_unix_s", "number|null"),
+    ("window_end_unix_s", "number|null"),
+    ("total_time_histogram", "object"),
+    ("total_time_histogram.significant_digits", "integer"),
+    ("total_time_histogram.max_ns", "integer"),
+    ("total_time_histogram.counts", "array"),
+    ("total_time_histogram.counts[]", "array"),
+    ("total_time_histogram.counts[][]", "integer"),
+    ("queue_time_histogram", "object"),
+    ("queue_time_histogram.significant_digits", "integer"),
+    ("queue_time_histogram.max_ns", "integer"),
+    ("queue_time_histogram.counts", "array"),
+    ("queue_time_histogram.counts[]", "array"),
+    ("queue_time_histogram.counts[][]", "integer"),
 ];
 
 /// The whole `--json` document.
@@ -136,6 +164,17 @@ pub struct Document {
     /// The server's timeline from `--metrics-url` (empty without it).
     #[serde(default)]
     pub server_metrics: Vec<ServerSample>,
+    /// When the invocation started (Unix seconds): the origin of
+    /// `server_metrics[].t_s`.
+    #[serde(default)]
+    pub started_unix_s: f64,
+    /// The part of the run this process ran (`0/1`: all of it); `None`
+    /// in a document `aesload merge` wrote.
+    #[serde(default)]
+    pub shard: Option<Shard>,
+    /// The shard files a merged document was made of (empty otherwise).
+    #[serde(default)]
+    pub merged_from: Vec<String>,
 }
 
 /// Settings shared by the suites.
@@ -157,6 +196,9 @@ pub struct ParametersJson {
     pub warmup_s: Option<f64>,
     /// Warm-up by count of transfers.
     pub warmup_transfers: Option<usize>,
+    /// The local address connections came from (`--bind`).
+    #[serde(default)]
+    pub bind: Option<String>,
 }
 
 /// One suite's plan and results.
@@ -182,6 +224,10 @@ pub struct SuiteJson {
     pub summary: SummaryJson,
     /// The suite's figures per server.
     pub per_server: Vec<ServerJson>,
+    /// When the suite's run started (Unix seconds): the origin of its
+    /// transfers' `start_s`.
+    #[serde(default)]
+    pub started_unix_s: f64,
 }
 
 /// One server's share of a suite.
@@ -228,6 +274,22 @@ pub struct SummaryJson {
     pub total_time_s: PercentilesJson,
     /// Percentiles of verified transfers' queue time.
     pub queue_time_s: PercentilesJson,
+    /// Transfers with the server's figures (the averages' divisor).
+    #[serde(default)]
+    pub measured: usize,
+    /// The window's start (first intended start), Unix seconds.
+    #[serde(default)]
+    pub window_start_unix_s: Option<f64>,
+    /// The window's end (last end), Unix seconds.
+    #[serde(default)]
+    pub window_end_unix_s: Option<f64>,
+    /// The histogram of `total_time_s`, losslessly (absent in documents of
+    /// older aesload versions).
+    #[serde(default)]
+    pub total_time_histogram: Option<HistogramJson>,
+    /// The histogram of `queue_time_s`.
+    #[serde(default)]
+    pub queue_time_histogram: Option<HistogramJson>,
 }
 
 /// [`Percentiles`] in seconds.
@@ -294,7 +356,7 @@ impl Document {
                 .cloned()
                 .unwrap_or_else(|| format!("#{index}"))
         };
-        let suites = runs
+        let suites: Vec<SuiteJson> = runs
             .iter()
             .map(|suite| {
                 let (chunk, rate_per_s, arrival) = match suite.plan.arrival {
@@ -306,7 +368,7 @@ impl Document {
                     .enumerate()
                     .map(|(index, summary)| ServerJson {
                         server: server_name(index),
-                        summary: SummaryJson::from(summary),
+                        summary: SummaryJson::new(summary, suite.run.started_at),
                     })
                     .collect();
                 SuiteJson {
@@ -318,8 +380,12 @@ impl Document {
                     sizes: suite.plan.sizes.sizes().to_vec(),
                     weights: suite.plan.sizes.weights().to_vec(),
                     size_period: suite.plan.size_period,
-                    summary: SummaryJson::from(&Summary::of(&suite.run, warmup)),
+                    summary: SummaryJson::new(
+                        &Summary::of(&suite.run, warmup),
+                        suite.run.started_at,
+                    ),
                     per_server,
+                    started_unix_s: unix_seconds(suite.run.started_at),
                 }
             })
             .collect();
@@ -336,6 +402,8 @@ impl Document {
                 })
             })
             .collect();
+        let mut summary = SummaryJson::new(&Summary::overall(runs, warmup), parameters.started_at);
+        summary.set_window_of(suites.iter().map(|suite: &SuiteJson| &suite.summary));
         Document {
             schema_version: SCHEMA_VERSION,
             tool: format!("aesload {}", env!("CARGO_PKG_VERSION")),
@@ -349,17 +417,27 @@ impl Document {
                 iterations: parameters.iterations,
                 warmup_s,
                 warmup_transfers,
+                bind: parameters.bind.map(|bind| bind.to_string()),
             },
-            summary: SummaryJson::from(&Summary::overall(runs, warmup)),
+            summary,
             suites,
             transfers,
             server_metrics: Vec::new(),
+            started_unix_s: unix_seconds(parameters.started_at),
+            shard: Some(parameters.shard),
+            merged_from: Vec::new(),
         }
     }
 
     /// The document with the server's timeline from `--metrics-url`.
     pub fn with_server_metrics(mut self, samples: Vec<ServerSample>) -> Document {
         self.server_metrics = samples;
+        self
+    }
+
+    /// The document with the list of shard files it was merged from.
+    pub fn merged_from(mut self, files: Vec<String>) -> Document {
+        self.merged_from = files;
         self
     }
 
@@ -375,8 +453,10 @@ impl Document {
     }
 }
 
-impl From<&Summary> for SummaryJson {
-    fn from(summary: &Summary) -> SummaryJson {
+impl SummaryJson {
+    /// `summary`, whose window counts from `origin` (its run's start).
+    pub fn new(summary: &Summary, origin: SystemTime) -> SummaryJson {
+        let at = |offset: Duration| unix_seconds(origin) + offset.as_secs_f64();
         SummaryJson {
             bytes_processed: summary.bytes_processed,
             throughput_bytes_per_sec: summary.throughput_bytes_per_sec,
@@ -394,7 +474,41 @@ impl From<&Summary> for SummaryJson {
             avg_queue_s: summary.average(summary.total_queue).as_secs_f64(),
             total_time_s: PercentilesJson::from(&summary.total_time),
             queue_time_s: PercentilesJson::from(&summary.queue_time),
+            measured: summary.measured,
+            window_start_unix_s: summary.window.map(|(start, _)| at(start)),
+            window_end_unix_s: summary.window.map(|(_, end)| at(end)),
+            total_time_histogram: Some(summary.total_histogram.to_json()),
+            queue_time_histogram: Some(summary.queue_histogram.to_json()),
         }
+    }
+
+    /// Sets the window to span those of `parts` (first start to last
+    /// end; unset when none has one).
+    pub fn set_window_of<'a>(&mut self, parts: impl IntoIterator<Item = &'a SummaryJson>) {
+        let (mut start, mut end) = (None::<f64>, None::<f64>);
+        for part in parts {
+            if let (Some(from), Some(to)) = (part.window_start_unix_s, part.window_end_unix_s) {
+                start = Some(start.map_or(from, |start| start.min(from)));
+                end = Some(end.map_or(to, |end| end.max(to)));
+            }
+        }
+        self.window_start_unix_s = start;
+        self.window_end_unix_s = end;
+    }
+
+    /// The histograms behind the percentiles, when the document has them.
+    pub fn histograms(
+        &self,
+    ) -> Option<Result<(LatencyHistogram, LatencyHistogram), crate::histogram::HistogramError>>
+    {
+        let (total, queue) = (
+            self.total_time_histogram.as_ref()?,
+            self.queue_time_histogram.as_ref()?,
+        );
+        Some(
+            LatencyHistogram::from_json(total)
+                .and_then(|total| LatencyHistogram::from_json(queue).map(|queue| (total, queue))),
+        )
     }
 }
 
@@ -497,9 +611,12 @@ pub(crate) mod tests {
                 token: None,
                 tls: None,
                 idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
+                shard: crate::shard::Shard::WHOLE,
+                bind: None,
             },
             run: LoadRun {
                 duration: Duration::from_millis(60),
+                started_at: std::time::UNIX_EPOCH + Duration::from_secs(1_795_629_600),
                 transfers: vec![
                     transfer(0, batch, Outcome::Verified),
                     transfer(1, batch, Outcome::Verified),
@@ -525,6 +642,9 @@ pub(crate) mod tests {
             scale: 0.5,
             iterations: 1000,
             warmup: Warmup::Transfers(1),
+            shard: Shard { index: 1, count: 2 },
+            bind: Some("127.0.0.2".parse().expect("address")),
+            started_at: std::time::UNIX_EPOCH + Duration::from_secs(1_795_629_600),
         };
         Document::new(
             &parameters,
@@ -533,6 +653,7 @@ pub(crate) mod tests {
                 suite("drowning", Arrival::Rate(20.0), None),
             ],
         )
+        .merged_from(vec!["a.json (shard 0/2)".to_owned()])
         .with_server_metrics(vec![
             ServerSample {
                 t_s: 1.0,
@@ -637,14 +758,15 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// The `| \`path\` | type | meaning |` rows of the docs/aesload.md table that
-    /// follows `heading` (types written `number or null` there).
-    fn readme_table(heading: &str) -> Vec<(String, String)> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/aesload.md");
-        let readme = std::fs::read_to_string(path).expect("docs/aesload.md");
+    /// The `| \`path\` | type | meaning |` rows of the table that follows
+    /// `heading` in `file` (from the workspace root; types written
+    /// `number or null` there).
+    fn doc_table(file: &str, heading: &str) -> Vec<(String, String)> {
+        let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
+        let readme = std::fs::read_to_string(&path).expect(file);
         let section = readme
             .split_once(heading)
-            .unwrap_or_else(|| panic!("docs/aesload.md has no {heading:?}"))
+            .unwrap_or_else(|| panic!("{file} has no {heading:?}"))
             .1;
         section
             .lines()
@@ -678,8 +800,24 @@ pub(crate) mod tests {
 
     #[test]
     fn the_readme_documents_exactly_these_fields() {
-        assert_eq!(readme_table("### JSON document"), owned(FIELDS));
-        assert_eq!(readme_table("### Summary objects"), owned(SUMMARY_FIELDS));
+        // docs/aesload.md's tables, then docs/sharded-load.md's for the fields
+        // sharded runs added.
+        let documented = |heading: &str, sharding: &str| {
+            let mut rows = doc_table("docs/aesload.md", heading);
+            rows.extend(doc_table("docs/sharded-load.md", sharding));
+            rows
+        };
+        assert_eq!(
+            documented("### JSON document", "#### JSON document: sharding fields"),
+            owned(FIELDS)
+        );
+        assert_eq!(
+            documented(
+                "### Summary objects",
+                "#### Summary objects: sharding fields"
+            ),
+            owned(SUMMARY_FIELDS)
+        );
     }
 
     #[test]
