@@ -33,6 +33,11 @@
 #   --operation OP      encrypt (default: aesload's jobs, every result verified) or
 #                       decrypt (J concurrent aescrypt decryptions of files made by
 #                       openssl enc, every result compared with the plaintext)
+#   --format F          openssl (default: the formats above) or age (J concurrent aescrypt
+#                       -r encryptions, each result decrypted by the age command and
+#                       compared; with --operation decrypt, files made by age -r, decrypted
+#                       by aescrypt --identity and compared). --key-derivation and --iter
+#                       do not apply to age
 #   --aes-backend B     software (default: what the board runs without the AES
 #                       instruction), vexriscv (riscv32 only: VexRiscv's AES
 #                       instruction; a test build of aesd whose SIGILL handler
@@ -60,7 +65,7 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/bench/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,46s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,51s/^# \{0,1\}//p' "$0"; }
 die_usage() {
   echo "aesd-icount.sh: $* (try --help)" >&2
   exit 2
@@ -74,6 +79,7 @@ iter=10000
 derivation=auto
 backend=software
 operation=encrypt
+format=openssl
 repeats=2
 tls=0
 build=1
@@ -81,7 +87,7 @@ json=""
 target=riscv32imac-unknown-linux-musl
 while (($#)); do
   case "$1" in
-    --jobs | --workers | --size | --base | --iter | --key-derivation | --aes-backend | --operation | --json)
+    --jobs | --workers | --size | --base | --iter | --key-derivation | --aes-backend | --operation | --format | --json)
       (($# >= 2)) || die_usage "$1 needs a value"
       case "$1" in
         --jobs) jobs_list="$2" ;;
@@ -92,6 +98,7 @@ while (($#)); do
         --key-derivation) derivation="$2" ;;
         --aes-backend) backend="$2" ;;
         --operation) operation="$2" ;;
+        --format) format="$2" ;;
         --json) json="$2" ;;
       esac
       shift
@@ -123,12 +130,13 @@ case "$target" in
   *) die_usage "unknown target $target (one of ${AESD_TARGETS[*]})" ;;
 esac
 [[ "$operation" == encrypt || "$operation" == decrypt ]] || die_usage "--operation is encrypt or decrypt"
+[[ "$format" == openssl || "$format" == age ]] || die_usage "--format is openssl or age"
 [[ "$backend" == software || "$backend" == vexriscv || "$backend" == zkne ]] ||
   die_usage "--aes-backend is software, vexriscv or zkne"
 [[ "$backend" == software || "$target" == riscv32imac-unknown-linux-musl ]] ||
   die_usage "--aes-backend $backend is for riscv32imac-unknown-linux-musl only"
 
-apt_install gcc jq qemu-user python3 openssl
+apt_install gcc jq qemu-user python3 openssl age
 plugin="$(icount_plugin)"
 profile="$(aesd_default_profile "$root")"
 target_dir="$(bench_target_dir "$target")"
@@ -205,9 +213,48 @@ ciphertexts() {
   done
 }
 
+# age: JOBS concurrent aescrypt jobs of BYTES, each checked against the age
+# command (it decrypts ours, or made the file ours decrypts).
+run_age_jobs() {
+  local port="$1" jobs="$2" bytes="$3" j pids=() failed=0
+  [[ -f "$work/age.key" ]] || age-keygen -o "$work/age.key" 2>/dev/null
+  local recipient
+  recipient="$(age-keygen -y "$work/age.key")"
+  for ((j = 0; j < jobs; j++)); do
+    local plain="$work/age-plain-$bytes-$j"
+    [[ -f "$plain" ]] || head -c "$bytes" /dev/urandom >"$plain"
+    if [[ "$operation" == encrypt ]]; then
+      "$native/aescrypt" encrypt --server "127.0.0.1:$port" -r "$recipient" "${client_tls[@]}" \
+        --in "$plain" --out "$work/age-out-$j" &
+    else
+      [[ -f "$plain.age" ]] || age -r "$recipient" -o "$plain.age" "$plain"
+      "$native/aescrypt" decrypt --server "127.0.0.1:$port" --identity "$work/age.key" \
+        "${client_tls[@]}" --in "$plain.age" --out "$work/age-out-$j" &
+    fi
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  for ((j = 0; j < jobs; j++)); do
+    local plain="$work/age-plain-$bytes-$j" check="$work/age-out-$j"
+    if [[ "$operation" == encrypt ]]; then
+      age -d -i "$work/age.key" -o "$work/age-check-$j" "$work/age-out-$j" || failed=1
+      check="$work/age-check-$j"
+    fi
+    cmp -s "$plain" "$check" || {
+      echo "age job $j: the result differs from its plaintext"
+      failed=1
+    }
+  done
+  return "$failed"
+}
+
 # Runs JOBS concurrent jobs of BYTES against the board's aesd on PORT.
 run_jobs() {
   local port="$1" jobs="$2" bytes="$3"
+  if [[ "$format" == age ]]; then
+    run_age_jobs "$port" "$jobs" "$bytes"
+    return
+  fi
   if [[ "$operation" == encrypt ]]; then
     "$native/aesload" --server "127.0.0.1:$port" --clients "$jobs" --chunk "$jobs" \
       --size "$bytes" --iter "$iter" --key-derivation "$derivation" --quiet "${client_tls[@]}"
@@ -281,8 +328,13 @@ count_run() {
 idle=()
 for _ in $(seq "$repeats"); do idle+=("$(count_run 0 0)"); done
 results=()
-printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s, %s%s\n' \
-  "$target" "$workers" "$derivation" "$iter" "$backend" "$operation" "$( ((tls)) && echo ', over TLS')"
+if [[ "$format" == age ]]; then
+  printf '\n%s, board profile, whole aesd process, %s worker(s), age (ChaCha20-Poly1305), %s%s\n' \
+    "$target" "$workers" "$operation" "$( ((tls)) && echo ', over TLS')"
+else
+  printf '\n%s, board profile, whole aesd process, %s worker(s), key derivation %s, %s PBKDF2 iterations, AES backend %s, %s%s\n' \
+    "$target" "$workers" "$derivation" "$iter" "$backend" "$operation" "$( ((tls)) && echo ', over TLS')"
+fi
 printf 'process start-up and shutdown, no job: %s instructions\n' "${idle[*]}"
 printf '%-5s %-12s %-28s %-28s %-14s %-16s\n' jobs "bytes/job" "count(SIZE)" "count(BASE)" "instr/byte" "fixed per job"
 IFS=',' read -r -a jobs_values <<<"$jobs_list"
@@ -313,9 +365,9 @@ PY
 done
 if [[ -n "$json" ]]; then
   printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" --arg backend "$backend" --arg operation "$operation" \
-    --argjson workers "$workers" --argjson iter "$iter" \
+    --arg format "$format" --argjson workers "$workers" --argjson iter "$iter" \
     --argjson idle "$(printf '%s\n' "${idle[@]}" | jq -s 'min')" \
-    '{target: $target, operation: $operation, aes_backend: $backend, workers: $workers, key_derivation: $derivation, iterations: $iter,
+    '{target: $target, format: $format, operation: $operation, aes_backend: $backend, workers: $workers, key_derivation: $derivation, iterations: $iter,
       idle_process_instructions: $idle, runs: .}' >"$json"
   echo "wrote $json"
 fi

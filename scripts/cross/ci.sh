@@ -60,12 +60,16 @@ step "cross: VexRiscv's AES instruction: riscv32 machine code under qemu, emulat
 step "cross: Zkne/Zknd: riscv32 machine code on a qemu CPU with the extensions (qemu runs them natively)"
 (cd "$root" && AESD_EXPECT_ZKNE=1 AESD_QEMU_CPU="rv32,f=false,d=false,c=true,zkne=true,zknd=true" \
   cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --test zkne)
+step "cross: aesd-age on riscv32imac under qemu: the scalar ChaCha20-Poly1305 the board's payload uses (Wycheproof, RustCrypto), age CLI interop"
+(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-age --lib --tests)
 step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated), Zkne in the shipped aesd, the fallbacks"
 "$here/vexriscv-emulated.sh" "$profile" "$dir/debug"
 step "cross: bench: whole riscv32 aesd process, 2 concurrent jobs on one worker: instructions/byte"
 "$root/scripts/bench/aesd-icount.sh" --quick
 step "cross: bench: the same on qemu's Zkne CPU with aesd's defaults (auto picks zkne): instructions/byte"
 "$root/scripts/bench/aesd-icount.sh" --quick --no-build --aes-backend zkne
+step "cross: bench: age jobs on the riscv32 aesd (every result checked by the age command): instructions/byte"
+"$root/scripts/bench/aesd-icount.sh" --quick --no-build --format age
 step "cross: bench: instruction count (must be deterministic) and instructions/byte, riscv32imac"
 "$root/scripts/bench/icount.sh" --quick --profile "$profile"
 step "cross: bench: bench executables build and run under qemu (emulated)"

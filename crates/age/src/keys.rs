@@ -94,10 +94,8 @@ impl Identity {
 
     /// The recipient (public key) of this identity.
     pub fn recipient(&self) -> Recipient {
-        Recipient(x25519_dalek::x25519(
-            self.0,
-            x25519_dalek::X25519_BASEPOINT_BYTES,
-        ))
+        let secret = x25519_dalek::StaticSecret::from(self.0);
+        Recipient(x25519_dalek::PublicKey::from(&secret).to_bytes())
     }
 
     /// The identity as the `age` command writes it (uppercase Bech32):

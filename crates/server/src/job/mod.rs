@@ -476,7 +476,8 @@ async fn age_stage(
                 metrics.add_input_bytes(&stream, buf.len() as u64);
                 let timed = pool
                     .run(move || {
-                        let mut out = Vec::with_capacity(buf.len() + 64);
+                        // Empty: a sealed chunk is handed over without a copy.
+                        let mut out = Vec::new();
                         let result = job.update(buf.as_slice(), &mut out);
                         (job, buf, out, result)
                     })
