@@ -38,7 +38,7 @@ impl Client {
     /// decrypt, the file key unwrapped from the header read off `input`
     /// (those bytes are sent first by the job). Nothing is sent here.
     pub async fn prepare_age_key<R>(
-        &self,
+        &mut self,
         spec: &AgeSpec,
         input: &mut R,
     ) -> Result<ChosenKey, ClientError>

@@ -57,3 +57,4 @@ pub mod sizes;
 pub mod start;
 pub mod suites;
 pub mod verify;
+pub mod verify_age;

@@ -24,6 +24,7 @@ use crate::progress::{Metered, Progress};
 use crate::record::{LoadRun, Outcome, Transfer};
 use crate::shard::Shard;
 use crate::verify::VerifyingSink;
+use crate::verify_age::AgeVerifyingSink;
 use aesd_client::ClientError;
 use aesd_client::connection::{Client, ConnectOptions};
 use aesd_client::job::{JobEvent, JobReport, JobSpec};
@@ -76,6 +77,36 @@ pub struct LoadPlan {
     /// The local address connections come from (`None`: the system's
     /// choice).
     pub bind: Option<IpAddr>,
+    /// The file format of the jobs.
+    pub format: LoadFormat,
+}
+
+/// The file format of a run's jobs.
+#[derive(Debug, Clone, Default)]
+pub enum LoadFormat {
+    /// `openssl enc -aes-256-cbc -pbkdf2`, keyed by the run's password.
+    #[default]
+    Openssl,
+    /// age v1 to the run's own X25519 identity (made at the start of the
+    /// run; every result is decrypted with it by the verifier).
+    Age(aesd_age::Identity),
+}
+
+impl LoadFormat {
+    /// age with a fresh identity from the OS's generator.
+    pub fn fresh_age() -> Result<LoadFormat, getrandom::Error> {
+        let mut secret = zeroize::Zeroizing::new([0u8; 32]);
+        getrandom::fill(secret.as_mut())?;
+        Ok(LoadFormat::Age(aesd_age::Identity::from_bytes(*secret)))
+    }
+
+    /// `openssl` or `age`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LoadFormat::Openssl => "openssl",
+            LoadFormat::Age(_) => "age",
+        }
+    }
 }
 
 impl LoadPlan {
@@ -166,6 +197,7 @@ impl RunContext {
             done = transfer(
                 target,
                 &self.spec,
+                &self.plan.format,
                 key,
                 self.plan.data_seed(client),
                 size,
@@ -361,6 +393,7 @@ pub struct Target<'a> {
 pub async fn transfer(
     target: Target<'_>,
     spec: &JobSpec,
+    format: &LoadFormat,
     key_ahead: Option<KeyAhead>,
     seed: u64,
     size: u64,
@@ -377,6 +410,9 @@ pub async fn transfer(
     };
     client.set_idle_timeout(target.idle_timeout);
     let mut source = Metered::new(PatternSource::new(seed, size), progress);
+    if let LoadFormat::Age(identity) = format {
+        return age_transfer(client, identity, &mut source, seed, size, progress).await;
+    }
     // The key is chosen (and, with key source 2, derived here) before the
     // job, so the verifier takes the client's key instead of running
     // PBKDF2 again (see crate::verify).
@@ -404,18 +440,7 @@ pub async fn transfer(
     let mut queued = false;
     let result = client
         .run_prepared_job(spec, key, &mut source, &mut sink, |event| {
-            let change = match event {
-                JobEvent::BeginSent => !queued,
-                JobEvent::Started => queued,
-                JobEvent::Queued { .. } => false,
-            };
-            if change {
-                queued = !queued;
-                progress.update(|counts| match queued {
-                    true => counts.queued += 1,
-                    false => counts.queued -= 1,
-                });
-            }
+            track_queued(&mut queued, event, progress);
         })
         .await;
     if queued {
@@ -431,6 +456,65 @@ pub async fn transfer(
         Err(err) => failed("verify", err.to_string()),
     };
     (Some(report), outcome)
+}
+
+/// An age encryption of the pattern to `identity`'s recipient, verified
+/// by [`AgeVerifyingSink`] with the identity.
+async fn age_transfer(
+    mut client: Client,
+    identity: &aesd_age::Identity,
+    source: &mut Metered<'_, PatternSource>,
+    seed: u64,
+    size: u64,
+    progress: &Progress,
+) -> (Option<JobReport>, Outcome) {
+    let failed = |kind: &str, message: String| Outcome::Failed {
+        kind: kind.to_owned(),
+        message,
+    };
+    let spec = aesd_client::AgeSpec {
+        operation: Operation::Encrypt,
+        recipients: vec![identity.recipient()],
+        identities: Vec::new(),
+    };
+    let mut sink = AgeVerifyingSink::new(identity.clone(), Pattern::new(seed), size);
+    let mut queued = false;
+    let result = client
+        .run_age_job_observed(&spec, source, &mut sink, |event| {
+            track_queued(&mut queued, event, progress);
+        })
+        .await;
+    if queued {
+        progress.update(|counts| counts.queued -= 1);
+    }
+    let report = match result {
+        Ok(report) => report,
+        Err(err) => return (None, failed(err.kind(), err.to_string())),
+    };
+    client.close().await;
+    let outcome = match sink.finish() {
+        Ok(_) => Outcome::Verified,
+        Err(err) => failed("verify", err.to_string()),
+    };
+    (Some(report), outcome)
+}
+
+/// Follows a job's events into the progress display's count of queued
+/// clients.
+fn track_queued(queued: &mut bool, event: JobEvent, progress: &Progress) {
+    let change = match event {
+        JobEvent::BeginSent => !*queued,
+        JobEvent::Started => *queued,
+        JobEvent::Queued { .. } => false,
+    };
+    if change {
+        *queued = !*queued;
+        let now_queued = *queued;
+        progress.update(|counts| match now_queued {
+            true => counts.queued += 1,
+            false => counts.queued -= 1,
+        });
+    }
 }
 
 #[cfg(test)]
@@ -452,6 +536,7 @@ mod tests {
             idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
             shard: Shard::WHOLE,
             bind: None,
+            format: crate::load::LoadFormat::Openssl,
         }
     }
 

@@ -24,7 +24,7 @@ use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_load::distribution::SizeDist;
 use aesd_load::durations::{Warmup, parse_duration};
 use aesd_load::interrupt::Interrupt;
-use aesd_load::load::{Arrival, LoadPlan, run_load_until};
+use aesd_load::load::{Arrival, LoadFormat, LoadPlan, run_load_until};
 use aesd_load::merge::{self, ShardDocument};
 use aesd_load::output::{csv, json, write_file};
 use aesd_load::plot;
@@ -202,6 +202,14 @@ struct Args {
         hide_short_help = true
     )]
     key_derivation: KeyDerivation,
+    /// The jobs' file format: openssl or age [default: openssl]
+    ///
+    /// The jobs' file format: openssl (openssl enc -aes-256-cbc -pbkdf2, with --pass) or age
+    /// (age v1 to an X25519 identity aesload makes for the run; every result is decrypted with
+    /// it by aesload's own verifier: the header through aesd-age, the payload with RustCrypto's
+    /// ChaCha20-Poly1305 directly) [default: openssl]
+    #[arg(long, value_name = "FORMAT", value_parser = ["openssl", "age"], hide_short_help = true)]
+    format: Option<String>,
     /// Embedded server only: worker threads [default: one per core]
     #[arg(long, value_name = "N", value_parser = at_least_one, hide_short_help = true)]
     workers: Option<usize>,
@@ -600,11 +608,17 @@ fn plans(
             .collect(),
         None => vec![("custom".to_owned(), custom_plan(&options))],
     };
+    // One identity for the whole run (age): the recipient of every job.
+    let format = match args.format.as_deref() {
+        Some("age") => LoadFormat::fresh_age().context("cannot make an age identity")?,
+        _ => LoadFormat::Openssl,
+    };
     let plans: Vec<(String, LoadPlan)> = plans
         .into_iter()
         .map(|(name, mut plan)| {
             plan.shard = args.shard.unwrap_or(Shard::WHOLE);
             plan.bind = args.bind;
+            plan.format = format.clone();
             (name, plan)
         })
         .collect();
@@ -777,6 +791,11 @@ async fn run(args: Args) -> Result<RunEnd> {
         seed: args.seed,
         scale: args.scale,
         iterations: args.iterations,
+        format: if args.format.as_deref() == Some("age") {
+            "age"
+        } else {
+            "openssl"
+        },
         warmup: args.warmup,
         shard: args.shard.unwrap_or(Shard::WHOLE),
         bind: args.bind,

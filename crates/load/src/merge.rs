@@ -578,6 +578,7 @@ mod tests {
             idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
             shard,
             bind: None,
+            format: crate::load::LoadFormat::Openssl,
         }
     }
 
@@ -641,6 +642,7 @@ mod tests {
             seed,
             scale: 1.0,
             iterations: 1000,
+            format: "openssl",
             warmup: Warmup::None,
             shard,
             bind: Some(bind),

@@ -135,6 +135,8 @@ pub struct RunParameters {
     pub scale: f64,
     /// PBKDF2 iterations per job.
     pub iterations: u32,
+    /// The jobs' file format: `openssl` or `age`.
+    pub format: &'static str,
     /// What the results leave out.
     pub warmup: Warmup,
     /// The part of the run this process ran.

@@ -190,6 +190,7 @@ impl Suite {
             idle_timeout: options.idle_timeout,
             shard: crate::shard::Shard::WHOLE,
             bind: None,
+            format: crate::load::LoadFormat::Openssl,
         }
     }
 }
@@ -232,6 +233,7 @@ pub fn custom_plan(options: &SuiteOptions) -> LoadPlan {
         idle_timeout: options.idle_timeout,
         shard: crate::shard::Shard::WHOLE,
         bind: None,
+        format: crate::load::LoadFormat::Openssl,
     }
 }
 

@@ -35,6 +35,7 @@ fn plan(clients: usize, arrival: Arrival, size: u64) -> LoadPlan {
         idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
         shard: aesd_load::shard::Shard::WHOLE,
         bind: None,
+        format: aesd_load::load::LoadFormat::Openssl,
     }
 }
 
@@ -360,4 +361,45 @@ async fn verification_catches_a_corrupted_result() {
     assert_eq!(document["summary"]["failed"], 1);
     assert_eq!(document["summary"]["failures"]["verify"], 1);
     server.shutdown().await;
+}
+
+/// `--format age`: every transfer is an age encryption to the run's
+/// identity, verified by aesload's own decryption; one result changed on
+/// the way fails verification (its chunk does not authenticate), the
+/// others verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_age_run_verifies_every_result_and_catches_a_changed_one() {
+    let server = start_server(ConfigLayer::default()).await;
+    let mut age_plan = plan(4, Arrival::Batches(2), 200 << 10);
+    age_plan.format = aesd_load::load::LoadFormat::fresh_age().expect("identity");
+    let run = run_load(
+        &[server.addr().to_string()],
+        &age_plan,
+        Arc::new(Progress::default()),
+    )
+    .await;
+    let summary = Summary::of(&run, Warmup::None);
+    assert_eq!(summary.verified, 4, "{:?}", summary.failures);
+
+    let proxy = corrupting_proxy(server.addr()).await;
+    let run = run_load(
+        &[proxy.to_string()],
+        &age_plan,
+        Arc::new(Progress::default()),
+    )
+    .await;
+    let summary = Summary::of(&run, Warmup::None);
+    assert_eq!(summary.verified, 3);
+    assert_eq!(
+        summary.failures.get("verify"),
+        Some(&1),
+        "{:?}",
+        summary.failures
+    );
+    let (_, message) = run
+        .transfers
+        .iter()
+        .find_map(|transfer| transfer.failure())
+        .expect("one failure");
+    assert!(message.contains("does not authenticate"), "{message}");
 }

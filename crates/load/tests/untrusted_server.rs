@@ -22,6 +22,7 @@ async fn an_aesload_transfer_to_a_silent_server_times_out() {
             idle_timeout: Duration::from_millis(500),
         },
         &spec,
+        &aesd_load::load::LoadFormat::Openssl,
         None,
         1,
         10_000,

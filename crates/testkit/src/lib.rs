@@ -122,6 +122,7 @@ pub async fn encrypt_verified(
             idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
         },
         spec,
+        &load::LoadFormat::Openssl,
         None,
         seed,
         size,

@@ -44,6 +44,7 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("parameters.seed", "integer"),
     ("parameters.scale", "number"),
     ("parameters.iterations", "integer"),
+    ("parameters.format", "string"),
     ("parameters.warmup_s", "number|null"),
     ("parameters.warmup_transfers", "integer|null"),
     ("summary", "summary"),
@@ -177,6 +178,11 @@ pub struct Document {
     pub merged_from: Vec<String>,
 }
 
+/// Runs written before `--format` were openssl runs.
+fn openssl_format() -> String {
+    "openssl".to_owned()
+}
+
 /// Settings shared by the suites.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParametersJson {
@@ -192,6 +198,9 @@ pub struct ParametersJson {
     pub scale: f64,
     /// PBKDF2 iterations per job.
     pub iterations: u32,
+    /// `openssl` or `age`.
+    #[serde(default = "openssl_format")]
+    pub format: String,
     /// Warm-up by time, in seconds.
     pub warmup_s: Option<f64>,
     /// Warm-up by count of transfers.
@@ -415,6 +424,7 @@ impl Document {
                 seed: parameters.seed,
                 scale: parameters.scale,
                 iterations: parameters.iterations,
+                format: parameters.format.to_owned(),
                 warmup_s,
                 warmup_transfers,
                 bind: parameters.bind.map(|bind| bind.to_string()),
@@ -613,6 +623,7 @@ pub(crate) mod tests {
                 idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
                 shard: crate::shard::Shard::WHOLE,
                 bind: None,
+                format: crate::load::LoadFormat::Openssl,
             },
             run: LoadRun {
                 duration: Duration::from_millis(60),
@@ -641,6 +652,7 @@ pub(crate) mod tests {
             seed: 5,
             scale: 0.5,
             iterations: 1000,
+            format: "openssl",
             warmup: Warmup::Transfers(1),
             shard: Shard { index: 1, count: 2 },
             bind: Some("127.0.0.2".parse().expect("address")),
