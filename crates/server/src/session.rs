@@ -91,7 +91,19 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, slo
     let peeked = timeout(limit, stream.peek(&mut first)).await;
     let error = match peeked {
         Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_BYTE => {
-            match timeout(limit, tls.acceptor().accept(stream)).await {
+            let pass = match shared.tls_handshakes.enter(shared.client_key(peer.ip())) {
+                Ok(pass) => pass,
+                Err(full) => {
+                    // No channel to tell the client: close before any
+                    // cryptography.
+                    let error = JobError::TlsHandshake(format!("refused: {full}"));
+                    report_unreachable(peer, &error, &shared.metrics);
+                    return;
+                }
+            };
+            let accepted = timeout(limit, tls.acceptor().accept(stream)).await;
+            drop(pass);
+            match accepted {
                 Ok(Ok(tls_stream)) => {
                     let (read, write) = tokio::io::split(tls_stream);
                     serve_io_in(read, write, peer, &shared, Some(&slot)).await;
