@@ -9,12 +9,13 @@ t_systemd_hardening() {
 		'CapabilityBoundingSet=' 'MemoryDenyWriteExecute=yes' 'LockPersonality=yes' \
 		'SystemCallFilter=@system-service' \
 		'ExecStartPre=/usr/local/bin/aesd --check-config /etc/aesd/aesd.toml' \
-		'ExecStart=/usr/local/bin/aesd --config /etc/aesd/aesd.toml' 'Type=notify' 'LimitCORE=0'; do
+		'ExecStart=/usr/local/bin/aesd --config /etc/aesd/aesd.toml' 'Type=notify' 'LimitCORE=0' \
+		'MemoryMax=128M' 'TasksMax=64'; do
 		grep -qxF "$key" "$unit" || die "missing: $key"
 	done
 }
 
-harness_test "systemd: aesd.service has the hardening and the config check" t_systemd_hardening
+harness_test "systemd: aesd.service has the hardening, the config check and the memory and task caps" t_systemd_hardening
 
 # systemd-analyze checks that ExecStart's binary exists: verify a copy that
 # points at the built binary.

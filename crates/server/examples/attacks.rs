@@ -15,6 +15,20 @@
 //!   aesd's RSS per idle connection.
 //! * metrics blinding: 8 unfinished requests from 127.0.0.1, then 30
 //!   scrapes from 127.0.0.2; prints how many were served.
+//! * lock-out by two addresses (`--workers 2`: 4 slots, 64 queue places):
+//!   127.0.0.1 runs 3 jobs, 127.0.0.2 one, each uploading fast and reading
+//!   its output at 64 kB/s, and both keep 34 more connections beginning
+//!   jobs (a refused or ended one begins again); after 2 s 127.0.0.3
+//!   probes with 1 MiB jobs for at most SECONDS × 4 (40 s by default);
+//!   prints when its first job started and finished, or how many probes got
+//!   `busy`.
+//! * lane sharing (`--workers 1`): two 128 MiB encryptions at once from
+//!   127.0.0.1, nobody else; prints the lane engine's occupancy from the
+//!   metrics (`aesd_cipher_lane_blocks_total` over
+//!   `aesd_cipher_lane_capacity_blocks_total`) and the lanes per worker.
+//!
+//! `attacks AESD_BINARY [SECONDS [NAME,...]]` runs only the named attacks
+//! (`log`, `memory`, `metrics`, `lockout`, `lanes`; default all).
 //!
 //! Only loopback addresses; every count and duration is bounded.
 
@@ -38,10 +52,234 @@ async fn main() {
         .map(|s| s.parse().expect("SECONDS: a number"))
         .unwrap_or(10)
         .min(60);
+    let names = args.next().unwrap_or_else(|| "all".into());
+    let wanted = |name: &str| names == "all" || names.split(',').any(|n| n == name);
     let binary = Path::new(&binary);
-    log_flood(binary, seconds).await;
-    idle_memory(binary).await;
-    metrics_blinding(binary).await;
+    if wanted("log") {
+        log_flood(binary, seconds).await;
+    }
+    if wanted("memory") {
+        idle_memory(binary).await;
+    }
+    if wanted("metrics") {
+        metrics_blinding(binary).await;
+    }
+    if wanted("lockout") {
+        lock_out(binary, seconds * 4).await;
+    }
+    if wanted("lanes") {
+        lane_sharing(binary).await;
+    }
+}
+
+/// A begin with a client-derived key (no PBKDF2 on the server).
+fn derived_begin(operation: Operation) -> Message {
+    Message::Begin(Begin {
+        operation,
+        format: Format::OpensslSaltedPbkdf2,
+        key: KeySource::Derived(DerivedKeyParams {
+            salt: [1; 8],
+            key: Zeroizing::new([2; 32]),
+            iv: Zeroizing::new([3; 16]),
+        }),
+    })
+}
+
+/// One attacking connection after another from `source` until `until`:
+/// begins a job (again after `busy`), and once it runs uploads up to
+/// 256 MiB as fast as aesd takes it while reading the output at 64 kB/s.
+async fn slow_reader(source: &'static str, addr: std::net::SocketAddr, until: Instant) {
+    while Instant::now() < until {
+        let (mut reader, mut writer) = handshaken_to(source, addr).await;
+        if writer
+            .send(&derived_begin(Operation::Encrypt))
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        let started = loop {
+            let answer = tokio::time::timeout_at(until.into(), reader.read_message()).await;
+            match answer {
+                Ok(Ok(Some(Message::Queued(_)))) => continue,
+                Ok(Ok(Some(Message::Started(_)))) => break true,
+                _ => break false,
+            }
+        };
+        if !started {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        let upload = tokio::spawn(async move {
+            let chunk = vec![9u8; 64 << 10];
+            for _ in 0..4096 {
+                if writer.send_data(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        // 64 kB/s: a frame of n bytes every n / 65 536 s.
+        loop {
+            let frame = tokio::time::timeout_at(until.into(), reader.read_message()).await;
+            match frame {
+                Ok(Ok(Some(Message::Data(bytes)))) => {
+                    tokio::time::sleep(Duration::from_secs_f64(bytes.len() as f64 / 65_536.0))
+                        .await;
+                }
+                _ => break,
+            }
+        }
+        upload.abort();
+    }
+}
+
+async fn lock_out(binary: &Path, seconds: u64) {
+    let aesd = AesdProcess::start(binary, &["--workers", "2"]);
+    let addr = aesd.addr;
+    let until = Instant::now() + Duration::from_secs(seconds + 2);
+    let mut attackers = Vec::new();
+    // 127.0.0.1 takes three slots, 127.0.0.2 the fourth, then both keep
+    // beginning jobs on 34 more connections each (the queue's 64 places).
+    for source in ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"] {
+        attackers.push(tokio::spawn(slow_reader(source, addr, until)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..34 {
+        for source in ["127.0.0.1", "127.0.0.2"] {
+            attackers.push(tokio::spawn(slow_reader(source, addr, until)));
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let probing = Instant::now();
+    let mut busy = 0u32;
+    let mut outcome = None;
+    while Instant::now() < until && outcome.is_none() {
+        let (mut reader, mut writer) = handshaken_to("127.0.0.3", addr).await;
+        writer
+            .send(&derived_begin(Operation::Encrypt))
+            .await
+            .expect("begin");
+        let started = loop {
+            match tokio::time::timeout_at(until.into(), reader.read_message()).await {
+                Ok(Ok(Some(Message::Queued(_)))) => continue,
+                Ok(Ok(Some(Message::Started(_)))) => break Some(probing.elapsed()),
+                _ => break None,
+            }
+        };
+        let Some(started) = started else {
+            busy += 1;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let data = vec![4u8; 64 << 10];
+        let upload = async {
+            for _ in 0..16 {
+                writer.send_data(&data).await.expect("data");
+            }
+            writer.send(&Message::End).await.expect("end");
+        };
+        let download = async {
+            loop {
+                match tokio::time::timeout_at(until.into(), reader.read_message()).await {
+                    Ok(Ok(Some(Message::Data(_)))) => continue,
+                    Ok(Ok(Some(Message::Done(_)))) => break Some(probing.elapsed()),
+                    _ => break None,
+                }
+            }
+        };
+        let ((), done) = tokio::join!(upload, download);
+        outcome = Some((started, done));
+    }
+    match outcome {
+        Some((started, Some(done))) => println!(
+            "lock-out: a 1 MiB job from 127.0.0.3 started after {:.3} s and finished after {:.3} s ({busy} busy probes before)",
+            started.as_secs_f64(),
+            done.as_secs_f64()
+        ),
+        Some((started, None)) => println!(
+            "lock-out: a 1 MiB job from 127.0.0.3 started after {:.2} s and did not finish within {seconds} s",
+            started.as_secs_f64()
+        ),
+        None => {
+            println!("lock-out: 127.0.0.3 got no slot in {seconds} s ({busy} probes answered busy)")
+        }
+    }
+    for attacker in attackers {
+        attacker.abort();
+    }
+}
+
+/// A counter's value in a Prometheus text exposition.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+async fn lane_sharing(binary: &Path) {
+    const SIZE: usize = 128 << 20;
+    let aesd = AesdProcess::start(
+        binary,
+        &["--workers", "1", "--metrics-listen", "127.0.0.1:0"],
+    );
+    let began = Instant::now();
+    let jobs: Vec<_> = (0..2)
+        .map(|_| {
+            let addr = aesd.addr;
+            tokio::spawn(async move {
+                let (mut reader, mut writer) = handshaken_to("127.0.0.1", addr).await;
+                writer
+                    .send(&derived_begin(Operation::Encrypt))
+                    .await
+                    .expect("begin");
+                let upload = tokio::spawn(async move {
+                    let chunk = vec![6u8; 64 << 10];
+                    for _ in 0..SIZE / chunk.len() {
+                        writer.send_data(&chunk).await.expect("data");
+                    }
+                    writer.send(&Message::End).await.expect("end");
+                    writer
+                });
+                let mut queued = false;
+                loop {
+                    match reader.read_message().await {
+                        Ok(Some(Message::Queued(_))) => queued = true,
+                        Ok(Some(Message::Started(_) | Message::Data(_))) => {}
+                        Ok(Some(Message::Done(_))) => break,
+                        other => panic!("lane sharing: {other:?}"),
+                    }
+                }
+                let _writer = upload.await;
+                queued
+            })
+        })
+        .collect();
+    let mut queued = 0;
+    for job in jobs {
+        if job.await.expect("job") {
+            queued += 1;
+        }
+    }
+    let took = began.elapsed();
+    let metrics = aesd.metrics.expect("metrics address");
+    let mut stream = connect_from("127.0.0.1", metrics).await;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
+        .await
+        .expect("scrape");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(6), stream.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    let used = metric(&text, "aesd_cipher_lane_blocks_total");
+    let offered = metric(&text, "aesd_cipher_lane_capacity_blocks_total");
+    let lanes = metric(&text, "aesd_cipher_lanes");
+    println!(
+        "lane sharing: 2 × 128 MiB from one address on 1 worker: {queued} queued, lane occupancy {:.1} % of {lanes} lanes ({:.2} jobs per engine call), {:.2} s",
+        100.0 * used / offered,
+        lanes * used / offered,
+        took.as_secs_f64()
+    );
 }
 
 async fn handshaken(

@@ -1,28 +1,44 @@
 //! Admission control: a bounded number of active jobs behind a bounded
-//! FIFO queue, with caps per client.
+//! queue, shared fairly and without waste between clients.
 //!
-//! [`Admission::enter`] admits a job at once when a slot is free and its
-//! client is under its share, queues it otherwise, and refuses it
-//! ([`Refused`]) when the queue, or the client's part of it, is full: a
-//! client never hangs on a full server. Waiting jobs see their position
-//! change as the queue moves. Dropping a [`Permit`] frees the slot and
-//! admits the first waiter whose client is under its active cap; dropping
-//! a [`Ticket`] (a client that left the queue) removes it and moves
-//! everyone behind it up.
+//! [`Admission::enter`] admits a job at once when a slot is free, queues
+//! it otherwise, and refuses it ([`Refused`]) when the queue, or the
+//! client's part of it, is full: a client never hangs on a full server.
+//! Waiting jobs see their position change as the queue moves. Dropping a
+//! [`Permit`] frees the slot; dropping a [`Ticket`] (a client that left the
+//! queue) removes it and moves everyone behind it up.
 //!
-//! Per-client caps keep one client (a [`ClientKey`]) from taking every
-//! slot and queue place: it holds at most `max_active_per_client` slots
-//! (its further jobs wait, and jobs of other clients behind them in the
-//! queue pass them) and `max_queued_per_client` queue places.
+//! Fairness is work-conserving: a client alone may take every slot and
+//! every queue place, and nothing is held back for clients that are not
+//! there. When clients compete, each is entitled to a *share* of the slots:
+//! `max_active / clients with jobs` (at least one), and never more than
+//! `max_active_per_client`. Every change of the state rebalances:
+//!
+//! * a free slot goes to the waiting job whose client holds the fewest
+//!   slots (the oldest among equals), so a newcomer does not queue behind
+//!   another client's backlog;
+//! * while a job waits whose client holds less than its share, and another
+//!   client holds more than its share, that client's newest job is
+//!   *preempted*: its slot is taken back at once and given to the waiting
+//!   job, and the job is told through [`Permit::preempted`] (it ends with
+//!   `busy` at its next frame boundary);
+//! * a job that finds the queue full displaces the newest waiting job of the
+//!   client with the most waiting jobs, when that client has at least two
+//!   more than the newcomer's; the displaced job gets `busy`.
+//!
+//! So one address with slow jobs cannot hold the slots or the queue
+//! against another address, and one address alone is never refused or
+//! held back by caps meant for company.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::client_key::ClientKey;
 
-/// Why a job was not queued.
+/// Why a job was not queued, or lost its slot or queue place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
     /// All slots are taken and the queue is at its bound.
@@ -51,13 +67,45 @@ pub enum Refused {
         /// Its cap on those (`max-queued-per-client`).
         waiting_limit: usize,
     },
+    /// The job's slot was given to another client's waiting job: its
+    /// client held more than its share while the other held less.
+    #[error(
+        "server busy: this job's slot was given to another client ({client} held {held} of \
+         {slots} slots, its share is {share} while others wait); begin again to queue"
+    )]
+    Preempted {
+        /// The client whose job lost its slot.
+        client: ClientKey,
+        /// Slots it held, this one included.
+        held: usize,
+        /// All slots.
+        slots: usize,
+        /// Its share at that moment.
+        share: usize,
+    },
+    /// The job's queue place was given to another client's job: the queue
+    /// was full and this client held the most places.
+    #[error(
+        "server busy: this job's queue place was given to another client ({client} held \
+         {held} of {places} queue places); begin again later"
+    )]
+    Displaced {
+        /// The client whose job lost its place.
+        client: ClientKey,
+        /// Queue places it held, this one included.
+        held: usize,
+        /// All queue places.
+        places: usize,
+    },
 }
 
 impl Refused {
     /// The `reason` label of `aesd_jobs_refused_total`: `queue_full`,
     /// `per_client_active` (the client holds its maximum of slots and
-    /// cannot queue more), or `per_client_queued` (slots were taken by
-    /// others and the client's queue places are used up).
+    /// cannot queue more), `per_client_queued` (slots were taken by others
+    /// and the client's queue places are used up), `preempted` (a running
+    /// job's slot went to another client), `displaced` (a waiting job's
+    /// queue place went to another client).
     pub fn reason(&self) -> &'static str {
         match self {
             Refused::Busy { .. } => "queue_full",
@@ -67,6 +115,8 @@ impl Refused {
                 ..
             } if active >= active_limit => "per_client_active",
             Refused::PerClient { .. } => "per_client_queued",
+            Refused::Preempted { .. } => "preempted",
+            Refused::Displaced { .. } => "displaced",
         }
     }
 }
@@ -83,7 +133,8 @@ pub struct Occupancy {
 /// Caps that apply to each client separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PerClientCaps {
-    /// Slots one client may hold (at least one).
+    /// Slots one client keeps while another client waits (at least one);
+    /// alone it may take every slot.
     pub active: usize,
     /// Queue places one client may hold.
     pub waiting: usize,
@@ -95,13 +146,17 @@ pub struct Admission {
     max_active: usize,
     max_waiting: usize,
     per_client: PerClientCaps,
+    /// Whether clients share (preemption and displacement); off for
+    /// [`Admission::unfair`].
+    fair: bool,
     state: Mutex<State>,
 }
 
 #[derive(Debug)]
 struct State {
-    active: usize,
     next_id: u64,
+    /// Jobs holding a slot, oldest first.
+    running: Vec<Running>,
     waiting: VecDeque<Waiter>,
     clients: HashMap<ClientKey, ClientCounts>,
 }
@@ -114,18 +169,35 @@ struct ClientCounts {
 }
 
 #[derive(Debug)]
+struct Running {
+    id: u64,
+    client: ClientKey,
+    preempt: Arc<Preemption>,
+}
+
+/// How a running job learns it lost its slot.
+#[derive(Debug, Default)]
+struct Preemption {
+    token: CancellationToken,
+    why: Mutex<Option<Refused>>,
+}
+
+#[derive(Debug)]
 struct Waiter {
     id: u64,
     client: ClientKey,
     position: watch::Sender<u32>,
-    admit: oneshot::Sender<Permit>,
+    admit: oneshot::Sender<Result<Permit, Refused>>,
 }
 
-/// A job's right to run; the slot is freed when it is dropped.
+/// A job's right to run; the slot is freed when it is dropped (or taken
+/// back earlier, see [`Permit::preempted`]).
 #[derive(Debug)]
 pub struct Permit {
     admission: Arc<Admission>,
+    id: u64,
     client: ClientKey,
+    preempt: Arc<Preemption>,
 }
 
 /// A place in the queue.
@@ -133,7 +205,7 @@ pub struct Ticket {
     admission: Arc<Admission>,
     id: u64,
     position: watch::Receiver<u32>,
-    admit: oneshot::Receiver<Permit>,
+    admit: oneshot::Receiver<Result<Permit, Refused>>,
 }
 
 /// The outcome of [`Admission::enter`].
@@ -149,6 +221,10 @@ impl State {
         self.clients.entry(client).or_default()
     }
 
+    fn counts(&self, client: ClientKey) -> ClientCounts {
+        self.clients.get(&client).copied().unwrap_or_default()
+    }
+
     fn forget_if_idle(&mut self, client: ClientKey) {
         if let Some(counts) = self.clients.get(&client)
             && counts.active == 0
@@ -162,7 +238,7 @@ impl State {
 impl Admission {
     /// A controller with `max_active` slots (at least one), room for
     /// `max_waiting` queued jobs, and the caps `per_client` for each
-    /// client.
+    /// client; clients share fairly (see the module).
     pub fn new(max_active: usize, max_waiting: usize, per_client: PerClientCaps) -> Arc<Self> {
         Arc::new(Admission {
             max_active: max_active.max(1),
@@ -171,26 +247,31 @@ impl Admission {
                 active: per_client.active.max(1),
                 waiting: per_client.waiting,
             },
+            fair: true,
             state: Mutex::new(State {
-                active: 0,
                 next_id: 0,
+                running: Vec::new(),
                 waiting: VecDeque::new(),
                 clients: HashMap::new(),
             }),
         })
     }
 
-    /// A controller without per-client caps (each client may take every
-    /// slot and queue place).
+    /// A controller without per-client caps or sharing: first come, first
+    /// served, each client may keep every slot and queue place.
     pub fn unfair(max_active: usize, max_waiting: usize) -> Arc<Self> {
-        Admission::new(
+        let mut admission = Admission::new(
             max_active,
             max_waiting,
             PerClientCaps {
                 active: usize::MAX,
                 waiting: usize::MAX,
             },
-        )
+        );
+        if let Some(inner) = Arc::get_mut(&mut admission) {
+            inner.fair = false;
+        }
+        admission
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -201,101 +282,239 @@ impl Admission {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The slots a client is entitled to while others wait: an equal part
+    /// of all slots among the clients with jobs (at least one), at most
+    /// `max-active-per-client`.
+    fn share(&self, state: &State) -> usize {
+        let clients = state.clients.len().max(1);
+        (self.max_active / clients)
+            .max(1)
+            .min(self.per_client.active)
+    }
+
     /// Admits, queues or refuses a job of `client`.
     ///
-    /// Every change of the state hands free slots to the eligible waiters
-    /// ([`Admission::admit_waiters`]), so a free slot never coexists with a
-    /// waiter whose client is under its active cap: a job of a client under
-    /// its cap that finds a slot free jumps no one.
+    /// Every change of the state rebalances ([`Admission::rebalance`]), so a
+    /// free slot never coexists with a waiting job: a job that finds a slot
+    /// free jumps no one.
     pub fn enter(self: &Arc<Self>, client: ClientKey) -> Result<Entry, Refused> {
-        let mut state = self.lock();
-        let counts = state.clients.get(&client).copied().unwrap_or_default();
-        if state.active < self.max_active && counts.active < self.per_client.active {
-            state.active += 1;
-            state.client(client).active += 1;
-            return Ok(Entry::Admitted(Permit {
+        let (entry, undelivered) = {
+            let mut state = self.lock();
+            if state.running.len() < self.max_active {
+                let permit = self.start(&mut state, client);
+                return Ok(Entry::Admitted(permit));
+            }
+            let counts = state.counts(client);
+            if counts.waiting >= self.per_client.waiting {
+                return Err(Refused::PerClient {
+                    client,
+                    active: counts.active,
+                    active_limit: self.per_client.active,
+                    waiting: counts.waiting,
+                    waiting_limit: self.per_client.waiting,
+                });
+            }
+            if state.waiting.len() >= self.max_waiting && !self.displace(&mut state, client) {
+                return Err(Refused::Busy {
+                    active: state.running.len(),
+                    waiting: state.waiting.len(),
+                });
+            }
+            state.client(client).waiting += 1;
+            let id = state.next_id;
+            state.next_id += 1;
+            let position = u32::try_from(state.waiting.len() + 1).unwrap_or(u32::MAX);
+            let (position_tx, position_rx) = watch::channel(position);
+            let (admit_tx, admit_rx) = oneshot::channel();
+            state.waiting.push_back(Waiter {
+                id,
+                client,
+                position: position_tx,
+                admit: admit_tx,
+            });
+            let ticket = Ticket {
                 admission: Arc::clone(self),
-                client,
-            }));
-        }
-        if counts.waiting >= self.per_client.waiting {
-            return Err(Refused::PerClient {
-                client,
-                active: counts.active,
-                active_limit: self.per_client.active,
-                waiting: counts.waiting,
-                waiting_limit: self.per_client.waiting,
-            });
-        }
-        if state.waiting.len() >= self.max_waiting {
-            return Err(Refused::Busy {
-                active: state.active,
-                waiting: state.waiting.len(),
-            });
-        }
-        state.client(client).waiting += 1;
-        let id = state.next_id;
-        state.next_id += 1;
-        let position = u32::try_from(state.waiting.len() + 1).unwrap_or(u32::MAX);
-        let (position_tx, position_rx) = watch::channel(position);
-        let (admit_tx, admit_rx) = oneshot::channel();
-        state.waiting.push_back(Waiter {
-            id,
-            client,
-            position: position_tx,
-            admit: admit_tx,
-        });
-        Ok(Entry::Queued(Ticket {
-            admission: Arc::clone(self),
-            id,
-            position: position_rx,
-            admit: admit_rx,
-        }))
+                id,
+                position: position_rx,
+                admit: admit_rx,
+            };
+            // The newcomer may be owed a slot held by a client over its share.
+            let undelivered = self.rebalance(&mut state);
+            (Entry::Queued(ticket), undelivered)
+        };
+        drop(undelivered);
+        Ok(entry)
     }
 
     /// Jobs active and waiting now.
     pub fn occupancy(&self) -> Occupancy {
         let state = self.lock();
         Occupancy {
-            active: state.active,
+            active: state.running.len(),
             waiting: state.waiting.len(),
         }
     }
 
-    /// Hands free slots to waiters, front first, passing over waiters
-    /// whose client holds its maximum of slots. Permits that could not be
-    /// delivered (their ticket was dropped meanwhile) are returned so the
-    /// caller drops them after releasing the lock.
-    fn admit_waiters(self: &Arc<Self>, state: &mut State) -> Vec<Permit> {
+    /// Gives `client` a slot (one must be free).
+    fn start(self: &Arc<Self>, state: &mut State, client: ClientKey) -> Permit {
+        let id = state.next_id;
+        state.next_id += 1;
+        let preempt = Arc::new(Preemption::default());
+        state.running.push(Running {
+            id,
+            client,
+            preempt: Arc::clone(&preempt),
+        });
+        state.client(client).active += 1;
+        Permit {
+            admission: Arc::clone(self),
+            id,
+            client,
+            preempt,
+        }
+    }
+
+    /// The queue is full: takes the newest place of the client with the
+    /// most places if it holds at least two more than `client`, and tells
+    /// that job. Returns whether a place was freed.
+    fn displace(&self, state: &mut State, client: ClientKey) -> bool {
+        if !self.fair {
+            return false;
+        }
+        let mine = state.counts(client).waiting;
+        let Some((&heaviest, counts)) = state
+            .clients
+            .iter()
+            .filter(|(key, _)| **key != client)
+            .max_by_key(|(_, counts)| counts.waiting)
+        else {
+            return false;
+        };
+        let held = counts.waiting;
+        if held < mine + 2 {
+            return false;
+        }
+        let Some(index) = state
+            .waiting
+            .iter()
+            .rposition(|waiter| waiter.client == heaviest)
+        else {
+            return false;
+        };
+        let Some(waiter) = state.waiting.remove(index) else {
+            return false;
+        };
+        state.client(heaviest).waiting -= 1;
+        let _ = waiter.admit.send(Err(Refused::Displaced {
+            client: heaviest,
+            held,
+            places: self.max_waiting,
+        }));
+        true
+    }
+
+    /// Hands free slots to waiting jobs and takes slots back from clients
+    /// over their share while a client under its share waits, until
+    /// neither applies. Permits that could not be delivered (their ticket
+    /// was dropped meanwhile) are returned so the caller drops them after
+    /// releasing the lock.
+    fn rebalance(self: &Arc<Self>, state: &mut State) -> Vec<Permit> {
         let mut undelivered = Vec::new();
-        let mut index = 0;
-        while state.active < self.max_active && index < state.waiting.len() {
-            let client = state.waiting[index].client;
-            let eligible = state
-                .clients
-                .get(&client)
-                .is_none_or(|counts| counts.active < self.per_client.active);
-            if !eligible {
-                index += 1;
-                continue;
-            }
-            let Some(waiter) = state.waiting.remove(index) else {
+        loop {
+            self.admit_waiters(state, &mut undelivered);
+            if !self.preempt_one(state) {
                 break;
-            };
-            state.active += 1;
-            let counts = state.client(client);
-            counts.waiting -= 1;
-            counts.active += 1;
-            let permit = Permit {
-                admission: Arc::clone(self),
-                client,
-            };
-            if let Err(permit) = waiter.admit.send(permit) {
-                undelivered.push(permit);
             }
         }
         renumber(state);
         undelivered
+    }
+
+    /// Hands free slots to waiters: each to the waiter whose client holds
+    /// the fewest slots, the oldest among equals (first come, first served
+    /// when unfair).
+    fn admit_waiters(self: &Arc<Self>, state: &mut State, undelivered: &mut Vec<Permit>) {
+        while state.running.len() < self.max_active && !state.waiting.is_empty() {
+            let index = if self.fair {
+                let mut best = 0;
+                let mut fewest = usize::MAX;
+                for (index, waiter) in state.waiting.iter().enumerate() {
+                    let active = state.counts(waiter.client).active;
+                    if active < fewest {
+                        (best, fewest) = (index, active);
+                    }
+                }
+                best
+            } else {
+                0
+            };
+            let Some(waiter) = state.waiting.remove(index) else {
+                break;
+            };
+            state.client(waiter.client).waiting -= 1;
+            let permit = self.start(state, waiter.client);
+            if let Err(Ok(permit)) = waiter.admit.send(Ok(permit)) {
+                undelivered.push(permit);
+            }
+        }
+    }
+
+    /// Takes one slot back when a job waits whose client holds less than
+    /// its share while another client holds more: the newest job of the
+    /// client holding the most. Returns whether a slot was taken back.
+    fn preempt_one(&self, state: &mut State) -> bool {
+        if !self.fair || state.running.len() < self.max_active {
+            return false;
+        }
+        let share = self.share(state);
+        let starved = state
+            .waiting
+            .iter()
+            .any(|waiter| state.counts(waiter.client).active < share);
+        if !starved {
+            return false;
+        }
+        let Some((&heaviest, counts)) =
+            state.clients.iter().max_by_key(|(_, counts)| counts.active)
+        else {
+            return false;
+        };
+        let held = counts.active;
+        if held <= share {
+            return false;
+        }
+        let Some(index) = state
+            .running
+            .iter()
+            .rposition(|running| running.client == heaviest)
+        else {
+            return false;
+        };
+        let job = state.running.remove(index);
+        state.client(heaviest).active -= 1;
+        let why = Refused::Preempted {
+            client: heaviest,
+            held,
+            slots: self.max_active,
+            share,
+        };
+        *job.preempt.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        job.preempt.token.cancel();
+        true
+    }
+
+    /// Frees the slot of job `id` if it still holds one.
+    fn release(self: &Arc<Self>, id: u64, client: ClientKey) {
+        let undelivered = {
+            let mut state = self.lock();
+            if let Some(index) = state.running.iter().position(|running| running.id == id) {
+                state.running.remove(index);
+                state.client(client).active -= 1;
+                state.forget_if_idle(client);
+            }
+            self.rebalance(&mut state)
+        };
+        drop(undelivered);
     }
 }
 
@@ -310,16 +529,27 @@ fn renumber(state: &State) {
     }
 }
 
+impl Permit {
+    /// Resolves when the job's slot was taken back for another client
+    /// (see the module), with the reason to tell the client; never
+    /// otherwise. The slot is already free then: the job should stop at
+    /// its next frame boundary and answer `busy`.
+    pub async fn preempted(&self) -> Refused {
+        self.preempt.token.cancelled().await;
+        self.preempt
+            .why
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or(Refused::Busy {
+                active: 0,
+                waiting: 0,
+            })
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
-        let undelivered = {
-            let mut state = self.admission.lock();
-            state.active -= 1;
-            state.client(self.client).active -= 1;
-            state.forget_if_idle(self.client);
-            self.admission.admit_waiters(&mut state)
-        };
-        drop(undelivered);
+        self.admission.release(self.id, self.client);
     }
 }
 
@@ -329,28 +559,32 @@ impl Ticket {
         *self.position.borrow()
     }
 
-    /// Waits for the next event: a slot, or a new position. Cancel-safe:
-    /// dropping the future keeps the place in the queue.
+    /// Waits for the next event: a slot, a new position, or the loss of
+    /// the place to another client. Cancel-safe: dropping the future keeps
+    /// the place in the queue.
     pub async fn next_event(&mut self) -> TicketEvent {
         tokio::select! {
             biased;
-            permit = &mut self.admit => match permit {
-                Ok(permit) => TicketEvent::Admitted(permit),
-                // The sender stays in the queue until it delivers a permit,
-                // and the entry only leaves the queue by delivering or by
-                // this ticket's drop, so this cannot happen while we hold
-                // the ticket; wait for the position watch to end instead.
-                Err(_) => std::future::pending().await,
-            },
+            outcome = &mut self.admit => Self::outcome(outcome).await,
             changed = self.position.changed() => match changed {
                 Ok(()) => TicketEvent::Moved(*self.position.borrow_and_update()),
-                // The waiter left the queue to be admitted: the permit is
-                // on its way.
-                Err(_) => match (&mut self.admit).await {
-                    Ok(permit) => TicketEvent::Admitted(permit),
-                    Err(_) => std::future::pending().await,
-                },
+                // The waiter left the queue: admitted or displaced, the
+                // outcome is on its way.
+                Err(_) => Self::outcome((&mut self.admit).await).await,
             },
+        }
+    }
+
+    async fn outcome(
+        outcome: Result<Result<Permit, Refused>, oneshot::error::RecvError>,
+    ) -> TicketEvent {
+        match outcome {
+            Ok(Ok(permit)) => TicketEvent::Admitted(permit),
+            Ok(Err(refused)) => TicketEvent::Refused(refused),
+            // The sender stays in the queue until it delivers an outcome,
+            // and the entry only leaves the queue by delivering or by this
+            // ticket's drop, so this cannot happen while we hold the ticket.
+            Err(_) => std::future::pending().await,
         }
     }
 }
@@ -361,6 +595,8 @@ pub enum TicketEvent {
     Admitted(Permit),
     /// Its position changed (1 = next).
     Moved(u32),
+    /// Its place went to another client's job.
+    Refused(Refused),
 }
 
 impl Drop for Ticket {
@@ -396,6 +632,7 @@ mod tests {
         match event {
             TicketEvent::Admitted(permit) => permit,
             TicketEvent::Moved(position) => panic!("expected admission, moved to {position}"),
+            TicketEvent::Refused(refused) => panic!("expected admission, got {refused}"),
         }
     }
 
@@ -490,22 +727,163 @@ mod fairness_tests {
         PerClientCaps { active, waiting }
     }
 
-    #[tokio::test]
-    async fn a_client_at_its_cap_waits_and_others_pass_it() {
-        let admission = Admission::new(3, 10, caps(2, 1));
-        let first = admission.enter(client(1)).expect("first");
-        let _second = admission.enter(client(1)).expect("second");
-        assert!(matches!(first, Entry::Admitted(_)));
-        // A slot is free, but client 1 holds its two: its third job waits.
-        let Ok(Entry::Queued(mut third)) = admission.enter(client(1)) else {
-            panic!("client 1 is at its active cap: its job waits");
-        };
-        let refused = admission.enter(client(1)).err().expect("over both caps");
-        assert_eq!(refused.reason(), "per_client_active");
-        // Another client takes the free slot at once, passing it.
-        assert!(matches!(admission.enter(client(2)), Ok(Entry::Admitted(_))));
-        drop(first);
-        assert!(matches!(third.next_event().await, TicketEvent::Admitted(_)));
+    fn admitted(entry: Result<Entry, Refused>) -> Permit {
+        match entry {
+            Ok(Entry::Admitted(permit)) => permit,
+            _ => panic!("expected admission"),
+        }
+    }
+
+    fn queued(entry: Result<Entry, Refused>) -> Ticket {
+        match entry {
+            Ok(Entry::Queued(ticket)) => ticket,
+            _ => panic!("expected a queue place"),
+        }
+    }
+
+    /// The outcome a ticket already has (admitted or refused), skipping
+    /// position changes; `None` while it still waits.
+    fn settled(ticket: &mut Ticket) -> Option<Result<Permit, Refused>> {
+        loop {
+            match now(ticket.next_event())? {
+                TicketEvent::Admitted(permit) => return Some(Ok(permit)),
+                TicketEvent::Refused(refused) => return Some(Err(refused)),
+                TicketEvent::Moved(_) => continue,
+            }
+        }
+    }
+
+    /// Polls `future` once: `None` if it is not ready. The admission state
+    /// changes synchronously, so every outcome is delivered by then.
+    fn now<F: std::future::Future>(future: F) -> Option<F::Output> {
+        let mut future = std::pin::pin!(future);
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.as_mut().poll(&mut context) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    fn preempted(permit: &Permit) -> Option<Refused> {
+        now(permit.preempted())
+    }
+
+    #[test]
+    fn a_client_alone_takes_every_slot_and_every_queue_place() {
+        // One worker's two slots, one slot per client when others wait:
+        // alone, both of its jobs run (the lane engine is shared).
+        let admission = Admission::new(2, 3, caps(1, 3));
+        let first = admitted(admission.enter(client(1)));
+        let second = admitted(admission.enter(client(1)));
+        let _waiting: Vec<Ticket> = (0..3).map(|_| queued(admission.enter(client(1)))).collect();
+        assert_eq!(
+            admission.enter(client(1)).err().map(|r| r.reason()),
+            Some("per_client_active")
+        );
+        assert!(preempted(&first).is_none() && preempted(&second).is_none());
+    }
+
+    #[test]
+    fn a_newcomer_takes_the_slot_of_the_newest_job_over_its_share() {
+        let admission = Admission::new(4, 8, caps(3, 8));
+        let permits: Vec<Permit> = (0..4)
+            .map(|_| admitted(admission.enter(client(1))))
+            .collect();
+        let mut newcomer = queued(admission.enter(client(2)));
+        let permit = settled(&mut newcomer)
+            .expect("the newcomer was given a slot at once")
+            .expect("admitted");
+        assert_eq!(
+            preempted(&permits[3]),
+            Some(Refused::Preempted {
+                client: client(1),
+                held: 4,
+                slots: 4,
+                share: 2,
+            })
+        );
+        assert!(permits[..3].iter().all(|p| preempted(p).is_none()));
+        assert_eq!(admission.occupancy().active, 4);
+        // The preempted job's permit dropping later frees nothing twice.
+        let mut permits = permits;
+        drop(permits.pop());
+        assert_eq!(admission.occupancy().active, 4);
+        // Client 1 now holds 3, its share with company is 2; a job of
+        // client 1 that waits gets the next free slot only after client 2.
+        let mut again = queued(admission.enter(client(1)));
+        drop(permit);
+        assert!(settled(&mut again).is_some_and(|o| o.is_ok()));
+    }
+
+    /// The attack of issue 24: one address holds three slots, a second the
+    /// fourth, both fill the queue; a third address is owed a slot.
+    #[test]
+    fn two_addresses_holding_every_slot_and_place_cannot_lock_out_a_third() {
+        let admission = Admission::new(4, 64, caps(3, 64));
+        let a: Vec<Permit> = (0..3)
+            .map(|_| admitted(admission.enter(client(1))))
+            .collect();
+        let b = admitted(admission.enter(client(2)));
+        let mut tickets: Vec<Ticket> = (0..65)
+            .map(|n| queued(admission.enter(client(2 - (n % 2) as u8))))
+            .collect();
+        // The first waiting job of 127.0.0.2 was owed a second slot: two
+        // clients, two slots each.
+        assert!(preempted(&a[2]).is_some());
+        let b2 = settled(&mut tickets[0])
+            .expect("admitted at once")
+            .expect("a slot");
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 4,
+                waiting: 64
+            }
+        );
+        let mut third = queued(admission.enter(client(3)));
+        let permit = settled(&mut third)
+            .expect("no wait")
+            .expect("the third address runs");
+        let running = [&a[0], &a[1], &b, &b2];
+        let lost = running.iter().filter(|p| preempted(p).is_some()).count();
+        assert_eq!(lost, 1, "one slot of the heaviest clients taken back");
+        let displaced: Vec<Refused> = tickets[1..]
+            .iter_mut()
+            .filter_map(settled)
+            .filter_map(Result::err)
+            .collect();
+        assert_eq!(displaced.len(), 1, "one queue place was given up");
+        assert_eq!(displaced[0].reason(), "displaced");
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 4,
+                waiting: 63
+            }
+        );
+        drop(permit);
+    }
+
+    #[test]
+    fn a_full_queue_is_not_taken_from_a_client_with_about_as_many_places() {
+        let admission = Admission::new(1, 3, caps(1, 3));
+        let _running = admitted(admission.enter(client(9)));
+        let _a = queued(admission.enter(client(1)));
+        let _b = queued(admission.enter(client(2)));
+        let _c = queued(admission.enter(client(2)));
+        // Client 2 holds 2 places, client 1 one: no displacement.
+        let refused = admission.enter(client(1)).err().expect("queue full");
+        assert_eq!(refused.reason(), "queue_full");
+        // Client 3 with none takes one of client 2's.
+        let _d = queued(admission.enter(client(3)));
+    }
+
+    #[test]
+    fn unfair_admission_never_preempts() {
+        let admission = Admission::unfair(1, 2);
+        let first = admitted(admission.enter(client(1)));
+        let _second = queued(admission.enter(client(2)));
+        assert!(preempted(&first).is_none());
     }
 
     #[test]

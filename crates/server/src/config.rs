@@ -107,8 +107,10 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_ipv6_prefix: Option<u8>,
 
-    /// Jobs one client may have processed at once; its further jobs wait
-    /// in the queue while the other slots stay free for others
+    /// Slots one client keeps while another client waits for one (its
+    /// share is also at most an equal part of the slots). A client alone
+    /// uses every slot; when another arrives, the newest job over the
+    /// share loses its slot to it with a Busy error
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_active_per_client: Option<usize>,
@@ -334,7 +336,7 @@ pub struct Config {
     pub max_connections_per_client: usize,
     /// IPv6 prefix length that identifies one client.
     pub client_ipv6_prefix: u8,
-    /// Jobs one client may have processed at once.
+    /// Slots one client keeps while another client waits.
     pub max_active_per_client: usize,
     /// Jobs one client may have waiting.
     pub max_queued_per_client: usize,

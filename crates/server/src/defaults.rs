@@ -57,10 +57,9 @@ pub const KDF_BUDGET: u64 = 100_000;
 /// run per minute: four clients' budgets.
 pub const KDF_BUDGET_TOTAL: u64 = 400_000;
 
-/// Jobs one client may have processed at once: all slots but one, so one
-/// client (an attacker's stalled jobs, or a load test from one host) can
-/// never hold every slot, while a load test from one host keeps nearly
-/// all of the server's parallelism. At least 1.
+/// Slots one client keeps while another client waits (alone it uses them
+/// all, see `admission`): all slots but one, and never more than an equal
+/// part of them among the clients with jobs. At least 1.
 pub fn max_active_per_client(max_active: usize) -> usize {
     max_active.saturating_sub(1).max(1)
 }

@@ -71,6 +71,7 @@ pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;
+pub mod tls_gate;
 pub mod tls_init;
 
 pub use config::{Config, ConfigLayer};

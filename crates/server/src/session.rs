@@ -73,20 +73,16 @@ async fn report<W: AsyncWrite + Unpin>(
     )
 }
 
-/// Serves one accepted connection until it closes; `_slot` holds its place
-/// under the connection caps.
-pub async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
-    shared: Arc<Shared>,
-    _slot: ConnectionSlot,
-) {
+/// Serves one accepted connection until it closes; `slot` holds its place
+/// under the connection caps (and may be taken back while the connection
+/// waits for a job, see [`crate::limits`]).
+pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, slot: ConnectionSlot) {
     if let Err(err) = stream.set_nodelay(true) {
         debug!(%peer, "cannot set TCP_NODELAY: {err}");
     }
     let Some(tls) = shared.config.tls.clone() else {
         let (read, write) = stream.into_split();
-        serve_io(read, write, peer, &shared).await;
+        serve_io_in(read, write, peer, &shared, Some(&slot)).await;
         return;
     };
     // A TLS port: the first byte says whether the client starts TLS.
@@ -95,10 +91,22 @@ pub async fn serve(
     let peeked = timeout(limit, stream.peek(&mut first)).await;
     let error = match peeked {
         Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_BYTE => {
-            match timeout(limit, tls.acceptor().accept(stream)).await {
+            let pass = match shared.tls_handshakes.enter(shared.client_key(peer.ip())) {
+                Ok(pass) => pass,
+                Err(full) => {
+                    // No channel to tell the client: close before any
+                    // cryptography.
+                    let error = JobError::TlsHandshake(format!("refused: {full}"));
+                    report_unreachable(peer, &error, &shared.metrics);
+                    return;
+                }
+            };
+            let accepted = timeout(limit, tls.acceptor().accept(stream)).await;
+            drop(pass);
+            match accepted {
                 Ok(Ok(tls_stream)) => {
                     let (read, write) = tokio::io::split(tls_stream);
-                    serve_io(read, write, peer, &shared).await;
+                    serve_io_in(read, write, peer, &shared, Some(&slot)).await;
                     return;
                 }
                 Ok(Err(err)) => {
@@ -171,11 +179,27 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    serve_io_in(read, write, peer, shared, None).await;
+}
+
+/// [`serve_io`] for a connection holding `slot` under the connection caps:
+/// marked idle while it waits for a job, and closed with `busy` when its
+/// place is taken for another client's connection.
+async fn serve_io_in<R, W>(
+    read: R,
+    write: W,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    slot: Option<&ConnectionSlot>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let _open = shared.metrics.connection_opened();
     let input = ByteCounter::default();
     let mut reader = FrameReader::new(Metered::new(read, input.clone()), shared.config.chunk_size);
     let mut writer = FrameWriter::new(write);
-    if let Err(error) = run(&mut reader, &mut writer, peer, &input, shared).await {
+    if let Err(error) = run(&mut reader, &mut writer, peer, &input, shared, slot).await {
         let limit = shared.config.handshake_timeout;
         report(&mut writer, peer, &error, limit, shared).await;
     }
@@ -190,6 +214,7 @@ async fn run<R, W>(
     peer: SocketAddr,
     input: &ByteCounter,
     shared: &Arc<Shared>,
+    slot: Option<&ConnectionSlot>,
 ) -> Result<(), JobError>
 where
     R: AsyncRead + Unpin,
@@ -237,11 +262,26 @@ where
         // the idle limit: a client dripping it a byte at a time cannot
         // hold the connection.
         let deadline = tokio::time::Instant::now() + config.idle_timeout;
+        // Between jobs the connection's place may go to another client's
+        // connection when the server is at max-connections.
+        let evicted = async {
+            match slot {
+                Some(slot) => {
+                    slot.set_idle(true);
+                    slot.evicted().await
+                }
+                None => std::future::pending().await,
+            }
+        };
         let header = tokio::select! {
             biased;
             () = shared.shutdown.stopping() => return Err(JobError::ShuttingDown),
+            why = evicted => return Err(JobError::ConnectionsFull(why)),
             header = timeout_at(deadline, reader.next_header()) => header,
         };
+        if let Some(slot) = slot {
+            slot.set_idle(false);
+        }
         let header = header.map_err(|_| JobError::Timeout {
             what: "waiting for the next job",
             limit: config.idle_timeout,

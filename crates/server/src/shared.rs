@@ -20,6 +20,7 @@ use crate::log_limit::LogLimiter;
 use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::shutdown::Shutdown;
+use crate::tls_gate::HandshakeGate;
 
 /// State every connection shares.
 pub struct Shared {
@@ -43,6 +44,8 @@ pub struct Shared {
     pub kdf_budget: KdfBudget,
     /// Log lines about each client, rate-limited.
     pub log_limit: LogLimiter,
+    /// TLS handshakes in progress, bounded in all and per client.
+    pub tls_handshakes: Arc<HandshakeGate>,
 }
 
 impl Shared {
@@ -74,6 +77,7 @@ impl Shared {
             auth_failures: FailureThrottle::new(config.auth_failure_delay),
             kdf_budget: KdfBudget::new(config.kdf_budget).with_total(config.kdf_budget_total),
             log_limit: LogLimiter::default(),
+            tls_handshakes: Arc::default(),
             config,
             metrics,
             connections,

@@ -105,6 +105,16 @@ impl TlsIdentity {
                 detail: err.to_string(),
             })?;
         config.ignore_client_order = !cpu_has_aes();
+        // Session resumption by stateless tickets (encrypted with a key
+        // rotated every 6 hours): a returning client skips the certificate
+        // signature and key exchange (8.9 M instructions on the rv32 board),
+        // and the server keeps nothing per session, so a flood of other
+        // handshakes cannot push a client out of a cache.
+        config.ticketer = provider::Ticketer::new().map_err(|err| TlsError::Pair {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            detail: format!("no session ticket key: {err}"),
+        })?;
         Ok(TlsIdentity {
             cert: cert.to_owned(),
             key: key.to_owned(),
@@ -216,6 +226,87 @@ mod tests {
         let err = TlsIdentity::load(&empty, &empty).expect_err("no certificate");
         assert!(matches!(err, TlsError::NoCertificate { .. }), "{err}");
         assert!(err.to_string().contains("BEGIN CERTIFICATE"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// One in-memory TLS connection from `client` to `server`; the kind of
+    /// handshake the server saw. The client reads a byte the server sends
+    /// after the handshake, so it also takes the session tickets sent
+    /// before it.
+    async fn handshake(
+        server: &TlsAcceptor,
+        client: &Arc<rustls::ClientConfig>,
+    ) -> rustls::HandshakeKind {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (near, far) = tokio::io::duplex(64 * 1024);
+        let connector = tokio_rustls::TlsConnector::from(Arc::clone(client));
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let (served, connected) = tokio::join!(
+            async {
+                let mut stream = server.accept(far).await.expect("server handshake");
+                stream.write_all(b"x").await.expect("write");
+                stream.flush().await.expect("flush");
+                let kind = stream.get_ref().1.handshake_kind().expect("handshake done");
+                (stream, kind)
+            },
+            async {
+                let mut stream = connector
+                    .connect(name, near)
+                    .await
+                    .expect("client handshake");
+                let mut byte = [0u8; 1];
+                stream.read_exact(&mut byte).await.expect("read");
+                stream
+            },
+        );
+        drop(connected);
+        served.1
+    }
+
+    /// Session resumption is on and survives a flood of other handshakes:
+    /// 300 other clients (more than any server-side session cache holds)
+    /// between a client's two connections do not make its second one a
+    /// full handshake again.
+    #[tokio::test]
+    async fn a_client_resumes_its_session_after_a_flood_of_others() {
+        let dir = std::env::temp_dir().join(format!("aesd-tls-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let made = crate::tls_init::make(
+            &dir,
+            &["localhost".to_owned()],
+            &[],
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_secs()),
+        )
+        .expect("identity");
+        let identity = TlsIdentity::load(&made.cert, &made.key).expect("load");
+        let cert = CertificateDer::from_pem_file(&made.cert).expect("cert");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert).expect("root");
+        let config = || {
+            Arc::new(
+                rustls::ClientConfig::builder_with_provider(Arc::new(provider::default_provider()))
+                    .with_safe_default_protocol_versions()
+                    .expect("versions")
+                    .with_root_certificates(roots.clone())
+                    .with_no_client_auth(),
+            )
+        };
+        let client = config();
+        let server = identity.acceptor();
+        assert_eq!(
+            handshake(server, &client).await,
+            rustls::HandshakeKind::Full
+        );
+        for _ in 0..300 {
+            handshake(server, &config()).await;
+        }
+        assert_eq!(
+            handshake(server, &client).await,
+            rustls::HandshakeKind::Resumed,
+            "the second connection resumes"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,8 +1,10 @@
-//! Fair admission under abuse (issue 15): one client address that opens
-//! many jobs and stalls them cannot keep another address's job from being
-//! served; its jobs past the per-client caps get `busy` and keep their
-//! connections; a job that trickles its input is cut by the minimum input
-//! rate, while a job the server itself holds back (backpressure) is not.
+//! Fair admission under abuse (issues 15 and 24): addresses that open many
+//! jobs and stall them, or never read their output, cannot keep another
+//! address's job from being served (the newcomer takes a queue place and a
+//! slot from the heaviest client); an address alone uses every slot; jobs
+//! past the per-client caps get `busy` and keep their connections; a job
+//! that trickles its input is cut by the minimum input rate, while a job
+//! the server itself holds back (backpressure) is not.
 //!
 //! The other address is 127.0.0.2: the test binds its socket there before
 //! connecting (Linux routes all of 127.0.0.0/8 to the loopback).
@@ -118,9 +120,9 @@ fn refused_count(server: &RunningServer, reason: &str) -> u64 {
 }
 
 /// The attack of issue 15: 12 connections from one address begin a job,
-/// send one byte and stall. Without per-client caps they hold every slot
-/// and queue place and a job from another address gets `busy` (or waits
-/// for as long as they stall).
+/// send one byte and stall. Without fair sharing they hold every slot and
+/// queue place and a job from another address gets `busy` (or waits for as
+/// long as they stall).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_jobs_from_one_address_cannot_starve_another() {
     let server = start_server(ConfigLayer {
@@ -128,24 +130,20 @@ async fn stalled_jobs_from_one_address_cannot_starve_another() {
         max_active: Some(4),
         max_queue: Some(8),
         idle_timeout: Some(120.0),
-        // The caps alone must do it: no input rate minimum here.
+        // The sharing alone must do it: no input rate minimum here.
         min_input_rate: Some(0),
         ..ConfigLayer::default()
     })
     .await;
     let mut attackers = Vec::new();
     let mut answers = Vec::new();
-    for _ in 0..12 {
+    for _ in 0..13 {
         let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
         answers.push(send_begin(&mut reader, &mut writer).await);
         // One byte of a data frame's header, then silence.
         writer.get_mut().write_all(&[0x11]).await.expect("a byte");
         attackers.push((reader, writer));
     }
-    let (took, queued) = job_from("127.0.0.2", server.addr()).await;
-    eprintln!("the other address's job: {took:?}, queued: {queued}");
-    assert!(!queued, "a free slot was there for the other address");
-    assert!(took < Duration::from_secs(10), "served in {took:?}");
     let count = |answer| answers.iter().filter(|a| **a == answer).count();
     eprintln!(
         "attacker: {} started, {} queued, {} busy",
@@ -153,22 +151,27 @@ async fn stalled_jobs_from_one_address_cannot_starve_another() {
         count(Answer::Queued),
         count(Answer::Busy)
     );
-    // The defaults: all slots but one (max-active-per-client = 3), the
-    // queue's 8 places (max-queued-per-client = max-queue), then busy.
-    assert_eq!(count(Answer::Started), 3, "{answers:?}");
+    // Alone, the address may take every slot and queue place
+    // (work-conserving), and is refused only past them.
+    assert_eq!(count(Answer::Started), 4, "{answers:?}");
     assert_eq!(count(Answer::Queued), 8, "{answers:?}");
     assert_eq!(count(Answer::Busy), 1, "{answers:?}");
-    let refused: u64 = ["per_client_active", "per_client_queued", "queue_full"]
-        .iter()
-        .map(|reason| refused_count(&server, reason))
-        .sum();
-    assert_eq!(refused, 1, "one refusal counted");
 
+    let (took, queued) = job_from("127.0.0.2", server.addr()).await;
+    eprintln!("the other address's job: {took:?}, queued: {queued}");
+    assert!(took < ANSWER, "served in {took:?}");
+    // Its begin took the newest queue place of 127.0.0.1 (the queue was
+    // full) and the slot of 127.0.0.1's newest job (over its share).
+    assert_eq!(refused_count(&server, "displaced"), 1);
+    assert_eq!(refused_count(&server, "preempted"), 1);
     drop(attackers);
 }
 
-/// A client at its active cap queues (while slots are free for others),
-/// past its queue places gets `busy` at once and keeps its connection.
+/// Work-conserving sharing, end to end: an address alone runs as many jobs
+/// as there are slots; one over its per-client cap queues and the next is
+/// refused with `busy` (keeping its connection); when another address
+/// comes, the newest job of the first loses its slot with `busy` and the
+/// newcomer starts at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_client_caps_queue_then_refuse_with_busy() {
     let server = start_server(ConfigLayer {
@@ -187,60 +190,151 @@ async fn per_client_caps_queue_then_refuse_with_busy() {
         send_begin(&mut a_reader, &mut a_writer).await,
         Answer::Started
     );
-    // A slot is free, but 127.0.0.1 holds its one: its second job waits.
+    // Nobody else waits: 127.0.0.1 takes the second slot too.
     let (mut b_reader, mut b_writer) = handshaken_from("127.0.0.1", addr).await;
     assert_eq!(
         send_begin(&mut b_reader, &mut b_writer).await,
-        Answer::Queued
+        Answer::Started
     );
-    // Its third gets busy: no slot of its own, no queue place left.
+    // Its third waits, its fourth gets busy: no queue place left for it.
     let (mut c_reader, mut c_writer) = handshaken_from("127.0.0.1", addr).await;
-    assert_eq!(send_begin(&mut c_reader, &mut c_writer).await, Answer::Busy);
-    // The connection stays open: a refused job sends nothing more, the
-    // client may begin again at once.
-    assert_eq!(send_begin(&mut c_reader, &mut c_writer).await, Answer::Busy);
-    assert_eq!(refused_count(&server, "per_client_active"), 2);
-
-    // Another address takes the free slot at once, passing the queue.
-    let (took, queued) = job_from("127.0.0.2", addr).await;
-    assert!(!queued, "127.0.0.2 must not queue behind 127.0.0.1");
-    eprintln!("127.0.0.2 served in {took:?}");
-
-    // 127.0.0.3 takes the other slot; when A leaves, B gets its slot.
-    let (mut d_reader, mut d_writer) = handshaken_from("127.0.0.3", addr).await;
-    assert_eq!(
-        send_begin(&mut d_reader, &mut d_writer).await,
-        Answer::Started
-    );
-    drop((a_reader, a_writer));
-    match next(&mut b_reader).await {
-        Message::Started(_) => {}
-        other => panic!("B should start when A leaves, got {other:?}"),
-    }
-    // B leaves too and 127.0.0.4 takes its slot: both slots are others'.
-    drop((b_reader, b_writer));
-    let admission = std::sync::Arc::clone(&server.shared().admission);
-    let deadline = Instant::now() + ANSWER;
-    while admission.occupancy().active != 1 {
-        assert!(Instant::now() < deadline, "B's slot was never given back");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (mut e_reader, mut e_writer) = handshaken_from("127.0.0.4", addr).await;
-    assert_eq!(
-        send_begin(&mut e_reader, &mut e_writer).await,
-        Answer::Started
-    );
-    // 127.0.0.1, with no slot, may queue one job; its next is refused for
-    // its queue places (`per_client_queued`).
     assert_eq!(
         send_begin(&mut c_reader, &mut c_writer).await,
         Answer::Queued
     );
-    let (mut f_reader, mut f_writer) = handshaken_from("127.0.0.1", addr).await;
-    assert_eq!(send_begin(&mut f_reader, &mut f_writer).await, Answer::Busy);
-    assert_eq!(refused_count(&server, "per_client_queued"), 1);
-    assert_eq!(refused_count(&server, "queue_full"), 0);
-    drop((d_reader, d_writer, e_reader, e_writer));
+    let (mut d_reader, mut d_writer) = handshaken_from("127.0.0.1", addr).await;
+    assert_eq!(send_begin(&mut d_reader, &mut d_writer).await, Answer::Busy);
+    // The connection stays open: a refused job sends nothing more, the
+    // client may begin again at once.
+    assert_eq!(send_begin(&mut d_reader, &mut d_writer).await, Answer::Busy);
+    assert_eq!(refused_count(&server, "per_client_active"), 2);
+
+    // Another address: 127.0.0.1 is over its share (one slot each), its
+    // newest job (B) loses its slot to the newcomer.
+    let (took, queued) = job_from("127.0.0.2", addr).await;
+    eprintln!("127.0.0.2 served in {took:?} (queued first: {queued})");
+    loop {
+        match next(&mut b_reader).await {
+            // The header of its output (`Salted__` and the salt) may come
+            // first.
+            Message::Data(_) => continue,
+            Message::Error(error) if error.code == ErrorCode::Busy => {
+                assert!(
+                    error.message.contains("given to another client"),
+                    "{}",
+                    error.message
+                );
+                break;
+            }
+            other => panic!("B should lose its slot with busy, got {other:?}"),
+        }
+    }
+    assert_eq!(refused_count(&server, "preempted"), 1);
+    // 127.0.0.2 is done: its slot goes to 127.0.0.1's waiting job (C).
+    match next(&mut c_reader).await {
+        Message::Started(_) => {}
+        other => panic!("C should start when 127.0.0.2 is done, got {other:?}"),
+    }
+    drop((a_reader, a_writer, b_writer, c_writer));
+}
+
+/// Issue 24's lock-out: 127.0.0.1 runs 3 jobs that upload fast and never
+/// read their output (slower than any reader), 127.0.0.2 takes the last
+/// slot the same way, and both fill the queue with begins. A third address
+/// must still get a slot and finish its job. Before fair sharing it got
+/// `busy` for as long as they kept it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_addresses_with_slow_readers_cannot_lock_out_a_third() {
+    let server = start_server(ConfigLayer {
+        workers: Some(2),
+        max_active: Some(4),
+        max_queue: Some(16),
+        idle_timeout: Some(120.0),
+        min_input_rate: Some(0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let addr = server.addr();
+    let mut held = Vec::new();
+    let mut uploads = Vec::new();
+    for source in ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"] {
+        let (mut reader, mut writer) = handshaken_from(source, addr).await;
+        assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
+        // 16 MiB as fast as the server takes it; the output is never read.
+        uploads.push(tokio::spawn(async move {
+            let chunk = vec![3u8; 64 << 10];
+            for _ in 0..256 {
+                if writer.send_data(&chunk).await.is_err() {
+                    break;
+                }
+            }
+            writer
+        }));
+        held.push(reader);
+    }
+    let mut queued = Vec::new();
+    for n in 0..17 {
+        let source = if n % 2 == 0 { "127.0.0.2" } else { "127.0.0.1" };
+        let (mut reader, mut writer) = handshaken_from(source, addr).await;
+        assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Queued);
+        queued.push((reader, writer));
+    }
+    // The first waiting job of 127.0.0.2 took a slot of 127.0.0.1 (two
+    // clients: two slots each); every slot and queue place is taken.
+    loop {
+        match next(&mut queued[0].0).await {
+            Message::Started(_) => break,
+            Message::Queued(_) => continue,
+            other => panic!("127.0.0.2's second job should start, got {other:?}"),
+        }
+    }
+    assert_eq!(refused_count(&server, "preempted"), 1);
+    assert_eq!(
+        server.shared().admission.occupancy(),
+        aesd_server::admission::Occupancy {
+            active: 4,
+            waiting: 16
+        }
+    );
+
+    let (took, was_queued) = job_from("127.0.0.3", addr).await;
+    eprintln!("127.0.0.3: done in {took:?} (queued first: {was_queued})");
+    assert!(took < ANSWER, "served in {took:?}");
+    assert_eq!(refused_count(&server, "preempted"), 2);
+    assert_eq!(refused_count(&server, "displaced"), 1);
+    for upload in uploads {
+        upload.abort();
+    }
+    drop((held, queued));
+}
+
+/// One host, one worker, two jobs and nobody else waiting: both run at
+/// once (sharing the worker's lane engine) although one slot per client is
+/// the cap while others wait. Before, the second job queued behind the
+/// first (lane occupancy 50 % on the 2-lane board).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_alone_runs_a_job_in_every_slot() {
+    let server = start_server(ConfigLayer {
+        workers: Some(1),
+        idle_timeout: Some(120.0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    assert_eq!(server.shared().config.max_active, 2);
+    assert_eq!(server.shared().config.max_active_per_client, 1);
+    let addr = server.addr();
+    let (mut a_reader, mut a_writer) = handshaken_from("127.0.0.1", addr).await;
+    assert_eq!(
+        send_begin(&mut a_reader, &mut a_writer).await,
+        Answer::Started
+    );
+    let (mut b_reader, mut b_writer) = handshaken_from("127.0.0.1", addr).await;
+    assert_eq!(
+        send_begin(&mut b_reader, &mut b_writer).await,
+        Answer::Started,
+        "the second job of a client alone must not queue"
+    );
+    drop((a_reader, a_writer, b_reader, b_writer));
 }
 
 /// A job whose client sends a few bytes every 200 ms (50 bytes/s, each

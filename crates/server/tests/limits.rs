@@ -70,7 +70,9 @@ async fn connections_over_the_total_cap_get_busy() {
                 .expect("under the cap"),
         );
     }
-    let refused = held_from("127.0.0.4", server.addr())
+    // From an address that already holds as many as any other: no idle
+    // connection is closed for it (see the next test), it gets busy.
+    let refused = held_from("127.0.0.1", server.addr())
         .await
         .err()
         .expect("over the cap");
@@ -81,6 +83,48 @@ async fn connections_over_the_total_cap_get_busy() {
     held_from("127.0.0.4", server.addr())
         .await
         .expect("a place was freed");
+}
+
+/// Over `max-connections`, an idle connection (no job) of the client with
+/// the most connections is closed with `busy` to make room for another
+/// client's. Before, the newcomer was refused while one address held idle
+/// connections.
+#[tokio::test]
+async fn over_the_cap_an_idle_connection_of_the_heaviest_client_makes_room() {
+    let server = start_server(ConfigLayer {
+        max_connections: Some(3),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let addr = server.addr();
+    let mut oldest = held_from("127.0.0.1", addr).await.expect("first");
+    let _newer = held_from("127.0.0.1", addr).await.expect("second");
+    let _other = held_from("127.0.0.2", addr).await.expect("third");
+    // The sessions mark themselves idle just after the welcome: retry a
+    // refused newcomer until they have.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let _newcomer = loop {
+        match held_from("127.0.0.3", addr).await {
+            Ok(held) => break held,
+            Err(refused) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "no room made: {refused}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // 127.0.0.1's oldest idle connection made room.
+    match tokio::time::timeout(Duration::from_secs(5), oldest._reader.read_message()).await {
+        Ok(Ok(Some(Message::Error(error)))) => {
+            assert_eq!(error.code, ErrorCode::Busy);
+            assert!(error.message.contains("closed to make room"), "{error}");
+            assert!(error.message.contains("127.0.0.1"), "{error}");
+        }
+        other => panic!("expected busy on the oldest idle connection, got {other:?}"),
+    }
+    assert_eq!(server.shared().connections.open(), 3);
 }
 
 #[tokio::test]

@@ -79,16 +79,18 @@ pub struct ErrorLabel {
 /// The `reason` label of `aesd_jobs_refused_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
-    /// `queue_full`, `per_client_active` or `per_client_queued`.
+    /// One of [`REFUSAL_REASONS`].
     pub reason: &'static str,
 }
 
 /// Every `reason` of `aesd_jobs_refused_total`.
-pub const REFUSAL_REASONS: [&str; 4] = [
+pub const REFUSAL_REASONS: [&str; 6] = [
     "queue_full",
     "per_client_active",
     "per_client_queued",
     "kdf_budget",
+    "preempted",
+    "displaced",
 ];
 
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
@@ -162,7 +164,7 @@ impl Metrics {
         );
         registry.register(
             "aesd_jobs_refused",
-            "Jobs refused with busy at admission, by reason (queue_full, per_client_active, per_client_queued)",
+            "Jobs refused with busy at admission, or later losing their slot or queue place to another client, by reason (queue_full, per_client_active, per_client_queued, kdf_budget, preempted, displaced)",
             metrics.jobs_refused.clone(),
         );
         registry.register(

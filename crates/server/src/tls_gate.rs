@@ -1,0 +1,107 @@
+//! A bound on TLS handshakes in progress: in all ([`MAX_HANDSHAKES`]) and
+//! per client ([`MAX_PER_CLIENT`]).
+//!
+//! A handshake costs the server a certificate signature and a key exchange
+//! (8.9 M instructions on the rv32 board) and runs on the async runtime's
+//! threads. Without a bound, one address opening connections that start a
+//! handshake keeps those threads and the CPU busy for everyone. A
+//! connection that finds no place is closed at once, before any
+//! cryptography (its client sees the connection close and may retry).
+//! Resumed handshakes (see `tls`) are cheap, but take a place like others.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::client_key::ClientKey;
+
+/// TLS handshakes in progress at once.
+pub const MAX_HANDSHAKES: usize = 16;
+/// TLS handshakes in progress at once for one client.
+pub const MAX_PER_CLIENT: usize = 4;
+
+/// Why a handshake got no place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GateFull {
+    /// [`MAX_HANDSHAKES`] handshakes are in progress.
+    #[error("{MAX_HANDSHAKES} TLS handshakes are in progress")]
+    All,
+    /// [`MAX_PER_CLIENT`] handshakes of this client are in progress.
+    #[error("{MAX_PER_CLIENT} TLS handshakes of {0} are in progress")]
+    Client(ClientKey),
+}
+
+/// Handshakes in progress, in all and per client.
+#[derive(Debug, Default)]
+pub struct HandshakeGate {
+    open: Mutex<(usize, HashMap<ClientKey, usize>)>,
+}
+
+/// A handshake's place; freed when dropped.
+#[derive(Debug)]
+pub struct HandshakePass {
+    gate: Arc<HandshakeGate>,
+    client: ClientKey,
+}
+
+impl HandshakeGate {
+    /// A place for a handshake of `client`, if both bounds have one.
+    pub fn enter(self: &Arc<Self>, client: ClientKey) -> Result<HandshakePass, GateFull> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.0 >= MAX_HANDSHAKES {
+            return Err(GateFull::All);
+        }
+        let mine = open.1.entry(client).or_default();
+        if *mine >= MAX_PER_CLIENT {
+            return Err(GateFull::Client(client));
+        }
+        *mine += 1;
+        open.0 += 1;
+        Ok(HandshakePass {
+            gate: Arc::clone(self),
+            client,
+        })
+    }
+}
+
+impl Drop for HandshakePass {
+    fn drop(&mut self) {
+        let mut open = self.gate.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.0 -= 1;
+        if let Some(mine) = open.1.get_mut(&self.client) {
+            *mine -= 1;
+            if *mine == 0 {
+                open.1.remove(&self.client);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(n: u16) -> ClientKey {
+        ClientKey::of([127, 0, (n >> 8) as u8, n as u8].into(), 64)
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_and_all_at_most_the_total() {
+        let gate = Arc::new(HandshakeGate::default());
+        let mine: Vec<_> = (0..MAX_PER_CLIENT)
+            .map(|_| gate.enter(client(1)).expect("under the share"))
+            .collect();
+        assert_eq!(
+            gate.enter(client(1)).unwrap_err(),
+            GateFull::Client(client(1))
+        );
+        let others: Vec<_> = (2..)
+            .take(MAX_HANDSHAKES - MAX_PER_CLIENT)
+            .map(|n| gate.enter(client(n)).expect("under the total"))
+            .collect();
+        assert_eq!(gate.enter(client(999)).unwrap_err(), GateFull::All);
+        drop(mine);
+        let _again = gate.enter(client(1)).expect("places freed");
+        drop(others);
+        assert_eq!(gate.open.lock().expect("lock").1.len(), 1);
+    }
+}
