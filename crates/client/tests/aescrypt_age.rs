@@ -35,6 +35,16 @@ fn path(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// `age-keygen -o PATH`: the identity file and its recipient.
+fn keygen(key: &Path) -> (std::path::PathBuf, String) {
+    ok(&run("age-keygen", &["-o", &path(key)]), "age-keygen");
+    let recipient = String::from_utf8(run("age-keygen", &["-y", &path(key)]).stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    (key.to_owned(), recipient)
+}
+
 /// Sizes around the chunk edges and a few drawn now.
 fn sizes() -> Vec<usize> {
     let mut drawn = [0u8; 4];
@@ -50,12 +60,7 @@ async fn age_and_aescrypt_read_each_others_files_through_aesd() {
     let addr = server.addr().to_string();
     let dir = TempDir::new("aescrypt-age");
     tokio::task::spawn_blocking(move || {
-        let key = dir.join("key.txt");
-        ok(&run("age-keygen", &["-o", &path(&key)]), "age-keygen");
-        let recipient = String::from_utf8(run("age-keygen", &["-y", &path(&key)]).stdout)
-            .expect("utf-8")
-            .trim()
-            .to_owned();
+        let (key, recipient) = keygen(&dir.join("key.txt"));
         let (plain, ours, theirs, back) = (
             dir.join("plain"),
             dir.join("ours.age"),
@@ -123,12 +128,7 @@ async fn changed_and_cut_age_files_fail_closed() {
     let addr = server.addr().to_string();
     let dir = TempDir::new("aescrypt-age-bad");
     tokio::task::spawn_blocking(move || {
-        let key = dir.join("key.txt");
-        ok(&run("age-keygen", &["-o", &path(&key)]), "age-keygen");
-        let recipient = String::from_utf8(run("age-keygen", &["-y", &path(&key)]).stdout)
-            .expect("utf-8")
-            .trim()
-            .to_owned();
+        let (key, recipient) = keygen(&dir.join("key.txt"));
         let plain = dir.join("plain");
         let data = pattern_bytes(7, 3 * 65536 + 1000);
         std::fs::write(&plain, &data).expect("write");
@@ -202,8 +202,7 @@ async fn changed_and_cut_age_files_fail_closed() {
             assert!(!out_path.exists(), "{what}: an output file was left");
         }
         // Another identity: no stanza is for it, nothing is sent.
-        let other = dir.join("other.txt");
-        ok(&run("age-keygen", &["-o", &path(&other)]), "age-keygen");
+        let (other, _) = keygen(&dir.join("other.txt"));
         let out = run(
             "aescrypt",
             &[

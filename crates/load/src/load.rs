@@ -443,19 +443,10 @@ pub async fn transfer(
             track_queued(&mut queued, event, progress);
         })
         .await;
-    if queued {
-        progress.update(|counts| counts.queued -= 1);
-    }
-    let report = match result {
-        Ok(report) => report,
-        Err(err) => return (None, failed(err.kind(), err.to_string())),
-    };
-    client.close().await;
-    let outcome = match sink.finish() {
-        Ok(_) => Outcome::Verified,
-        Err(err) => failed("verify", err.to_string()),
-    };
-    (Some(report), outcome)
+    conclude(client, result, queued, progress, || {
+        sink.finish().map(drop).map_err(|err| err.to_string())
+    })
+    .await
 }
 
 /// An age encryption of the pattern to `identity`'s recipient, verified
@@ -468,10 +459,6 @@ async fn age_transfer(
     size: u64,
     progress: &Progress,
 ) -> (Option<JobReport>, Outcome) {
-    let failed = |kind: &str, message: String| Outcome::Failed {
-        kind: kind.to_owned(),
-        message,
-    };
     let spec = aesd_client::AgeSpec {
         operation: Operation::Encrypt,
         recipients: vec![identity.recipient()],
@@ -484,17 +471,43 @@ async fn age_transfer(
             track_queued(&mut queued, event, progress);
         })
         .await;
+    conclude(client, result, queued, progress, || {
+        sink.finish().map(drop).map_err(|err| err.to_string())
+    })
+    .await
+}
+
+/// Ends a transfer: the progress display's queued count put right, then
+/// the job's error, or the verifier's verdict on its output.
+async fn conclude(
+    client: Client,
+    result: Result<JobReport, ClientError>,
+    queued: bool,
+    progress: &Progress,
+    verdict: impl FnOnce() -> Result<(), String>,
+) -> (Option<JobReport>, Outcome) {
     if queued {
         progress.update(|counts| counts.queued -= 1);
     }
     let report = match result {
         Ok(report) => report,
-        Err(err) => return (None, failed(err.kind(), err.to_string())),
+        Err(err) => {
+            return (
+                None,
+                Outcome::Failed {
+                    kind: err.kind().to_owned(),
+                    message: err.to_string(),
+                },
+            );
+        }
     };
     client.close().await;
-    let outcome = match sink.finish() {
-        Ok(_) => Outcome::Verified,
-        Err(err) => failed("verify", err.to_string()),
+    let outcome = match verdict() {
+        Ok(()) => Outcome::Verified,
+        Err(message) => Outcome::Failed {
+            kind: "verify".to_owned(),
+            message,
+        },
     };
     (Some(report), outcome)
 }
