@@ -22,11 +22,11 @@ use aesd_bench::{
     CIPHER_SIZES, DecryptFixture, EncryptFixture, PASSWORD, PBKDF2_ITERATIONS, SALT, begin_frame,
     check_round_trip, data_frame, run_clients,
 };
+use aesd_core::engine::{Chain, Engine, encrypt_chains};
+use aesd_core::openssl_enc::derive_key;
 use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::{FrameHeader, Message};
 use aesd_server::ConfigLayer;
-use aesd_server::cipher::derive_key;
-use aesd_server::cipher::engine::{Chain, Engine, encrypt_chains};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_main};
 
 fn aes256cbc(c: &mut Criterion) {

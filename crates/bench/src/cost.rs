@@ -38,17 +38,16 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use aesd_core::ChunkBuf;
+use aesd_core::job::{JobError, OpensslJob};
+use aesd_core::openssl_enc::{
+    self as key, BLOCK, CipherError, DecryptStream, EncryptStream, decrypt_buffer, derive_key,
+};
 use aesd_proto::frame::HEADER_LEN as FRAME_HEADER_LEN;
 use aesd_proto::{
     Begin, Done, Format, FrameError, FrameHeader, FrameKind, FrameReader, FrameWriter, KeySource,
     Message, Operation, Password, Started,
 };
-use aesd_server::cipher::{
-    BLOCK, ChunkBuf, CipherError, DecryptStream, EncryptStream, decrypt_buffer, derive_key, key,
-};
-use aesd_server::error::JobError;
-use aesd_server::job::core::JobCore;
-use aesd_server::shared::JobLimits;
 use tokio::io::AsyncWrite;
 
 use crate::{PASSWORD, SALT};
@@ -445,8 +444,7 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
             });
         }
     };
-    let (mut core, header) =
-        JobCore::start_derived(begin, &job_limits(chunk)).map_err(job_error("start"))?;
+    let (mut core, header) = OpensslJob::start_derived(begin).map_err(job_error("start"))?;
     writer
         .send(&Message::Started(Started { queue_us: 0 }))
         .await
@@ -515,19 +513,6 @@ async fn serve_job_async<W: AsyncWrite + Unpin>(
         .await
         .map_err(frame_error("send done"))?;
     Ok(done)
-}
-
-/// What the workload's job may do: anything its input asks for (any
-/// iteration count, any size), as a server configured for it would allow.
-fn job_limits(chunk: usize) -> JobLimits {
-    JobLimits {
-        chunk_size: chunk as u32,
-        idle_timeout: std::time::Duration::MAX,
-        max_file_size: u64::MAX,
-        iterations: (0, u32::MAX),
-        min_input_rate: 0,
-        input_rate_window: std::time::Duration::MAX,
-    }
 }
 
 /// Polls a future that only does in-memory I/O to completion on this

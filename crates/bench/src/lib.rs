@@ -20,10 +20,11 @@ pub mod cost;
 use std::net::SocketAddr;
 
 use aesd_client::JobSpec;
-use aesd_proto::{Message, Operation, Password};
-use aesd_server::cipher::{
-    ChunkBuf, DecryptStream, EncryptStream, SALT_LEN, decrypt_buffer, encrypt_buffer, key,
+use aesd_core::ChunkBuf;
+use aesd_core::openssl_enc::{
+    self as key, DecryptStream, EncryptStream, SALT_LEN, decrypt_buffer, encrypt_buffer,
 };
+use aesd_proto::{Message, Operation, Password};
 
 /// Chunk sizes of the AES-256-CBC benches: 64 B, 1 KiB, 16 KiB, 64 KiB
 /// (the server's default chunk) and 1 MiB (its largest).

@@ -107,7 +107,7 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
     let fixed = dir.join("fixed-salt.enc");
     std::fs::write(
         &fixed,
-        aesd_server::cipher::stream::encrypt_buffer(b"s3cret", &[5; 8], 10_000, &plain, 1 << 16),
+        aesd_core::openssl_enc::encrypt_buffer(b"s3cret", &[5; 8], 10_000, &plain, 1 << 16),
     )
     .expect("write");
     let failed = dir.join("failed.out");

@@ -368,7 +368,7 @@ impl AsyncWrite for VerifyingSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aesd_server::cipher::encrypt_buffer;
+    use aesd_core::openssl_enc::encrypt_buffer;
 
     fn encrypted(seed: u64, len: usize) -> Vec<u8> {
         let mut plain = vec![0u8; len];

@@ -21,7 +21,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::cipher::engine::{Engine, InsnSet};
+use aesd_core::engine::{Engine, InsnSet};
 
 /// Where the running kernel exposes the device tree.
 pub const DEFAULT_DEVICE_TREE: &str = "/proc/device-tree";

@@ -5,7 +5,6 @@ use std::time::Duration;
 use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
 
 use crate::admission::Refused;
-use crate::cipher::CipherError;
 use crate::input_rate::TooSlow;
 use crate::kdf_budget::BudgetExceeded;
 use crate::limits::ConnectionRefused;
@@ -41,34 +40,15 @@ pub enum JobError {
     /// The client's protocol version is not spoken here.
     #[error("protocol version {0} is not supported (this server speaks version 1)")]
     UnsupportedVersion(u16),
-    /// The job asked for an iteration count outside the configured bounds.
-    #[error("PBKDF2 iteration count {got} is outside the allowed range {min}..={max}")]
-    IterationsOutOfRange {
-        /// Requested.
-        got: u32,
-        /// Configured minimum.
-        min: u32,
-        /// Configured maximum.
-        max: u32,
-    },
-    /// The job's input passed the configured maximum file size.
-    #[error("input exceeds the maximum file size of {limit} bytes")]
-    FileTooLarge {
-        /// The configured limit (`max-file-size`).
-        limit: u64,
-    },
     /// The connection ran its maximum number of jobs.
     #[error("this connection ran its maximum of {limit} jobs; reconnect for more")]
     TooManyJobs {
         /// The configured limit (`max-jobs-per-connection`).
         limit: u64,
     },
-    /// The ciphertext is invalid or the password wrong.
+    /// The job's transform failed or refused its begin frame.
     #[error(transparent)]
-    Cipher(#[from] CipherError),
-    /// An age (format 2) file is invalid, changed, or under another key.
-    #[error(transparent)]
-    Age(#[from] aesd_age::AgeError),
+    Job(#[from] aesd_core::job::JobError),
     /// The admission queue is full.
     #[error(transparent)]
     Busy(#[from] Refused),
@@ -146,14 +126,8 @@ impl JobError {
             JobError::Truncated { .. } => ErrorCode::TruncatedFrame,
             JobError::UnexpectedFrame { .. } => ErrorCode::UnexpectedFrame,
             JobError::UnsupportedVersion(_) => ErrorCode::UnsupportedVersion,
-            JobError::IterationsOutOfRange { .. } | JobError::FileTooLarge { .. } => {
-                ErrorCode::LimitExceeded
-            }
             JobError::TooManyJobs { .. } => ErrorCode::JobLimit,
-            JobError::Cipher(CipherError::DecryptFailed) => ErrorCode::DecryptFailed,
-            JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
-            JobError::Cipher(_) => ErrorCode::BadCiphertext,
-            JobError::Age(err) => age_error_code(err),
+            JobError::Job(err) => err.code(),
             JobError::Busy(_) | JobError::ConnectionsFull(_) | JobError::KdfBudget(_) => {
                 ErrorCode::Busy
             }
@@ -205,31 +179,6 @@ impl JobError {
     }
 }
 
-/// An age error's code: `decrypt_failed` when the data or the key is
-/// wrong (a MAC or a chunk's tag), `malformed` for a recipient key the
-/// client sent that cannot be used, `bad_ciphertext` when the input is not
-/// a whole age file.
-fn age_error_code(err: &aesd_age::AgeError) -> ErrorCode {
-    use aesd_age::AgeError;
-    match err {
-        AgeError::HeaderMac
-        | AgeError::ChunkAuthentication { .. }
-        | AgeError::NoMatchingIdentity => ErrorCode::DecryptFailed,
-        AgeError::BadRecipient { .. } | AgeError::BadIdentity { .. } | AgeError::LowOrderPoint => {
-            ErrorCode::Malformed
-        }
-        AgeError::NotAge
-        | AgeError::BadHeader { .. }
-        | AgeError::HeaderTooLong
-        | AgeError::TruncatedHeader
-        | AgeError::BadStanza { .. }
-        | AgeError::TruncatedPayload
-        | AgeError::TrailingData
-        | AgeError::EmptyFinalChunk
-        | AgeError::TooManyChunks => ErrorCode::BadCiphertext,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,7 +187,9 @@ mod tests {
     fn the_closing_rule_is_the_protocols() {
         // A failed random number generator is `internal`, which closes
         // (it kept the connection open when the rule was written per error).
-        let rng = JobError::Cipher(CipherError::Rng("no entropy".into()));
+        use aesd_core::job::JobError as Failed;
+        use aesd_core::openssl_enc::CipherError;
+        let rng = JobError::Job(Failed::Cipher(CipherError::Rng("no entropy".into())));
         assert_eq!(rng.code(), ErrorCode::Internal);
         assert!(rng.closes_connection());
         // The per-connection job limit has its own code, which closes.
@@ -246,7 +197,7 @@ mod tests {
         assert_eq!(jobs.code(), ErrorCode::JobLimit);
         assert!(jobs.closes_connection());
         // Job-level errors keep it.
-        assert!(!JobError::Cipher(CipherError::DecryptFailed).closes_connection());
-        assert!(!JobError::FileTooLarge { limit: 1 }.closes_connection());
+        assert!(!JobError::Job(Failed::Cipher(CipherError::DecryptFailed)).closes_connection());
+        assert!(!JobError::Job(Failed::FileTooLarge { limit: 1 }).closes_connection());
     }
 }

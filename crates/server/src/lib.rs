@@ -17,9 +17,8 @@
 //! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
-//! * [`job`]: one job: admission, then the read → cipher → write pipeline;
-//!   [`job::core`], the job's state and transitions without I/O (also
-//!   driven by the `cost` benchmark and a fuzz target).
+//! * [`job`]: one job: admission, then the read → cipher → write pipeline
+//!   around aesd-core's job transform.
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
 //! * [`log_limit`]: log lines about clients, rate-limited per client.
@@ -31,10 +30,8 @@
 //! * [`proxy`]: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
-//!   async reactor only moves bytes.
-//! * [`lanes`]: the lane engine: a worker encrypts several jobs' CBC
-//!   chains together, one lane each.
-//! * [`cipher`]: the `openssl enc` format, streamed in place.
+//!   async reactor only moves bytes; CBC encryption chunks through
+//!   aesd-core's lane engine, several jobs' chains together.
 //! * [`backend`]: which AES runs (`aes-backend`): VexRiscv's AES
 //!   instruction after a start-up self-test, or software.
 //! * [`error`]: why a job failed and what the client is told.
@@ -49,7 +46,6 @@
 pub mod admission;
 pub mod auth;
 pub mod backend;
-pub mod cipher;
 pub mod client_key;
 pub mod config;
 pub mod defaults;
@@ -58,7 +54,6 @@ pub mod fd_limit;
 pub mod input_rate;
 pub mod job;
 pub mod kdf_budget;
-pub mod lanes;
 pub mod limits;
 pub mod log_limit;
 pub mod metrics;

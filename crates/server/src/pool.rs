@@ -5,10 +5,12 @@
 //! flight, so the pool's backlog is bounded by the number of admitted jobs.
 //!
 //! The queue holds two kinds of work, in one FIFO: closures ([`WorkerPool::run`])
-//! and CBC-encryption chunks ([`WorkerPool::encrypt_chunk`]). A worker that
-//! takes a chunk runs the [lane engine](crate::lanes), which encrypts it
-//! together with the chunks of other jobs queued before the oldest
-//! waiting closure.
+//! and CBC-encryption chunks ([`WorkerPool::encrypt_chunk`], anything the
+//! lane engine can run: [`LaneWork`]). A worker that takes a chunk runs
+//! aesd-core's [lane engine](aesd_core::lanes), which encrypts it together
+//! with the chunks of other jobs queued before the oldest waiting closure
+//! (so a closure waits at most for the lanes already running to finish
+//! their chunks).
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -18,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::cipher::ChunkBuf;
-use crate::job::core::EncryptCore;
-use crate::lanes::{self, LaneDone, LaneJob, LaneStats};
+use aesd_core::engine::Chain;
+use aesd_core::lanes::{self, LaneWork};
+
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
 
@@ -34,7 +36,65 @@ pub struct PoolError;
 /// One piece of queued work.
 enum Work {
     Task(Task),
-    Lane(Box<LaneJob>),
+    Lane(Box<dyn QueuedLane>),
+}
+
+/// A chunk in the queue for the lane engine, and where it goes back.
+trait QueuedLane: LaneWork + Send {
+    /// Hands the encrypted chunk back to whoever submitted it.
+    fn finish(self: Box<Self>);
+}
+
+/// A submitted chunk: the work, when it came, where it goes back.
+struct LaneJob<W> {
+    work: W,
+    submitted: Instant,
+    reply: oneshot::Sender<Timed<W>>,
+}
+
+impl<W: LaneWork> LaneWork for LaneJob<W> {
+    fn begin(&mut self) -> usize {
+        self.work.begin()
+    }
+
+    fn lane(&mut self, range: std::ops::Range<usize>) -> Option<(&mut Chain, &mut [u8])> {
+        self.work.lane(range)
+    }
+}
+
+impl<W: LaneWork + Send> QueuedLane for LaneJob<W> {
+    fn finish(self: Box<Self>) {
+        let LaneJob {
+            work,
+            submitted,
+            reply,
+        } = *self;
+        // A job that gave up (its connection failed) dropped the receiver.
+        let _ = reply.send(Timed {
+            value: work,
+            elapsed: submitted.elapsed(),
+        });
+    }
+}
+
+impl LaneWork for Box<dyn QueuedLane> {
+    fn begin(&mut self) -> usize {
+        (**self).begin()
+    }
+
+    fn lane(&mut self, range: std::ops::Range<usize>) -> Option<(&mut Chain, &mut [u8])> {
+        (**self).lane(range)
+    }
+}
+
+/// How full the lanes were: the metrics show `used / offered`.
+#[derive(Debug, Default)]
+struct LaneStats {
+    /// Blocks encrypted.
+    used_blocks: WideAtomic,
+    /// Blocks that could have been encrypted in the same calls had every
+    /// lane been busy.
+    offered_blocks: WideAtomic,
 }
 
 /// The FIFO the workers take work from.
@@ -146,26 +206,19 @@ impl WorkerPool {
         })
     }
 
-    /// Encrypts one chunk of a job's encryption (as
-    /// [`EncryptCore::update`]) on a worker, in a lane beside other
-    /// jobs' chunks; returns the job's encryption and the encrypted chunk.
-    pub async fn encrypt_chunk(
-        &self,
-        core: EncryptCore,
-        buf: ChunkBuf,
-    ) -> Result<Timed<(EncryptCore, ChunkBuf)>, PoolError> {
+    /// Encrypts one chunk of CBC encryption on a worker, in a lane beside
+    /// other jobs' chunks; hands it back encrypted.
+    pub async fn encrypt_chunk<W>(&self, work: W) -> Result<Timed<W>, PoolError>
+    where
+        W: LaneWork + Send + 'static,
+    {
         let (reply, done) = oneshot::channel();
         self.submit(Work::Lane(Box::new(LaneJob {
-            core,
-            buf,
+            work,
             submitted: Instant::now(),
             reply,
         })))?;
-        let LaneDone { core, buf, elapsed } = done.await.map_err(|_| PoolError)?;
-        Ok(Timed {
-            value: (core, buf),
-            elapsed,
-        })
+        done.await.map_err(|_| PoolError)
     }
 
     fn submit(&self, work: Work) -> Result<(), PoolError> {
@@ -209,14 +262,14 @@ impl Inner {
 
     /// Up to `max` chunks from the front of the queue, stopping at the
     /// first closure (it has waited longer than anything behind it).
-    fn take_lanes(&self, max: usize) -> Vec<LaneJob> {
+    fn take_lanes(&self, max: usize) -> Vec<Box<dyn QueuedLane>> {
         let Ok(mut queue) = self.queue.lock() else {
             return Vec::new();
         };
         let mut taken = Vec::new();
         while taken.len() < max && matches!(queue.work.front(), Some(Work::Lane(_))) {
             if let Some(Work::Lane(job)) = queue.work.pop_front() {
-                taken.push(*job);
+                taken.push(job);
             }
         }
         taken
@@ -232,9 +285,17 @@ fn worker_loop(inner: &Inner) {
             Work::Task(task) => task(),
             Work::Lane(first) => {
                 let started = Instant::now();
-                lanes::run(*first, inner.lanes, &inner.lane_stats, |max| {
-                    inner.take_lanes(max)
-                });
+                let counts = lanes::run(
+                    first,
+                    inner.lanes,
+                    |max| inner.take_lanes(max),
+                    QueuedLane::finish,
+                );
+                inner.lane_stats.used_blocks.inc_by(counts.used_blocks);
+                inner
+                    .lane_stats
+                    .offered_blocks
+                    .inc_by(counts.offered_blocks);
                 inner.count_busy(started);
             }
         }));

@@ -52,7 +52,7 @@ impl Shared {
     /// The state for `config`: starts the worker pool, sets up admission,
     /// the connection caps and the metrics.
     pub fn new(config: Config) -> std::io::Result<Shared> {
-        let pool = WorkerPool::new(config.workers, crate::cipher::LANES)?;
+        let pool = WorkerPool::new(config.workers, aesd_core::LANES)?;
         let admission = Admission::new(
             config.max_active,
             config.max_queue,
@@ -137,6 +137,14 @@ pub struct JobLimits {
 }
 
 impl JobLimits {
+    /// What the job's transform checks its begin frame against.
+    pub fn transform(&self) -> aesd_core::job::JobLimits {
+        aesd_core::job::JobLimits {
+            max_file_size: self.max_file_size,
+            iterations: self.iterations,
+        }
+    }
+
     /// The limits `config` sets.
     pub fn of(config: &Config) -> JobLimits {
         JobLimits {

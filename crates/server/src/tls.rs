@@ -198,7 +198,7 @@ fn is_chacha(suite: rustls::CipherSuite) -> bool {
 
 /// Whether AES-GCM runs on AES instructions here (x86 AES-NI, ARMv8 AES).
 fn cpu_has_aes() -> bool {
-    crate::cipher::engine::cpu_has_aes()
+    aesd_core::engine::cpu_has_aes()
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use aesd_client::{Client, ClientError};
+use aesd_core::openssl_enc::encrypt_buffer;
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
-use aesd_server::cipher::encrypt_buffer;
 use aesd_server::{ConfigLayer, RunningServer};
 use aesd_testkit::{
     encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes, raw_connection,

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aesd_client::Client;
+use aesd_core::openssl_enc::encrypt_buffer;
 use aesd_proto::{
     Begin, DerivedKeyParams, ErrorCode, Format, FrameReader, Hello, KeySource, Message, Operation,
 };
 use aesd_server::ConfigLayer;
-use aesd_server::cipher::encrypt_buffer;
 use aesd_testkit::Pattern;
 use aesd_testkit::VerifyingSink;
 use aesd_testkit::{

@@ -9,13 +9,11 @@
 //!
 //! The stages run concurrently in the connection's task, so output streams
 //! back while input still arrives. What the job does to its bytes (key,
-//! header, chunks, padding, counts) is [`core::JobCore`], without I/O. A job owns [`BUFFERS_PER_JOB`] chunk
+//! header, chunks, padding, counts) is aesd-core's
+//! [`job`](aesd_core::job), without I/O. A job owns [`BUFFERS_PER_JOB`] chunk
 //! buffers, which circulate; when they are all in flight the read stage
 //! stops reading and TCP flow control slows the client down. Memory per
 //! job is therefore bounded whatever the file size.
-
-pub mod age;
-pub mod core;
 
 use std::time::{Duration, Instant};
 
@@ -28,11 +26,12 @@ use tokio::sync::mpsc;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
-use self::age::AgeJob;
-use self::core::{JobCore, KeyRequest, Start};
+use aesd_core::ChunkBuf;
+use aesd_core::job::{AgeJob, JobError as Failed, KeyRequest, OpensslJob, Start, Transform, Work};
+use aesd_core::openssl_enc::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
+use aesd_core::openssl_enc::{BLOCK, DerivedKey, HEADER_LEN};
+
 use crate::admission::{Entry, Permit, TicketEvent};
-use crate::cipher::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
-use crate::cipher::{BLOCK, ChunkBuf, DerivedKey, HEADER_LEN};
 use crate::client_key::ClientKey;
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
@@ -78,8 +77,8 @@ where
 {
     let received = Instant::now();
     let limits = ctx.limits;
-    if let Err(error) = JobCore::check(&begin, &limits) {
-        return JobOutcome::failed_before_start(error);
+    if let Err(error) = limits.transform().check(&begin) {
+        return JobOutcome::failed_before_start(error.into());
     }
     // Key source 1: the server will run PBKDF2, out of the client's budget.
     if let KeySource::Password { iterations, .. } = &begin.key
@@ -338,9 +337,10 @@ async fn read_stage<R: AsyncRead + Unpin>(
                 .map_err(slow_payload)??;
                 bytes_in += u64::from(header.len);
                 if bytes_in > max_file_size {
-                    return Err(JobError::FileTooLarge {
+                    return Err(Failed::FileTooLarge {
                         limit: max_file_size,
-                    });
+                    }
+                    .into());
                 }
                 if input.send(Input::Chunk(buf)).await.is_err() {
                     return Ok(ReadEnd::Stopped);
@@ -389,15 +389,14 @@ async fn cipher_stage(
         operation: begin.operation.name(),
         format: begin.format.name(),
     };
-    let limits = ctx.limits;
     let mut processing = Duration::ZERO;
     let started = pool
-        .run(move || JobCore::start(begin, &limits))
+        .run(move || OpensslJob::start(begin))
         .await
         .map_err(|err| JobError::Internal(err.to_string()))?;
     processing += started.elapsed;
     let (mut core, header) = match started.value? {
-        Start::Ready { core, header } => (core, header),
+        Start::Ready { job, header } => (job, header),
         // Key source 1, encryption: PBKDF2 in slices, then the stream.
         Start::DeriveKey(pending) => {
             let (derived, elapsed) =
@@ -434,18 +433,30 @@ async fn cipher_stage(
                 }
                 let timed = match core {
                     // Encryption goes to the lane engine, beside other jobs'.
-                    JobCore::Encrypt(encrypt) => {
+                    encrypt @ OpensslJob::Encrypt(_) => {
                         let timed = pool
-                            .encrypt_chunk(encrypt, buf)
+                            .encrypt_chunk(Work::Chunk {
+                                transform: Transform::Openssl(encrypt),
+                                buf,
+                                out: Vec::new(),
+                                outcome: Ok(()),
+                            })
                             .await
                             .map_err(|err| JobError::Internal(err.to_string()))?;
-                        let (encrypt, buf) = timed.value;
+                        let Work::Chunk {
+                            transform: Transform::Openssl(encrypt),
+                            buf,
+                            ..
+                        } = timed.value
+                        else {
+                            return Err(JobError::Internal("lane work came back changed".into()));
+                        };
                         Timed {
-                            value: (JobCore::Encrypt(encrypt), buf, Ok(())),
+                            value: (encrypt, buf, Ok(())),
                             elapsed: timed.elapsed,
                         }
                     }
-                    decrypt @ JobCore::Decrypt(_) => {
+                    decrypt @ OpensslJob::Decrypt(_) => {
                         let mut decrypt = decrypt;
                         pool.run(move || {
                             let result = decrypt.update(&mut buf);

@@ -9,11 +9,11 @@
 //! is refused: an untrusted client must not choose its own address.
 //!
 //! * [`cidr`]: the trusted networks.
-//! * [`header`]: the header's parser (pure, incremental, bounded).
-//! * [`read`]: reading exactly the header from a socket, with a timeout.
+//! * [`read`]: reading exactly the header from a socket, with a timeout;
+//!   the header's parser (pure, incremental, bounded) is aesd-core's
+//!   [`proxy_header`](aesd_core::proxy_header).
 
 pub mod cidr;
-pub mod header;
 pub mod read;
 
 use std::net::SocketAddr;
@@ -24,8 +24,8 @@ use aesd_proto::ErrorCode;
 use tokio::net::TcpStream;
 use tracing::debug;
 
+pub use aesd_core::proxy_header::{self as header, HeaderError, ProxyHeader};
 pub use cidr::{Cidr, CidrError, TrustedProxies};
-pub use header::{HeaderError, ProxyHeader};
 
 use crate::error::JobError;
 use crate::session;
