@@ -22,11 +22,22 @@
 //!   pieces of CPU work ([`job::Work`]) a driver runs for it.
 //! * [`proxy_header`]: the PROXY protocol header (v1, v2) a load balancer
 //!   puts in front of a connection: a pure, bounded parser.
+//! * [`access_token`]: the pre-shared token a server may require,
+//!   compared in constant time.
+//! * [`connection`]: one connection's protocol state machine (hello,
+//!   auth, begin, queued, started, data, end, done; a failed job's input
+//!   discarded): frames, work results and timer events in; frames,
+//!   work and requests out.
+//! * [`memory`]: a driver that serves connections from memory on one
+//!   thread, for the benchmarks, fuzzers and tests.
 
+pub mod access_token;
 pub mod chunk;
+pub mod connection;
 pub mod engine;
 pub mod job;
 pub mod lanes;
+pub mod memory;
 pub mod openssl_enc;
 pub mod proxy_header;
 

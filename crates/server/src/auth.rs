@@ -1,9 +1,7 @@
-//! Optional client authentication with a pre-shared access token.
-//!
-//! The server keeps only the SHA-256 digest of its token. A client's token
-//! is hashed the same way and the two digests are compared in constant
-//! time ([`subtle`]), so neither the position of the first wrong byte nor
-//! the token's length shows in the answer's timing.
+//! Optional client authentication with a pre-shared access token: the
+//! token read from its file ([`AccessToken`]; only its SHA-256 digest is
+//! kept, and compared in constant time by aesd-core's
+//! [`access_token`](aesd_core::access_token)).
 //!
 //! Failed attempts are slowed down per client address by
 //! [`FailureThrottle`] (per [`ClientKey`]: an IPv6 /64 is one client): the `unauthorized` answer comes after a delay that
@@ -15,19 +13,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use aesd_core::access_token::AccessToken as CoreToken;
 use aesd_proto::limits::{MAX_TOKEN_LEN, MIN_TOKEN_LEN};
 use aesd_proto::secret_file::{SecretFileError, read_secret_file};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::client_key::ClientKey;
 
-/// The token a server requires, as the digest of the `token-file`'s first
-/// line.
+/// The token a server requires, read from the `token-file`'s first line;
+/// only its digest is kept (aesd-core's [`CoreToken`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct AccessToken {
     path: PathBuf,
-    digest: [u8; 32],
+    token: CoreToken,
 }
 
 impl AccessToken {
@@ -36,7 +33,7 @@ impl AccessToken {
         let token = read_secret_file(path, "access token", MIN_TOKEN_LEN, MAX_TOKEN_LEN)?;
         Ok(AccessToken {
             path: path.to_owned(),
-            digest: Sha256::digest(token.as_bytes()).into(),
+            token: CoreToken::new(token.as_bytes()),
         })
     }
 
@@ -45,10 +42,9 @@ impl AccessToken {
         &self.path
     }
 
-    /// Whether `candidate` is the token, compared in constant time.
-    pub fn matches(&self, candidate: &[u8]) -> bool {
-        let digest: [u8; 32] = Sha256::digest(candidate).into();
-        bool::from(digest.ct_eq(&self.digest))
+    /// The token's digest, which the connections compare against.
+    pub fn token(&self) -> &CoreToken {
+        &self.token
     }
 }
 
@@ -132,11 +128,12 @@ mod tests {
     #[test]
     fn only_the_exact_token_matches() {
         let token = token_from("ok", b"0123456789abcdef\n").expect("ok");
-        assert!(token.matches(b"0123456789abcdef"));
-        assert!(!token.matches(b"0123456789abcdeF"));
-        assert!(!token.matches(b"0123456789abcdef\n"));
-        assert!(!token.matches(b"0123456789abcde"));
-        assert!(!token.matches(b""));
+        let digest = token.token();
+        assert!(digest.matches(b"0123456789abcdef"));
+        assert!(!digest.matches(b"0123456789abcdeF"));
+        assert!(!digest.matches(b"0123456789abcdef\n"));
+        assert!(!digest.matches(b"0123456789abcde"));
+        assert!(!digest.matches(b""));
         assert!(!format!("{token:?}").contains("0123"));
     }
 

@@ -2,23 +2,29 @@
 //!
 //! Clients stream a file over a framed TCP protocol (crate `aesd-proto`);
 //! aesd encrypts or decrypts it in the `openssl enc -aes-256-cbc -salt
-//! -pbkdf2` format and streams the result back while the input still
-//! arrives.
+//! -pbkdf2` format (or age) and streams the result back while the input
+//! still arrives.
+//!
+//! What a connection and its jobs do is aesd-core's: the protocol state
+//! machine and the job transform, without I/O. This crate is their driver:
+//! sockets, TLS, the PROXY header, the connection caps, admission, the
+//! worker threads, timers, metrics and logs.
 //!
 //! # Layout
 //!
 //! * [`config`]: settings from flags, a TOML file and the environment.
 //! * [`defaults`]: every setting's default, as a named constant and as shown.
 //! * [`server`]: the listener, accept loop and graceful shutdown.
-//! * [`shared`]: what every connection shares, and the narrow view of it
-//!   a job's stages get.
-//! * [`session`]: one connection: handshake, then jobs one after another.
+//! * [`accept`]: the one way a connection comes in: PROXY header → caps →
+//!   TLS → driver.
+//! * [`driver`]: drives one connection's state machine (aesd-core's
+//!   `Connection`): its reads, writes, work, admission and deadlines.
+//! * [`outgoing`]: the frame on its way out, written without a copy.
+//! * [`shared`]: what every connection shares.
 //! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
 //! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
-//! * [`auth`]: the optional pre-shared access token, compared in constant
-//!   time, with failures slowed down per client address.
-//! * [`job`]: one job: admission, then the read → cipher → write pipeline
-//!   around aesd-core's job transform.
+//! * [`auth`]: the optional pre-shared access token read from its file,
+//!   with failures slowed down per client address.
 //! * [`admission`]: the bounded FIFO queue in front of the active slots.
 //! * [`limits`]: caps on open connections, in total and per client.
 //! * [`log_limit`]: log lines about clients, rate-limited per client.
@@ -34,7 +40,8 @@
 //!   aesd-core's lane engine, several jobs' chains together.
 //! * [`backend`]: which AES runs (`aes-backend`): VexRiscv's AES
 //!   instruction after a start-up self-test, or software.
-//! * [`error`]: why a job failed and what the client is told.
+//! * [`error`]: why a connection failed (the driver's errors beside the
+//!   state machine's) and what the client is told.
 //! * [`fd_limit`]: the open-file limit raised at start, `max-connections`
 //!   kept within it.
 //! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
@@ -43,26 +50,27 @@
 //! * [`readiness`]: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
 
+pub mod accept;
 pub mod admission;
 pub mod auth;
 pub mod backend;
 pub mod client_key;
 pub mod config;
 pub mod defaults;
+pub mod driver;
 pub mod error;
 pub mod fd_limit;
 pub mod input_rate;
-pub mod job;
 pub mod kdf_budget;
 pub mod limits;
 pub mod log_limit;
 pub mod metrics;
+pub mod outgoing;
 pub mod pool;
 pub mod proxy;
 pub mod readiness;
 pub mod secrets;
 pub mod server;
-pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;

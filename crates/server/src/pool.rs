@@ -187,6 +187,16 @@ impl WorkerPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.start(task)?.await.map_err(|_| PoolError)
+    }
+
+    /// Queues `task` for a worker; its result (and the time from now to
+    /// its end) arrives on the receiver, which fails if the task panicked.
+    pub fn start<T, F>(&self, task: F) -> Result<oneshot::Receiver<Timed<T>>, PoolError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
         let submitted = Instant::now();
         let (done_tx, done_rx) = oneshot::channel();
         let inner = Arc::clone(&self.inner);
@@ -194,21 +204,20 @@ impl WorkerPool {
             let started = Instant::now();
             let value = task();
             // Counted before the result is delivered, so a caller that
-            // reads busy_time() after run() returns sees this task.
+            // reads busy_time() after the result came sees this task.
             inner.count_busy(started);
-            let _ = done_tx.send(value);
+            let _ = done_tx.send(Timed {
+                value,
+                elapsed: submitted.elapsed(),
+            });
         });
         self.submit(Work::Task(job))?;
-        let value = done_rx.await.map_err(|_| PoolError)?;
-        Ok(Timed {
-            value,
-            elapsed: submitted.elapsed(),
-        })
+        Ok(done_rx)
     }
 
-    /// Encrypts one chunk of CBC encryption on a worker, in a lane beside
-    /// other jobs' chunks; hands it back encrypted.
-    pub async fn encrypt_chunk<W>(&self, work: W) -> Result<Timed<W>, PoolError>
+    /// Queues one chunk of CBC encryption for the lane engine, beside
+    /// other jobs' chunks; it comes back encrypted on the receiver.
+    pub fn start_lane<W>(&self, work: W) -> Result<oneshot::Receiver<Timed<W>>, PoolError>
     where
         W: LaneWork + Send + 'static,
     {
@@ -218,7 +227,16 @@ impl WorkerPool {
             submitted: Instant::now(),
             reply,
         })))?;
-        done.await.map_err(|_| PoolError)
+        Ok(done)
+    }
+
+    /// Encrypts one chunk of CBC encryption on a worker, in a lane beside
+    /// other jobs' chunks; hands it back encrypted.
+    pub async fn encrypt_chunk<W>(&self, work: W) -> Result<Timed<W>, PoolError>
+    where
+        W: LaneWork + Send + 'static,
+    {
+        self.start_lane(work)?.await.map_err(|_| PoolError)
     }
 
     fn submit(&self, work: Work) -> Result<(), PoolError> {

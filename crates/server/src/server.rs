@@ -11,12 +11,10 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
+use crate::accept::accept;
 use crate::config::Config;
-use crate::error::JobError;
 use crate::log_limit;
 use crate::metrics;
-use crate::proxy;
-use crate::session;
 use crate::shared::Shared;
 
 /// The server could not start.
@@ -138,24 +136,7 @@ impl Server {
             tokio::select! {
                 () = &mut signal => break,
                 accepted = listener.accept() => match accepted {
-                    // A trusted proxy's connection is admitted under the
-                    // client address its PROXY header carries, once read.
-                    Ok((stream, peer)) if shared.config.trusted_proxies.contains(peer.ip()) => {
-                        tracker.spawn(proxy::serve(stream, peer, Arc::clone(&shared)));
-                    }
-                    Ok((stream, peer)) => match shared.connections.admit(shared.client_key(peer.ip())) {
-                        Ok(slot) => {
-                            tracker.spawn(session::serve(stream, peer, Arc::clone(&shared), slot));
-                        }
-                        Err(refused) => {
-                            tracker.spawn(session::refuse(
-                                stream,
-                                peer,
-                                JobError::ConnectionsFull(refused),
-                                Arc::clone(&shared),
-                            ));
-                        }
-                    },
+                    Ok((stream, peer)) => accept(stream, peer, &shared, &tracker),
                     Err(err) => {
                         // Out of descriptors or similar: keep serving the
                         // connections we have and try again shortly.

@@ -264,6 +264,18 @@ pub enum Work {
     },
 }
 
+impl std::fmt::Debug for Work {
+    /// The step only: work holds keys and plaintext.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Work::Start { .. } => "Work::Start",
+            Work::Derive(_) => "Work::Derive",
+            Work::Chunk { .. } => "Work::Chunk",
+            Work::Finish { .. } => "Work::Finish",
+        })
+    }
+}
+
 impl Work {
     /// Runs the work alone, on this thread.
     pub fn run(&mut self) {
