@@ -106,7 +106,7 @@ impl EncryptFixture {
         EncryptFixture { stream, buf, size }
     }
 
-    /// Encrypts the next chunk in place, as the server's cipher stage does
+    /// Encrypts the next chunk in place, as the server's job work does
     /// (`payload_mut` then `update`): the buffer's previous content, so
     /// the stream keeps one CBC chain over a long input. Returns the bytes
     /// of ciphertext produced (`size`).
@@ -149,7 +149,7 @@ impl DecryptFixture {
     }
 
     /// Decrypts the next `size` bytes of ciphertext in place, as the
-    /// server's cipher stage does: the stream prepends the block it held
+    /// server's job work does: the stream prepends the block it held
     /// back last time and holds back the new last block (only the final
     /// block carries padding), so `size` bytes of plaintext come out.
     /// CBC decryption costs the same whatever the bytes, so the buffer's
