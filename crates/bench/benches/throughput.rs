@@ -134,7 +134,9 @@ fn loopback(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let server = runtime.block_on(aesd_testkit::start_server(ConfigLayer::default()));
+    let server = runtime
+        .block_on(aesd_server::start_loopback(ConfigLayer::default()))
+        .expect("the bench server starts");
     let addr = server.addr();
     let mut group = c.benchmark_group("loopback_encrypt_1MiB");
     group.sample_size(10);

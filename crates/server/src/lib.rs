@@ -78,4 +78,4 @@ pub mod tls_gate;
 pub mod tls_init;
 
 pub use config::{Config, ConfigLayer};
-pub use server::{RunningServer, Server, ServerError};
+pub use server::{RunningServer, Server, ServerError, StartError, start_loopback};

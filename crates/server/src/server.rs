@@ -190,6 +190,31 @@ impl Server {
     }
 }
 
+/// [`start_loopback`] could not start the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The settings are not valid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The server could not start.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+}
+
+/// A server in this process on 127.0.0.1 (an ephemeral port) with
+/// `layer` over the defaults, running in the background on the current
+/// tokio runtime: aesload's embedded server, and the tests'.
+pub async fn start_loopback(
+    layer: crate::config::ConfigLayer,
+) -> Result<RunningServer, StartError> {
+    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let config = Config::resolve(crate::config::ConfigLayer {
+        listen: Some(listen),
+        ..layer
+    })?;
+    Ok(Server::bind(config).await?.spawn())
+}
+
 /// A server running in the background (embedded in aesload, or in tests).
 pub struct RunningServer {
     addr: SocketAddr,

@@ -3,6 +3,8 @@
 //! growing delay and counted in the metrics; a server without a token is
 //! unchanged for clients that have one.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use aesd_client::{Client, ClientError, JobSpec};
@@ -10,7 +12,8 @@ use aesd_proto::{
     AuthToken, ErrorCode, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, job_spec, pattern_bytes, start_server};
+use aesd_testkit::{TempDir, pattern_bytes};
+use common::{job_spec, start_server};
 use tokio::net::TcpStream;
 
 const TOKEN: &str = "correct horse battery staple";

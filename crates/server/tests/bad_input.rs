@@ -1,6 +1,8 @@
 //! Bad input: each case gets its own typed error, and the server serves
 //! the next client (or the next job on the same connection) afterwards.
 
+mod common;
+
 use std::time::Duration;
 
 use aesd_client::{Client, ClientError};
@@ -9,10 +11,8 @@ use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::{
-    encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes, raw_connection,
-    start_server,
-};
+use aesd_testkit::{handshaken_connection, pattern_bytes, raw_connection};
+use common::{encrypt_verified, job_spec as spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 

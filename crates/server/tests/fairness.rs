@@ -9,6 +9,8 @@
 //! The other address is 127.0.0.2: the test binds its socket there before
 //! connecting (Linux routes all of 127.0.0.0/8 to the loopback).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -17,7 +19,8 @@ use aesd_proto::{
     Password,
 };
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
+use aesd_testkit::connect_from;
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 

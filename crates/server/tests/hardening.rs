@@ -2,6 +2,8 @@
 //! connections take no job slots, a thousand connections held with bounded
 //! memory, SIGTERM with ten jobs in flight loses nothing silently.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -11,12 +13,10 @@ use aesd_proto::{
     Begin, DerivedKeyParams, ErrorCode, Format, FrameReader, Hello, KeySource, Message, Operation,
 };
 use aesd_server::ConfigLayer;
-use aesd_testkit::Pattern;
-use aesd_testkit::VerifyingSink;
 use aesd_testkit::{
-    AesdProcess, encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes,
-    proc_status_kib, start_server,
+    AesdProcess, Pattern, VerifyingSink, handshaken_connection, pattern_bytes, proc_status_kib,
 };
+use common::{encrypt_verified, job_spec as spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use zeroize::Zeroizing;

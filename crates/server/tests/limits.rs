@@ -2,13 +2,16 @@
 //! removed: connections in total and per client address, input size per
 //! job, jobs per connection.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
-use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
+use aesd_testkit::connect_from;
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 

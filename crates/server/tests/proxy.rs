@@ -4,6 +4,8 @@
 //! address (127.0.0.2), a trusted peer without a header and malformed
 //! headers are refused with an error frame, and the server stays up.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +14,8 @@ use aesd_client::Client;
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
 use aesd_server::proxy::ProxyHeader;
-use aesd_testkit::{AesdProcess, TempDir, connect_from, job_spec, start_server};
+use aesd_testkit::{AesdProcess, TempDir, connect_from};
+use common::{job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 
 /// The trusted proxy's address; clients that are not proxies use 127.0.0.2.

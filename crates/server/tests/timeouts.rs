@@ -4,6 +4,8 @@
 //! its limit, gives back its connection and job slot, and the server goes
 //! on serving.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,10 +14,8 @@ use aesd_proto::{
 };
 use aesd_server::admission::Admission;
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::Pattern;
-use aesd_testkit::{
-    encrypt_verified, handshaken_connection, job_spec, raw_connection, start_server,
-};
+use aesd_testkit::{Pattern, handshaken_connection, raw_connection};
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 

@@ -2,6 +2,8 @@
 //! address holding handshakes open gets no more places, its further
 //! connections are closed at once, and another address's TLS jobs run.
 
+mod common;
+
 use std::time::Duration;
 
 use aesd_client::cert_pin::parse_pin;
@@ -10,7 +12,8 @@ use aesd_client::{Client, ConnectOptions};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
 use aesd_server::tls_gate::MAX_PER_CLIENT;
-use aesd_testkit::{TempDir, connect_from, job_spec, start_server};
+use aesd_testkit::{TempDir, connect_from};
+use common::{job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The start of a TLS ClientHello record (type 22, TLS 1.0 record version,
