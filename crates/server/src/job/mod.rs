@@ -17,6 +17,7 @@
 pub mod age;
 pub mod core;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
@@ -63,7 +64,8 @@ impl JobOutcome {
     }
 }
 
-/// Runs one job whose begin frame has been read.
+/// Runs one job whose begin frame has been read, and counts it in
+/// `aesd_jobs_total` (see [`Tally`]).
 pub async fn run<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
@@ -76,7 +78,68 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let received = Instant::now();
+    let tally = Tally {
+        stream: StreamLabels {
+            operation: begin.operation.name(),
+            format: begin.format.name(),
+        },
+        received: Instant::now(),
+        metrics: ctx.metrics,
+        counted: AtomicBool::new(false),
+    };
+    let outcome = run_uncounted(reader, writer, begin, client, input, ctx, &tally).await;
+    tally.ended(&outcome.result);
+    outcome
+}
+
+/// Counts a job in `aesd_jobs_total` once: a successful job just before its
+/// done frame goes out (a client holding the frame finds the job counted,
+/// as aesload's metric deltas expect), any other when it ends.
+struct Tally<'a> {
+    stream: StreamLabels,
+    received: Instant,
+    metrics: &'a Metrics,
+    counted: AtomicBool,
+}
+
+impl Tally<'_> {
+    /// The job is done: counted with its processing and total time.
+    fn done(&self, done: &Done) {
+        if !self.counted.swap(true, Ordering::Relaxed) {
+            let processing = Duration::from_micros(done.processing_us);
+            self.metrics
+                .job_finished(&self.stream, Ok((processing, self.received.elapsed())));
+        }
+    }
+
+    /// The job ended: counted with its error unless already counted.
+    fn ended(&self, result: &Result<Done, JobError>) {
+        match result {
+            Ok(done) => self.done(done),
+            Err(error) => {
+                if !self.counted.swap(true, Ordering::Relaxed) {
+                    self.metrics.job_finished(&self.stream, Err(error.kind()));
+                }
+            }
+        }
+    }
+}
+
+/// [`run`] without the count.
+async fn run_uncounted<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    begin: Begin,
+    client: ClientKey,
+    input: &ByteCounter,
+    ctx: JobContext<'_>,
+    tally: &Tally<'_>,
+) -> JobOutcome
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let received = tally.received;
     let limits = ctx.limits;
     if let Err(error) = JobCore::check(&begin, &limits) {
         return JobOutcome::failed_before_start(error);
@@ -100,11 +163,7 @@ where
         return JobOutcome::failed_before_start(error.into());
     }
 
-    let operation = begin.operation;
-    let stream = StreamLabels {
-        operation: operation.name(),
-        format: begin.format.name(),
-    };
+    let stream = tally.stream.clone();
     let chunk = limits.chunk_size as usize;
     let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
     for _ in 0..BUFFERS_PER_JOB {
@@ -148,8 +207,7 @@ where
             result
         },
         async {
-            let result =
-                write_stage(writer, output_rx, free_tx, limits, &stream, ctx.metrics).await;
+            let result = write_stage(writer, output_rx, free_tx, limits, &stream, tally).await;
             cancel_on_error(result.is_err());
             result
         },
@@ -524,17 +582,19 @@ async fn age_stage(
     }
 }
 
-/// Sends the cipher stage's output as data frames, then the done frame;
-/// returns the chunk buffers to the read stage. Its result is the done
-/// figures, or `None` when the cipher stage stopped before them.
+/// Sends the cipher stage's output as data frames, then the done frame
+/// (counting the job first); returns the chunk buffers to the read stage.
+/// Its result is the done figures, or `None` when the cipher stage stopped
+/// before them.
 async fn write_stage<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter<W>,
     mut output: mpsc::Receiver<Output>,
     free: mpsc::Sender<ChunkBuf>,
     limits: JobLimits,
     stream: &StreamLabels,
-    metrics: &Metrics,
+    tally: &Tally<'_>,
 ) -> Result<Option<Done>, JobError> {
+    let metrics = tally.metrics;
     let idle = limits.idle_timeout;
     let mut bytes_out = 0u64;
     let mut sent = None;
@@ -573,6 +633,7 @@ async fn write_stage<W: AsyncWrite + Unpin>(
             }
             Output::Done(mut done) => {
                 done.bytes_out = bytes_out;
+                tally.done(&done);
                 timeout(idle, writer.send(&Message::Done(done)))
                     .await
                     .map_err(stalled)??;
