@@ -17,6 +17,7 @@ use aesd_proto::{
     Begin, ErrorCode, Format, FrameReader, FrameWriter, Hello, KeySource, Message, Operation,
     Password,
 };
+use aesd_server::admission::Occupancy;
 use aesd_server::{ConfigLayer, RunningServer};
 use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
@@ -109,6 +110,20 @@ async fn job_from(source: &str, server: SocketAddr) -> (Duration, bool) {
     }
 }
 
+/// Waits (at most [`ANSWER`]) for the admission counts to become
+/// `expected`: a job's slot is given back just after its done frame.
+async fn occupancy_settles(server: &RunningServer, expected: Occupancy) {
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        let now = server.shared().admission.occupancy();
+        if now == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now:?}, expected {expected:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn refused_count(server: &RunningServer, reason: &str) -> u64 {
     let text = server.shared().metrics.encode();
     let series = format!("aesd_jobs_refused_total{{reason=\"{reason}\"}} ");
@@ -165,13 +180,14 @@ async fn stalled_jobs_from_one_address_cannot_starve_another() {
     // full) and borrowed a slot 127.0.0.1 held over its share: 127.0.0.1's
     // four jobs still hold theirs, seven of its jobs still wait.
     assert_eq!(refused_count(&server, "displaced"), 1);
-    assert_eq!(
-        server.shared().admission.occupancy(),
-        aesd_server::admission::Occupancy {
+    occupancy_settles(
+        &server,
+        Occupancy {
             active: 4,
-            waiting: 7
-        }
-    );
+            waiting: 7,
+        },
+    )
+    .await;
     drop(attackers);
 }
 
@@ -296,10 +312,9 @@ async fn two_addresses_with_slow_readers_cannot_lock_out_a_third() {
         assert_eq!(answer, expected, "begin {n} from {source}");
         queued.push((reader, writer));
     }
-    let occupancy = || server.shared().admission.occupancy();
     assert_eq!(
-        occupancy(),
-        aesd_server::admission::Occupancy {
+        server.shared().admission.occupancy(),
+        Occupancy {
             active: 5,
             waiting: 16
         }
@@ -310,13 +325,14 @@ async fn two_addresses_with_slow_readers_cannot_lock_out_a_third() {
     assert!(took < ANSWER, "served in {took:?}");
     assert_eq!(refused_count(&server, "displaced"), 1);
     // Every job of the first two addresses still holds its slot.
-    assert_eq!(
-        occupancy(),
-        aesd_server::admission::Occupancy {
+    occupancy_settles(
+        &server,
+        Occupancy {
             active: 5,
-            waiting: 15
-        }
-    );
+            waiting: 15,
+        },
+    )
+    .await;
     for upload in uploads {
         upload.abort();
     }
