@@ -9,8 +9,8 @@
 //! position `l + L·c + 4L·i` (`L` = [`LANES`]): each row is a group of
 //! `4L` bits, and inside a group the columns follow one another with the
 //! lanes interleaved. SubBytes is then a Boolean circuit on the 8 planes
-//! (the 115-gate circuit of Boyar and Peralta), with no table and no branch;
-//! the byte at row `i + 1` is a rotation of the word by `4L` bits.
+//! (the 113-gate circuit of Boyar, Peralta and Calik), with no table and no
+//! branch; the byte at row `i + 1` is a rotation of the word by `4L` bits.
 //!
 //! # Fixslicing
 //!
@@ -150,12 +150,14 @@ fn mix_columns<const R: u32>(state: &mut [Word; 8]) {
     }
 }
 
-/// SubBytes on the 8 planes: Boyar and Peralta's circuit for the AES
-/// S-box ("A new combinational logic minimization technique with
-/// applications to cryptology", SEA 2010): a top linear layer of 23 XORs,
-/// a non-linear middle of 32 ANDs and 30 XORs, a bottom linear layer of 30
-/// XORs, 115 gates in all, without the 4 NOT gates of its XNORs (folded
-/// into the round keys: see [`NOT_PLANES`]).
+/// SubBytes on the 8 planes: Boyar, Peralta and Calik's 113-gate circuit
+/// for the AES S-box (the top linear layer and non-linear middle of Boyar
+/// and Peralta's "A new combinational logic minimization technique with
+/// applications to cryptology", SEA 2010, with the shorter bottom linear
+/// layer of the same authors' later circuit minimization work): a top
+/// linear layer of 23 XORs, a non-linear middle of 32 ANDs and 30 XORs, a
+/// bottom linear layer of 28 XORs, without the 4 NOT gates of its XNORs
+/// (folded into the round keys: see [`NOT_PLANES`]).
 #[inline(always)]
 fn sub_bytes(state: &mut [Word; 8]) {
     // The circuit numbers bits from the most significant: U0 = bit 7.
@@ -257,41 +259,39 @@ fn sub_bytes(state: &mut [Word; 8]) {
     let z16 = t45 & y14;
     let z17 = t41 & y8;
 
-    // Bottom linear layer.
-    let t46 = z15 ^ z16;
-    let t47 = z10 ^ z11;
-    let t48 = z5 ^ z13;
-    let t49 = z9 ^ z10;
-    let t50 = z2 ^ z12;
-    let t51 = z2 ^ z5;
-    let t52 = z7 ^ z8;
-    let t53 = z0 ^ z3;
-    let t54 = z6 ^ z7;
-    let t55 = z16 ^ z17;
-    let t56 = z12 ^ t48;
-    let t57 = t50 ^ t53;
-    let t58 = z4 ^ t46;
-    let t59 = z3 ^ t54;
-    let t60 = t46 ^ t57;
-    let t61 = z14 ^ t57;
-    let t62 = t52 ^ t58;
-    let t63 = t49 ^ t58;
-    let t64 = z4 ^ t59;
-    let t65 = t61 ^ t62;
-    let t66 = z1 ^ t63;
-    let t67 = t64 ^ t65;
+    // Bottom linear layer (28 XORs).
+    let c1 = z15 ^ z16;
+    let c2 = z10 ^ c1;
+    let c3 = z9 ^ c2;
+    let c4 = z0 ^ z2;
+    let c5 = z1 ^ z0;
+    let c6 = z3 ^ z4;
+    let c7 = z12 ^ c4;
+    let c8 = z7 ^ c6;
+    let c9 = z8 ^ c7;
+    let c10 = c8 ^ c9;
+    let c11 = c6 ^ c5;
+    let c12 = z3 ^ z5;
+    let c13 = z13 ^ c1;
+    let c14 = c4 ^ c12;
+    let c16 = z6 ^ c8;
+    let c17 = z14 ^ c10;
+    let c18 = c13 ^ c14;
+    let c20 = z15 ^ c16;
+    let c21 = c2 ^ z11;
+    let c26 = c17 ^ c20;
 
     // S1, S2, S6 and S7 are XNORs in the circuit: here XORs, their
     // complement comes with the round keys (NOT_PLANES).
-    let s3 = t53 ^ t66;
-    state[7] = t59 ^ t63;
-    state[6] = t64 ^ s3;
-    state[5] = t55 ^ t67;
+    let s3 = c3 ^ c11;
+    state[7] = c3 ^ c16;
+    state[6] = s3 ^ c16;
+    state[5] = c26 ^ z17;
     state[4] = s3;
-    state[3] = t51 ^ t66;
-    state[2] = t47 ^ t65;
-    state[1] = t56 ^ t62;
-    state[0] = t48 ^ t60;
+    state[3] = c14 ^ s3;
+    state[2] = c21 ^ c17;
+    state[1] = c10 ^ c18;
+    state[0] = z12 ^ c18;
 }
 
 /// The planes whose S-box output is complemented (S1, S2, S6, S7: bits 6,
@@ -625,6 +625,37 @@ mod tests {
     fn sub_word_is_the_aes_s_box() {
         // FIPS-197 figure 7: S(0x00) = 0x63, S(0x53) = 0xed, S(0xff) = 0x16.
         assert_eq!(sub_word([0x00, 0x53, 0xff, 0x01]), [0x63, 0xed, 0x16, 0x7c]);
+    }
+
+    /// The AES S-box from its definition (FIPS-197 5.1.1): the inverse in
+    /// GF(2^8) (0 to 0), then the affine map.
+    fn s_box(byte: u8) -> u8 {
+        let multiply = |mut a: u8, mut b: u8| {
+            let mut product = 0;
+            while b != 0 {
+                if b & 1 != 0 {
+                    product ^= a;
+                }
+                a = (a << 1) ^ if a & 0x80 != 0 { 0x1b } else { 0 };
+                b >>= 1;
+            }
+            product
+        };
+        let inverse = (1..=255).find(|&x| multiply(byte, x) == 1).unwrap_or(0);
+        inverse
+            ^ inverse.rotate_left(1)
+            ^ inverse.rotate_left(2)
+            ^ inverse.rotate_left(3)
+            ^ inverse.rotate_left(4)
+            ^ 0x63
+    }
+
+    #[test]
+    fn the_s_box_circuit_is_the_aes_s_box_for_every_byte() {
+        for first in (0..=255u8).step_by(4) {
+            let bytes: [u8; 4] = core::array::from_fn(|i| first + i as u8);
+            assert_eq!(sub_word(bytes), bytes.map(s_box), "bytes from {first:#04x}");
+        }
     }
 
     #[test]
