@@ -11,6 +11,9 @@
 //! lanes interleaved. SubBytes is then a Boolean circuit on the 8 planes
 //! (the 113-gate circuit of Boyar, Peralta and Calik), with no table and no
 //! branch; the byte at row `i + 1` is a rotation of the word by `4L` bits.
+//! The circuits themselves (SubBytes, MixColumns from a frame's neighbour
+//! maps, the transposition into planes) are in `circuit`, generic over
+//! the plane type.
 //!
 //! # Fixslicing
 //!
@@ -35,6 +38,8 @@
 //! pattern passes through it unchanged).
 
 use zeroize::Zeroize;
+
+mod circuit;
 
 /// The machine word the planes live in: 2 lanes in a `u32` on 32-bit
 /// targets, 4 lanes in a `u64` on 64-bit ones.
@@ -127,200 +132,27 @@ fn neighbour<const R: u32, const ROWS: u32>(x: Word) -> Word {
     x.rotate_right(GROUP * ROWS)
 }
 
-/// MixColumns in frame `R`: out = 2·(a ⊕ a₁) ⊕ a₁ ⊕ a₂ ⊕ a₃, where aₖ is the
-/// byte k rows below (in this frame); with t = a ⊕ a₁ that is
-/// xtime(t) ⊕ a₁ ⊕ t₂.
+/// MixColumns in frame `R` ([`circuit::mix_columns`] with this frame's
+/// neighbour maps).
 #[inline(always)]
 fn mix_columns<const R: u32>(state: &mut [Word; 8]) {
-    // Plane by plane, keeping few values live (rv32 has 31 registers):
-    // xtime(t) feeds t₇ into planes 0, 1, 3 and 4 and t_{j-1} into plane j.
-    let a7 = state[7];
-    let t7 = a7 ^ neighbour::<R, 1>(a7);
-    let mut previous = t7;
-    for (j, plane) in state.iter_mut().enumerate() {
-        let a = *plane;
-        let below = neighbour::<R, 1>(a);
-        let t = a ^ below;
-        let mut out = below ^ neighbour::<R, 2>(t) ^ previous;
-        if j == 1 || j == 3 || j == 4 {
-            out ^= t7;
-        }
-        *plane = out;
-        previous = t;
-    }
+    circuit::mix_columns(state, neighbour::<R, 1>, neighbour::<R, 2>);
 }
 
-/// SubBytes on the 8 planes: Boyar, Peralta and Calik's 113-gate circuit
-/// for the AES S-box (the top linear layer and non-linear middle of Boyar
-/// and Peralta's "A new combinational logic minimization technique with
-/// applications to cryptology", SEA 2010, with the shorter bottom linear
-/// layer of the same authors' later circuit minimization work): a top
-/// linear layer of 23 XORs, a non-linear middle of 32 ANDs and 30 XORs, a
-/// bottom linear layer of 28 XORs, without the 4 NOT gates of its XNORs
-/// (folded into the round keys: see [`NOT_PLANES`]).
+/// SubBytes on the 8 planes ([`circuit::sub_bytes`]).
 #[inline(always)]
 fn sub_bytes(state: &mut [Word; 8]) {
-    // The circuit numbers bits from the most significant: U0 = bit 7.
-    let u0 = state[7];
-    let u1 = state[6];
-    let u2 = state[5];
-    let u3 = state[4];
-    let u4 = state[3];
-    let u5 = state[2];
-    let u6 = state[1];
-    let u7 = state[0];
-
-    // Top linear layer: the 22 inputs y1..y21 (and U7) of the middle.
-    let y14 = u3 ^ u5;
-    let y13 = u0 ^ u6;
-    let y9 = u0 ^ u3;
-    let y8 = u0 ^ u5;
-    let t0 = u1 ^ u2;
-    let y1 = t0 ^ u7;
-    let y4 = y1 ^ u3;
-    let y12 = y13 ^ y14;
-    let y2 = y1 ^ u0;
-    let y5 = y1 ^ u6;
-    let y3 = y5 ^ y8;
-    let t1 = u4 ^ y12;
-    let y15 = t1 ^ u5;
-    let y20 = t1 ^ u1;
-    let y6 = y15 ^ u7;
-    let y10 = y15 ^ t0;
-    let y11 = y20 ^ y9;
-    let y7 = u7 ^ y11;
-    let y17 = y10 ^ y11;
-    let y19 = y10 ^ y8;
-    let y16 = t0 ^ y11;
-    let y21 = y13 ^ y16;
-    let y18 = u0 ^ y16;
-
-    // Middle: inversion in GF(2^4)^2, shared by all outputs.
-    let t2 = y12 & y15;
-    let t3 = y3 & y6;
-    let t4 = t3 ^ t2;
-    let t5 = y4 & u7;
-    let t6 = t5 ^ t2;
-    let t7 = y13 & y16;
-    let t8 = y5 & y1;
-    let t9 = t8 ^ t7;
-    let t10 = y2 & y7;
-    let t11 = t10 ^ t7;
-    let t12 = y9 & y11;
-    let t13 = y14 & y17;
-    let t14 = t13 ^ t12;
-    let t15 = y8 & y10;
-    let t16 = t15 ^ t12;
-    let t17 = t4 ^ y20;
-    let t18 = t6 ^ t16;
-    let t19 = t9 ^ t14;
-    let t20 = t11 ^ t16;
-    let t21 = t17 ^ t14;
-    let t22 = t18 ^ y19;
-    let t23 = t19 ^ y21;
-    let t24 = t20 ^ y18;
-    let t25 = t21 ^ t22;
-    let t26 = t21 & t23;
-    let t27 = t24 ^ t26;
-    let t28 = t25 & t27;
-    let t29 = t28 ^ t22;
-    let t30 = t23 ^ t24;
-    let t31 = t22 ^ t26;
-    let t32 = t31 & t30;
-    let t33 = t32 ^ t24;
-    let t34 = t23 ^ t33;
-    let t35 = t27 ^ t33;
-    let t36 = t24 & t35;
-    let t37 = t36 ^ t34;
-    let t38 = t27 ^ t36;
-    let t39 = t29 & t38;
-    let t40 = t25 ^ t39;
-    let t41 = t40 ^ t37;
-    let t42 = t29 ^ t33;
-    let t43 = t29 ^ t40;
-    let t44 = t33 ^ t37;
-    let t45 = t42 ^ t41;
-    let z0 = t44 & y15;
-    let z1 = t37 & y6;
-    let z2 = t33 & u7;
-    let z3 = t43 & y16;
-    let z4 = t40 & y1;
-    let z5 = t29 & y7;
-    let z6 = t42 & y11;
-    let z7 = t45 & y17;
-    let z8 = t41 & y10;
-    let z9 = t44 & y12;
-    let z10 = t37 & y3;
-    let z11 = t33 & y4;
-    let z12 = t43 & y13;
-    let z13 = t40 & y5;
-    let z14 = t29 & y2;
-    let z15 = t42 & y9;
-    let z16 = t45 & y14;
-    let z17 = t41 & y8;
-
-    // Bottom linear layer (28 XORs).
-    let c1 = z15 ^ z16;
-    let c2 = z10 ^ c1;
-    let c3 = z9 ^ c2;
-    let c4 = z0 ^ z2;
-    let c5 = z1 ^ z0;
-    let c6 = z3 ^ z4;
-    let c7 = z12 ^ c4;
-    let c8 = z7 ^ c6;
-    let c9 = z8 ^ c7;
-    let c10 = c8 ^ c9;
-    let c11 = c6 ^ c5;
-    let c12 = z3 ^ z5;
-    let c13 = z13 ^ c1;
-    let c14 = c4 ^ c12;
-    let c16 = z6 ^ c8;
-    let c17 = z14 ^ c10;
-    let c18 = c13 ^ c14;
-    let c20 = z15 ^ c16;
-    let c21 = c2 ^ z11;
-    let c26 = c17 ^ c20;
-
-    // S1, S2, S6 and S7 are XNORs in the circuit: here XORs, their
-    // complement comes with the round keys (NOT_PLANES).
-    let s3 = c3 ^ c11;
-    state[7] = c3 ^ c16;
-    state[6] = s3 ^ c16;
-    state[5] = c26 ^ z17;
-    state[4] = s3;
-    state[3] = c14 ^ s3;
-    state[2] = c21 ^ c17;
-    state[1] = c10 ^ c18;
-    state[0] = z12 ^ c18;
+    circuit::sub_bytes(state);
 }
 
 /// The planes whose S-box output is complemented (S1, S2, S6, S7: bits 6,
 /// 5, 1, 0), applied through the round keys of rounds 1 to 14.
 const NOT_PLANES: [usize; 4] = [0, 1, 5, 6];
 
-/// Exchanges the bits of `a` selected by `mask << shift` with the bits of
-/// `b` selected by `mask`.
-#[inline(always)]
-fn swap_move(a: &mut u32, b: &mut u32, mask: u32, shift: u32) {
-    let t = ((*b >> shift) ^ *a) & mask;
-    *a ^= t;
-    *b ^= t << shift;
-}
-
-/// Transposes, in each byte slot of the 8 words, the 8 × 8 bit matrix
-/// (word index × bit index): afterwards bit `m` of word `j` is what bit `j`
-/// of word `m` was. Its own inverse.
+/// [`circuit::transpose_bytes`] on words.
 #[inline(always)]
 fn transpose_bytes(x: &mut [u32; 8]) {
-    for (shift, mask) in [(1, 0x5555_5555), (2, 0x3333_3333), (4, 0x0f0f_0f0f)] {
-        let step = shift as usize;
-        for base in (0..8).step_by(2 * step) {
-            for i in base..base + step {
-                let (low, high) = x.split_at_mut(i + step);
-                swap_move(&mut high[0], &mut low[i], mask, shift);
-            }
-        }
-    }
+    circuit::transpose_bytes(x, [0x5555_5555, 0x3333_3333, 0x0f0f_0f0f]);
 }
 
 /// Packs [`LANES`] blocks into planes (each block's bytes are column-major:
