@@ -117,6 +117,16 @@ const fn group_low_mask(shift: u32) -> Word {
     mask
 }
 
+/// Every row group of `x` rotated right by `shift` bits (`0 < shift <
+/// GROUP`): two shifts and a merge through one mask (the low `GROUP -
+/// shift` bits of each group come from the right shift).
+#[inline(always)]
+fn rotate_groups(x: Word, shift: u32, low: Word) -> Word {
+    let right = x >> shift;
+    let left = x << (GROUP - shift);
+    left ^ ((left ^ right) & low)
+}
+
 /// The plane of the byte `ROWS` rows below and `ROWS·R` columns to the
 /// right, in frame `R` (see the module documentation): every row group
 /// rotated right by `L·(ROWS·R mod 4)` bits, then the word by `4L·ROWS`.
@@ -126,8 +136,11 @@ fn neighbour<const R: u32, const ROWS: u32>(x: Word) -> Word {
     let x = if shift == 0 {
         x
     } else {
-        let low = const { group_low_mask(LANES as u32 * ((ROWS * R) % 4)) };
-        ((x >> shift) & low) | ((x << (GROUP - shift)) & !low)
+        rotate_groups(
+            x,
+            shift,
+            const { group_low_mask(LANES as u32 * ((ROWS * R) % 4)) },
+        )
     };
     x.rotate_right(GROUP * ROWS)
 }
@@ -239,11 +252,15 @@ fn to_frame(block: &Block, r: usize) -> Block {
 }
 
 /// A block in frame 2 (after the last round) moved back to the AES byte
-/// order (ShiftRows applied twice): rows 0 and 2 stay, rows 1 and 3 come
-/// from two columns further.
+/// order (ShiftRows applied twice): rows 0 and 2 stay, rows 1 and 3 of
+/// columns `c` and `c + 2` change places.
 #[inline(always)]
-fn from_frame_2(block: &BlockWords) -> BlockWords {
-    core::array::from_fn(|c| (block[c] & 0x00ff_00ff) | (block[(c + 2) % 4] & 0xff00_ff00))
+fn from_frame_2(block: &mut BlockWords) {
+    for c in 0..2 {
+        let swap = (block[c] ^ block[c + 2]) & 0xff00_ff00;
+        block[c] ^= swap;
+        block[c + 2] ^= swap;
+    }
 }
 
 /// One key's round keys, in their rounds' frames, in lane 0 of the planes;
@@ -320,33 +337,43 @@ impl LaneKeys {
         let mut state = pack(blocks);
         rounds(&mut state, &self.words);
         // The planes now hold the ciphertext: public, nothing to wipe.
-        let blocks = unpack(&state);
-        core::array::from_fn(|lane| from_frame_2(&blocks[lane]))
+        let mut blocks = unpack(&state);
+        for block in blocks.iter_mut() {
+            from_frame_2(block);
+        }
+        blocks
     }
 }
 
-/// The 14 rounds on packed planes, one round per turn of a loop: a round's
-/// frame (which MixColumns it takes) depends on the public round number
-/// only, and one round's code (the S-box, the four MixColumns, AddRoundKey)
-/// is small enough to stay in a 4 KiB instruction cache, where the rounds
-/// unrolled by four were not.
+/// The 14 rounds on packed planes, two rounds per turn of a loop (as the
+/// riscv32 kernel has them): a round's frame (which MixColumns it takes)
+/// depends on the public round number only. The first round of a turn is
+/// in frame 1 or 3, the second in frame 2 or 0.
 #[inline(always)]
 fn rounds(state: &mut [Word; 8], rk: &[Word; SCHEDULE_WORDS]) {
     add_round_key(state, &rk[0..8]);
+    // Rounds `round` and `round + 1`: frames 1 and 2 when round % 4 == 1,
+    // frames 3 and 0 when round % 4 == 3.
     let mut round = 1;
     loop {
         sub_bytes(state);
-        if round == ROUNDS {
-            break;
-        }
-        match round % 4 {
-            1 => mix_columns::<1>(state),
-            2 => mix_columns::<2>(state),
-            3 => mix_columns::<3>(state),
-            _ => mix_columns::<0>(state),
+        if round % 4 == 1 {
+            mix_columns::<1>(state);
+        } else {
+            mix_columns::<3>(state);
         }
         add_round_key(state, &rk[round * 8..round * 8 + 8]);
-        round += 1;
+        sub_bytes(state);
+        if round + 1 == ROUNDS {
+            break;
+        }
+        if round % 4 == 1 {
+            mix_columns::<2>(state);
+        } else {
+            mix_columns::<0>(state);
+        }
+        add_round_key(state, &rk[round * 8 + 8..round * 8 + 16]);
+        round += 2;
     }
     // The last round has no MixColumns; its output is in frame 2.
     add_round_key(state, &rk[ROUNDS * 8..]);
