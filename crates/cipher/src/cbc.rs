@@ -4,6 +4,9 @@ use zeroize::Zeroize;
 
 use crate::fixslice::{Block, BlockWords, KeySchedule, LANES, LaneKeys, block_words, store_block};
 
+#[cfg(all(target_arch = "riscv32", not(target_feature = "e")))]
+mod rv32;
+
 /// AES block size in bytes.
 pub const BLOCK: usize = 16;
 
@@ -107,6 +110,7 @@ pub fn encrypt_lanes(lanes: &mut [CbcLane<'_>]) {
 /// instruction cache holds whole (docs/performance.md, *Measured on the
 /// RTL*); the ciphertext of a block stays in registers to be stored and
 /// XORed into the next block.
+#[cfg(not(all(target_arch = "riscv32", not(target_feature = "e"))))]
 #[inline(never)]
 fn encrypt_words<const N: usize>(
     round_keys: &LaneKeys,
@@ -136,6 +140,18 @@ fn encrypt_words<const N: usize>(
         }
     }
     chain[..N].copy_from_slice(&cipher[..N]);
+}
+
+/// The CBC loop over word-aligned buffers on riscv32: the assembly kernel
+/// ([`rv32`]) with one or two busy lanes.
+#[cfg(all(target_arch = "riscv32", not(target_feature = "e")))]
+fn encrypt_words<const N: usize>(
+    round_keys: &LaneKeys,
+    chain: &mut [BlockWords; LANES],
+    words: &mut [&mut [u32]; LANES],
+) {
+    let [lane0, lane1] = words;
+    rv32::encrypt(round_keys, chain, lane0, (N == 2).then_some(&mut **lane1));
 }
 
 /// Encrypts one chain (one lane busy).

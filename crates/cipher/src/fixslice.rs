@@ -13,7 +13,8 @@
 //! branch; the byte at row `i + 1` is a rotation of the word by `4L` bits.
 //! The circuits themselves (SubBytes, MixColumns from a frame's neighbour
 //! maps, the transposition into planes) are in `circuit`, generic over
-//! the plane type.
+//! the plane type: the crate's build script runs the same code to write
+//! the riscv32 kernel (`cbc::rv32`).
 //!
 //! # Fixslicing
 //!
@@ -312,6 +313,13 @@ impl Drop for LaneKeys {
 }
 
 impl LaneKeys {
+    /// The merged round keys: round `r`'s plane `j` at `8r + j` (what the
+    /// riscv32 kernel's record is built from).
+    #[cfg(all(target_arch = "riscv32", not(target_feature = "e")))]
+    pub(crate) fn words(&self) -> &[Word; SCHEDULE_WORDS] {
+        &self.words
+    }
+
     /// Merges up to [`LANES`] keys; lane `l` gets `keys[l]` (lanes without
     /// a key get all-zero round keys, and their output is meaningless).
     pub fn new(keys: &[&KeySchedule]) -> Self {

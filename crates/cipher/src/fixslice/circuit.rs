@@ -2,10 +2,15 @@
 //! as a Boolean circuit, MixColumns from a frame's two neighbour maps, and
 //! the byte-wise bit transposition that packs blocks into planes.
 //!
-//! Why generic: the planes are machine words ([`super::Word`], `u32`) here,
-//! and each function compiles to the straight-line logic of the fixsliced
-//! AES; any other plane type that has XOR, AND and shifts by constants can
-//! run the same definitions. This file uses nothing but `core`.
+//! Why generic: the same code runs twice. In the crate the planes are
+//! machine words ([`super::Word`]: `u32` on 32-bit targets, `u64` on
+//! 64-bit ones), and each function compiles to
+//! the straight-line logic of the fixsliced AES. The build script
+//! (`build/`) includes this file as it is and runs it on values that record
+//! each operation, which gives the riscv32 kernel its instructions
+//! (`build/kernel.rs`): one definition of the circuits for both.
+//! So this file uses nothing but `core`, and only XOR, AND and shifts by
+//! constants on the planes.
 
 use core::ops::{BitAnd, BitXor, Shl, Shr};
 
