@@ -15,11 +15,11 @@
 //! ```text
 //! entry:  save registers; the chain into registers; no block -> done
 //! pack:   x = plaintext ^ chain, transposed into planes; ARK 0; j turn
-//! even:   MixColumns frame 2; ARK                    (falls into turn)
+//! even:   v > 0 -> final
+//!         MixColumns frame 2; ARK                    (falls into turn)
 //! turn:   S-box; MixColumns frame 1 or 3 (shifts, mask from the record); ARK
-//!         S-box; v == 0 -> even
-//! odd:    v < 0 -> final
-//!         MixColumns frame 0; ARK; j turn
+//!         S-box; v >= 0 -> even
+//! odd:    MixColumns frame 0; ARK; j turn
 //! final:  ARK 14; planes back to words; ShiftRows twice; store;
 //!         more blocks -> pack
 //! done:   the chain stored, registers restored, return
@@ -30,8 +30,9 @@
 //! whole loop). Frames 1 and 3 differ only in their shift amounts and one
 //! mask, which the record supplies per turn (`srl`/`sll` by registers), so
 //! one piece of code serves both; frames 2 and 0 differ in structure and
-//! are chosen by a branch on the turn's word `v` (0: frame 2 follows; 1:
-//! frame 0 follows; -1: last turn, round 14 done). The ciphertext of a
+//! are chosen by a branch on the turn's word `v` (0: frame 2 follows; -1:
+//! frame 0 follows; 1: last turn, round 14 done: the last turn takes the
+//! even turns' way, so only it pays for the exit test's misprediction). The ciphertext of a
 //! block stays in registers from `final` through `pack`, where it is XORed
 //! into the next plaintext.
 //!
@@ -381,7 +382,7 @@ pub fn assembly() -> (String, Report) {
     let second_sbox = compiled(sbox_region("s-box 2", |k| {
         let v = load(k, word(NEXT));
         output(v, V);
-        branch("beqz", &[v], "even");
+        branch("bgez", &[v], "even");
     }));
     let odd = compiled(frame_2_or_0(0));
     let last = compiled(finish_block());
@@ -393,12 +394,13 @@ pub fn assembly() -> (String, Report) {
     let mut with_jump = pack.lines.clone();
     with_jump.push("j turn".into());
     sections.push((Some("pack"), with_jump));
-    sections.push((Some("even"), even.lines.clone()));
+    let mut even_lines = vec![format!("bnez {V}, final")];
+    even_lines.extend(even.lines.iter().cloned());
+    sections.push((Some("even"), even_lines));
     sections.push((Some("turn"), first_sbox.lines.clone()));
     sections.push((None, mix13.lines.clone()));
     sections.push((None, second_sbox.lines.clone()));
-    let mut odd_lines = vec![format!("bltz {V}, final")];
-    odd_lines.extend(odd.lines.iter().cloned());
+    let mut odd_lines = odd.lines.clone();
     odd_lines.push("j turn".into());
     sections.push((Some("odd"), odd_lines));
     sections.push((Some("final"), last.lines.clone()));
@@ -433,15 +435,15 @@ pub fn assembly() -> (String, Report) {
     let _ = writeln!(text, ".size {SYMBOL}, .-{SYMBOL}");
 
     // Per block pair: the block's start and end, 7 turns of two S-boxes
-    // and frame 1/3, three of frame 2, three of frame 0 (with their jump
-    // and the `odd` test), the last turn's `odd` test.
+    // and frame 1/3, three of frame 2 (with the exit test), three of frame
+    // 0 (with their jump), the last turn's exit test.
     let turn = first_sbox.lines.len() + mix13.lines.len() + second_sbox.lines.len();
     let per_block_pair = pack.lines.len()
         + 1
         + last.lines.len()
         + TURNS * turn
-        + 3 * even.lines.len()
-        + 3 * (odd.lines.len() + 2)
+        + 3 * (even.lines.len() + 1)
+        + 3 * (odd.lines.len() + 1)
         + 1;
     (text, Report { per_block_pair })
 }
@@ -461,7 +463,7 @@ pub fn layout() -> String {
          const SHIFT_LEFT: usize = {SHIFT_LEFT};\n\
          /// In a turn: the mask of frame 1 or 3.\n\
          const MASK: usize = {MASK};\n\
-         /// In a turn: 0 (frame 2 follows), 1 (frame 0 follows), -1 (last).\n\
+         /// In a turn: 0 (frame 2 follows), -1 (frame 0 follows), 1 (last).\n\
          const NEXT: usize = {NEXT};\n"
     )
 }

@@ -80,8 +80,9 @@ impl Record {
             record.0[at + SHIFT_LEFT] = 8 - right;
             record.0[at + MASK] = mask;
             record.0[at + NEXT] = match turn {
-                _ if turn == TURNS - 1 => u32::MAX,
-                _ => (turn % 2) as u32,
+                _ if turn == TURNS - 1 => 1,
+                _ if turn % 2 == 1 => u32::MAX,
+                _ => 0,
             };
         }
         record
