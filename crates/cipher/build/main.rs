@@ -9,6 +9,8 @@
 //! circuits (`src/fixslice/circuit.rs`) on recording values,
 //! `schedule.rs` orders and allocates them. Generated on every target (it
 //! takes a fraction of a second), so a host build already checks it.
+//! `AESD_KERNEL_REPORT=1` prints its instructions per block pair as a
+//! build warning.
 
 #[path = "../src/fixslice/circuit.rs"]
 mod circuit;
@@ -22,6 +24,7 @@ use std::{env, fs};
 fn main() {
     println!("cargo:rerun-if-changed=build");
     println!("cargo:rerun-if-changed=src/fixslice/circuit.rs");
+    println!("cargo:rerun-if-env-changed=AESD_KERNEL_REPORT");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let (assembly, report) = kernel::assembly();
     fs::write(out.join("fixslice_rv32.S"), assembly).expect("write the kernel");
