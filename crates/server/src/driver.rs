@@ -52,8 +52,8 @@ enum Slot {
     None,
     /// Queued: the ticket's events move it.
     Queued(Ticket),
-    /// Running on its permit.
-    Held(Permit),
+    /// Running: the permit, whose drop frees the slot.
+    Held { _permit: Permit },
 }
 
 /// A data payload being read into the buffer the state machine lent.
@@ -78,7 +78,6 @@ enum Event {
     Stopping,
     Aborting,
     Evicted(crate::limits::ConnectionRefused),
-    Preempted(crate::admission::Refused),
     Ticket(TicketEvent),
     Work(Result<Timed<Work>, oneshot::error::RecvError>),
     Written(std::io::Result<Option<Transmit>>),
@@ -266,7 +265,7 @@ where
         }
         match shared.admission.enter(self.client) {
             Ok(Entry::Admitted(permit)) => {
-                self.admission = Slot::Held(permit);
+                self.admission = Slot::Held { _permit: permit };
                 self.connection.on_admission(now, Admission::Admitted);
             }
             Ok(Entry::Queued(ticket)) => {
@@ -411,7 +410,6 @@ where
         let rate_window = self.rate.as_ref().and_then(InputRate::window_end);
         let idle = self.connection.is_idle();
         let queued = matches!(self.admission, Slot::Queued(_));
-        let held = matches!(self.admission, Slot::Held(_));
         let event = {
             let Driver {
                 reader,
@@ -430,21 +428,10 @@ where
                     _ => std::future::pending().await,
                 }
             };
-            let (ticket, permit) = match admission {
-                Slot::Queued(ticket) => (Some(ticket), None),
-                Slot::Held(permit) => (None, Some(&*permit)),
-                Slot::None => (None, None),
-            };
             let ticket_event = async {
-                match ticket {
-                    Some(ticket) => ticket.next_event().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let preempted = async {
-                match permit {
-                    Some(permit) => permit.preempted().await,
-                    None => std::future::pending().await,
+                match admission {
+                    Slot::Queued(ticket) => ticket.next_event().await,
+                    _ => std::future::pending().await,
                 }
             };
             let work_done = async {
@@ -488,7 +475,6 @@ where
                 () = shared.shutdown.aborting(), if !*aborting_told => Event::Aborting,
                 () = shared.shutdown.stopping(), if !*stopping_told => Event::Stopping,
                 why = evicted, if idle => Event::Evicted(why),
-                why = preempted, if held => Event::Preempted(why),
                 event = ticket_event, if queued => Event::Ticket(event),
                 done = work_done => Event::Work(done),
                 written = out.write_some(), if busy => Event::Written(written),
@@ -519,14 +505,8 @@ where
                 self.connection.on_stop(now, Stop::Stopping);
             }
             Event::Evicted(why) => return Err(why.into()),
-            Event::Preempted(why) => {
-                // Counted now: the job may take a while to wind down (a
-                // frame being written to a slow reader).
-                self.shared.metrics.job_refused(why.reason());
-                self.connection.on_stop(now, Stop::Preempted(refusal(&why)));
-            }
             Event::Ticket(TicketEvent::Admitted(permit)) => {
-                self.admission = Slot::Held(permit);
+                self.admission = Slot::Held { _permit: permit };
                 self.connection.on_admission(now, Admission::Admitted);
             }
             Event::Ticket(TicketEvent::Moved(position)) => {

@@ -196,8 +196,6 @@ pub enum Stop {
     Stopping,
     /// The server cuts running jobs off.
     Aborting,
-    /// The running job's slot went to another client.
-    Preempted(Refusal),
 }
 
 /// A deadline and what its passing means.
@@ -978,8 +976,7 @@ impl Connection {
         }
     }
 
-    /// A stop from outside: the server stopping or aborting, or the
-    /// running job's slot taken back.
+    /// A stop from outside: the server stopping or aborting.
     pub fn on_stop(&mut self, now: Instant, stop: Stop) {
         match (&self.state, stop) {
             (State::Idle | State::AuthDelay { .. }, Stop::Stopping | Stop::Aborting) => {
@@ -991,10 +988,6 @@ impl Connection {
             (State::Job(_), Stop::Aborting) => {
                 self.drop_unsent_output();
                 self.fail(now, SessionError::ShuttingDown)
-            }
-            (State::Job(job), Stop::Preempted(refusal)) if job.phase == Phase::Running => {
-                self.drop_unsent_output();
-                self.fail(now, SessionError::Job(JobError::Busy(refusal)))
             }
             _ => {}
         }
