@@ -121,6 +121,10 @@ pub async fn serve<R, W>(
         idle_marked: false,
         stopping_told: false,
         aborting_told: false,
+        timers: Timers {
+            deadline: Timer::new(),
+            window: Timer::new(),
+        },
     };
     let failure = driver.run().await.err();
     if let Some(error) = failure {
@@ -149,6 +153,43 @@ struct Driver<'a, R, W> {
     idle_marked: bool,
     stopping_told: bool,
     aborting_told: bool,
+    timers: Timers,
+}
+
+/// The driver's two timers, kept from wait to wait (a timer made anew each
+/// time would be registered and removed again at every turn of the loop).
+struct Timers {
+    /// The state machine's deadline.
+    deadline: Timer,
+    /// The end of the input rate's window.
+    window: Timer,
+}
+
+/// A timer reset only when its instant changes.
+struct Timer {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    at: Option<Instant>,
+}
+
+impl Timer {
+    fn new() -> Self {
+        Timer {
+            sleep: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
+            at: None,
+        }
+    }
+
+    /// Resolves at `at` (never for `None`).
+    async fn until(&mut self, at: Option<Instant>) {
+        let Some(at) = at else {
+            return std::future::pending().await;
+        };
+        if self.at != Some(at) {
+            self.sleep.as_mut().reset(at.into());
+            self.at = Some(at);
+        }
+        self.sleep.as_mut().await;
+    }
 }
 
 impl<R, W> Driver<'_, R, W>
@@ -420,6 +461,7 @@ where
                 reading,
                 stopping_told,
                 aborting_told,
+                timers,
                 ..
             } = self;
             let evicted = async {
@@ -457,18 +499,8 @@ where
                     (ReadWanted::Nothing, Reading::Idle) => std::future::pending().await,
                 }
             };
-            let sleep = async {
-                match deadline {
-                    Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let window = async {
-                match rate_window {
-                    Some(end) => tokio::time::sleep_until(end.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let sleep = timers.deadline.until(deadline);
+            let window = timers.window.until(rate_window);
             let busy = out.is_busy();
             tokio::select! {
                 biased;

@@ -102,6 +102,10 @@ struct LaneStats {
 struct Queue {
     work: VecDeque<Work>,
     closed: bool,
+    /// Workers waiting on the condition variable: a submission wakes one
+    /// only if there is one (a wake is a system call even with nobody to
+    /// wake, once per chunk while the workers are busy).
+    sleeping: usize,
 }
 
 /// What the workers share.
@@ -245,8 +249,11 @@ impl WorkerPool {
             return Err(PoolError);
         }
         queue.work.push_back(work);
+        let sleeping = queue.sleeping > 0;
         drop(queue);
-        self.inner.ready.notify_one();
+        if sleeping {
+            self.inner.ready.notify_one();
+        }
         Ok(())
     }
 
@@ -274,7 +281,9 @@ impl Inner {
             if queue.closed {
                 return None;
             }
+            queue.sleeping += 1;
             queue = self.ready.wait(queue).ok()?;
+            queue.sleeping -= 1;
         }
     }
 
