@@ -704,7 +704,8 @@ async fn run(args: Args) -> Result<RunEnd> {
     );
     match &embedded {
         Some(server) => {
-            let config = &server.shared().config;
+            let state = server.state();
+            let config = state.config();
             outln!(
                 "server: embedded aesd on {} ({} workers, {} active slots, queue {}, chunks of {} bytes)",
                 server.addr(),

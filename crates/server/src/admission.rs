@@ -225,6 +225,7 @@ impl Admission {
         })
     }
 
+    #[cfg(test)]
     /// A controller without per-client caps or sharing: first come, first
     /// served, each client may keep every slot and queue place.
     pub fn unfair(max_active: usize, max_waiting: usize) -> Arc<Self> {

@@ -103,6 +103,24 @@ impl FailureThrottle {
         delay
     }
 
+    /// The delay [`FailureThrottle::failed`] would return for `peer` now,
+    /// without recording a failure.
+    pub fn next_delay(&self, peer: ClientKey) -> Duration {
+        let now = Instant::now();
+        let longest = self.base * (1 << MAX_DOUBLINGS);
+        let Ok(failures) = self.failures.lock() else {
+            return longest;
+        };
+        match failures.get(&peer) {
+            Some((count, last)) if now.duration_since(*last) < FAILURE_MEMORY => {
+                self.base * (1 << (*count).min(MAX_DOUBLINGS))
+            }
+            Some(_) => self.base,
+            None if failures.len() >= MAX_TRACKED => longest,
+            None => self.base,
+        }
+    }
+
     /// Forgets `peer`'s failures after it authenticated.
     pub fn succeeded(&self, peer: ClientKey) {
         if let Ok(mut failures) = self.failures.lock() {
@@ -155,6 +173,8 @@ mod tests {
             .map(|_| throttle.failed(peer).as_millis() as u64)
             .collect();
         assert_eq!(delays, [10, 20, 40, 80, 160, 320, 320, 320]);
+        assert_eq!(throttle.next_delay(peer), Duration::from_millis(320));
+        assert_eq!(throttle.next_delay(other), Duration::from_millis(10));
         assert_eq!(throttle.failed(other), Duration::from_millis(10));
         throttle.succeeded(peer);
         assert_eq!(throttle.failed(peer), Duration::from_millis(10));

@@ -177,6 +177,7 @@ impl LogLimiter {
         summaries
     }
 
+    #[cfg(test)]
     /// Clients with an entry (for tests).
     pub fn tracked(&self) -> usize {
         self.table.lock().map(|table| table.len()).unwrap_or(0)

@@ -5,7 +5,7 @@
 //! flight, so the pool's backlog is bounded by the number of admitted jobs.
 //!
 //! The queue holds two kinds of work, in one FIFO: closures ([`WorkerPool::run`])
-//! and CBC-encryption chunks ([`WorkerPool::encrypt_chunk`], anything the
+//! and CBC-encryption chunks ([`WorkerPool::start_lane`], anything the
 //! lane engine can run: [`LaneWork`]). A worker that takes a chunk runs
 //! aesd-core's [lane engine](aesd_core::lanes), which encrypts it together
 //! with the chunks of other jobs queued before the oldest waiting closure
@@ -184,6 +184,7 @@ impl WorkerPool {
         (stats.used_blocks.get(), stats.offered_blocks.get())
     }
 
+    #[cfg(test)]
     /// Runs `task` on a worker and waits for its result without blocking
     /// the async runtime.
     pub async fn run<T, F>(&self, task: F) -> Result<Timed<T>, PoolError>
@@ -232,15 +233,6 @@ impl WorkerPool {
             reply,
         })))?;
         Ok(done)
-    }
-
-    /// Encrypts one chunk of CBC encryption on a worker, in a lane beside
-    /// other jobs' chunks; hands it back encrypted.
-    pub async fn encrypt_chunk<W>(&self, work: W) -> Result<Timed<W>, PoolError>
-    where
-        W: LaneWork + Send + 'static,
-    {
-        self.start_lane(work)?.await.map_err(|_| PoolError)
     }
 
     fn submit(&self, work: Work) -> Result<(), PoolError> {

@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use crate::accept::accept;
+pub use crate::admission::Occupancy;
 use crate::config::Config;
 use crate::log_limit;
 use crate::metrics;
@@ -88,9 +89,9 @@ impl Server {
             .and_then(|listener| listener.local_addr().ok())
     }
 
-    /// State shared with the connections (for metrics and tests).
-    pub fn shared(&self) -> Arc<Shared> {
-        Arc::clone(&self.shared)
+    /// What the server's state looks like (for monitoring and tests).
+    pub fn state(&self) -> ServerState {
+        ServerState(Arc::clone(&self.shared))
     }
 
     /// Serves until `signal` resolves, then shuts down gracefully: stops
@@ -175,7 +176,7 @@ impl Server {
     pub fn spawn(self) -> RunningServer {
         let addr = self.local_addr();
         let metrics_addr = self.metrics_addr();
-        let shared = self.shared();
+        let shared = Arc::clone(&self.shared);
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(self.serve(async {
             let _ = stop_rx.await;
@@ -187,6 +188,56 @@ impl Server {
             stop: Some(stop_tx),
             task,
         }
+    }
+}
+
+/// A read-only view of a server's state while it runs: its slots and
+/// queue, connections, workers, metrics and settings (for monitoring and
+/// tests; the same figures `/metrics` shows).
+#[derive(Clone)]
+pub struct ServerState(Arc<Shared>);
+
+impl ServerState {
+    /// Jobs holding a slot and jobs waiting, now.
+    pub fn occupancy(&self) -> Occupancy {
+        self.0.admission.occupancy()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.0.connections.open()
+    }
+
+    /// Time all workers together spent running cryptographic work.
+    pub fn worker_busy_time(&self) -> std::time::Duration {
+        self.0.pool.busy_time()
+    }
+
+    /// How many jobs' chains one worker encrypts together.
+    pub fn lanes(&self) -> usize {
+        self.0.pool.lanes()
+    }
+
+    /// Blocks the lane engine encrypted, and blocks it could have in the
+    /// same calls with every lane busy.
+    pub fn lane_blocks(&self) -> (u64, u64) {
+        self.0.pool.lane_blocks()
+    }
+
+    /// The Prometheus text `/metrics` serves.
+    pub fn metrics_text(&self) -> String {
+        self.0.metrics.encode()
+    }
+
+    /// The effective settings.
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    /// The delay the next failed authentication from `addr` would wait
+    /// (`auth-failure-delay`, doubled per recent failure of its client).
+    pub fn auth_failure_delay(&self, addr: std::net::IpAddr) -> std::time::Duration {
+        self.0.auth_failures.next_delay(self.0.client_key(addr))
     }
 }
 
@@ -235,9 +286,9 @@ impl RunningServer {
         self.metrics_addr
     }
 
-    /// Its shared state.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// What its state looks like (for monitoring and tests).
+    pub fn state(&self) -> ServerState {
+        ServerState(Arc::clone(&self.shared))
     }
 
     /// Shuts it down gracefully and waits until it has stopped.

@@ -61,7 +61,7 @@ async fn fifty_clients_ten_slots_positions_queue_time_and_busy() {
     })
     .await;
     let addr = server.addr().to_string();
-    let admission = std::sync::Arc::clone(&server.shared().admission);
+    let admission = server.state();
     let (open, gate) = tokio::sync::watch::channel(false);
 
     let mut clients = Vec::new();

@@ -130,7 +130,7 @@ async fn missing_and_wrong_tokens_are_refused_slowly_and_counted() {
         "the delay was not reset by the success: {waited:?}"
     );
 
-    let metrics = server.shared().metrics.encode();
+    let metrics = server.state().metrics_text();
     let line = metrics
         .lines()
         .find(|line| line.starts_with("aesd_errors_total{kind=\"unauthorized\"}"))

@@ -286,7 +286,7 @@ async fn client_vanishing_mid_upload_frees_its_slot() {
         ..ConfigLayer::default()
     })
     .await;
-    let admission = std::sync::Arc::clone(&server.shared().admission);
+    let admission = server.state();
     let addr = server.addr().to_string();
     // A client that uploads part of a file, then its input stalls.
     let (mut feed, mut input) = tokio::io::duplex(1 << 20);

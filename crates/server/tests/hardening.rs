@@ -103,7 +103,7 @@ async fn idle_connections_take_no_job_slots() {
         "queued {:?}",
         report.queue
     );
-    assert_eq!(server.shared().admission.occupancy().active, 0);
+    assert_eq!(server.state().occupancy().active, 0);
     drop(idle);
 }
 
@@ -304,7 +304,7 @@ async fn pbkdf2_stops_when_the_client_leaves() {
     ));
     // Let the derivation get going, then leave.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let busy_before = server.shared().pool.busy_time();
+    let busy_before = server.state().worker_busy_time();
     drop(write);
     drop(reader);
 
@@ -321,7 +321,7 @@ async fn pbkdf2_stops_when_the_client_leaves() {
     );
     // The worker did not keep deriving for the client that left.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let busy_after = server.shared().pool.busy_time();
+    let busy_after = server.state().worker_busy_time();
     let spent = busy_after.saturating_sub(busy_before);
     assert!(
         spent < Duration::from_secs(3),

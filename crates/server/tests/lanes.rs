@@ -18,7 +18,7 @@ async fn concurrent_jobs_on_one_worker_share_its_lanes() {
         ..ConfigLayer::default()
     })
     .await;
-    let pool = std::sync::Arc::clone(&server.shared().pool);
+    let pool = server.state();
     let lanes = pool.lanes();
     let addr = server.addr().to_string();
     let jobs: Vec<_> = (0..lanes as u64 * 2)

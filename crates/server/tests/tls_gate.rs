@@ -11,7 +11,7 @@ use aesd_client::tls::TlsSettings;
 use aesd_client::{Client, ConnectOptions};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
-use aesd_server::tls_gate::MAX_PER_CLIENT;
+use aesd_server::caps::TLS_HANDSHAKES_PER_CLIENT as MAX_PER_CLIENT;
 use aesd_testkit::{TempDir, connect_from};
 use common::{job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use aesd_proto::ErrorCode;
 
-pub use aesd_core::proxy_header::{self as header, HeaderError, ProxyHeader};
-pub use cidr::{Cidr, CidrError, TrustedProxies};
+pub use aesd_core::proxy_header::{self as header, HeaderError};
+pub use cidr::{CidrError, TrustedProxies};
 
 /// A connection's PROXY header was missing, wrong or not allowed.
 #[derive(Debug, thiserror::Error)]
