@@ -93,6 +93,10 @@ pub const REFUSAL_REASONS: [&str; 6] = [
     "displaced",
 ];
 
+/// Every `reason` of `aesd_connections_refused_total`: connections closed
+/// before anything was read from them.
+pub const CONNECTION_REFUSAL_REASONS: [&str; 1] = ["metrics_not_allowed"];
+
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
 fn time_histogram() -> Histogram {
@@ -107,6 +111,7 @@ pub struct Metrics {
     jobs: Family<JobLabels, WideCounter>,
     errors: Family<ErrorLabel, WideCounter>,
     jobs_refused: Family<RefusalLabel, WideCounter>,
+    connections_refused: Family<RefusalLabel, WideCounter>,
     connections: WideCounter,
     connections_open: Gauge,
     queue_wait: TimeFamily,
@@ -135,6 +140,7 @@ impl Metrics {
             jobs: Family::default(),
             errors: Family::default(),
             jobs_refused: Family::default(),
+            connections_refused: Family::default(),
             connections: WideCounter::default(),
             connections_open: Gauge::default(),
             queue_wait: Family::new_with_constructor(time_histogram),
@@ -168,6 +174,11 @@ impl Metrics {
             metrics.jobs_refused.clone(),
         );
         registry.register(
+            "aesd_connections_refused",
+            "Connections closed before anything was read from them, by reason (metrics_not_allowed: a scrape from outside metrics-allow)",
+            metrics.connections_refused.clone(),
+        );
+        registry.register(
             "aesd_connections",
             "Connections accepted",
             metrics.connections.clone(),
@@ -198,6 +209,13 @@ impl Metrics {
         // would read as flat.
         for reason in REFUSAL_REASONS {
             drop(metrics.jobs_refused.get_or_create(&RefusalLabel { reason }));
+        }
+        for reason in CONNECTION_REFUSAL_REASONS {
+            drop(
+                metrics
+                    .connections_refused
+                    .get_or_create(&RefusalLabel { reason }),
+            );
         }
         for operation in ["encrypt", "decrypt"] {
             let label = OperationLabel { operation };
@@ -272,6 +290,14 @@ impl Metrics {
     /// [`REFUSAL_REASONS`]).
     pub fn job_refused(&self, reason: &'static str) {
         self.jobs_refused
+            .get_or_create(&RefusalLabel { reason })
+            .inc();
+    }
+
+    /// Counts a connection closed before anything was read from it, for
+    /// `reason` (see [`CONNECTION_REFUSAL_REASONS`]).
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.connections_refused
             .get_or_create(&RefusalLabel { reason })
             .inc();
     }
