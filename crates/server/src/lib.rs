@@ -28,6 +28,8 @@
 //! * [`input_rate`]: the minimum input rate of a running job.
 //! * [`kdf_budget`]: how much PBKDF2 (key source 1) one client may make
 //!   the server run per minute.
+//! * [`client_buckets`]: token buckets per client in a bounded table (the
+//!   PBKDF2 budget).
 //! * [`proxy`]: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
@@ -50,6 +52,7 @@ pub mod admission;
 pub mod auth;
 pub mod backend;
 pub mod cipher;
+pub mod client_buckets;
 pub mod client_key;
 pub mod config;
 pub mod defaults;

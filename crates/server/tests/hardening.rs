@@ -279,9 +279,10 @@ async fn pbkdf2_stops_when_the_client_leaves() {
         workers: Some(1),
         max_active: Some(1),
         max_iter: Some(50_000_000),
-        // Off: the next job (key source 1, same client) would be refused
-        // for the budget the abandoned derivation took.
+        // Off, both: the next job (key source 1, same client) would be
+        // refused for the budget the abandoned derivation took.
         kdf_budget: Some(0),
+        kdf_budget_total: Some(0),
         ..ConfigLayer::default()
     })
     .await;
