@@ -15,6 +15,8 @@
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
 //! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
+//! * [`tls_accept`]: a TLS connection's handshake, bounded ([`tls_gate`]),
+//!   on a thread of its own, never on the async runtime's threads.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline;
@@ -74,6 +76,7 @@ pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;
+pub mod tls_accept;
 pub mod tls_gate;
 pub mod tls_init;
 
