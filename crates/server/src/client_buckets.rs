@@ -1,5 +1,6 @@
 //! Token buckets per client, in a table of bounded size: what
-//! `kdf-budget` (PBKDF2 iterations) charges.
+//! `kdf-budget` (PBKDF2 iterations) and `tls-handshake-rate` (TLS
+//! handshakes) charge.
 //!
 //! Each client (its address, IPv6 by prefix) has a bucket that holds at
 //! most one minute's worth and refills continuously. A request larger

@@ -174,6 +174,15 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
 
+    /// TLS handshakes one client may start per minute (a token bucket
+    /// holding a minute's worth); a connection over it is closed before
+    /// any cryptography and counted in
+    /// aesd_connections_refused_total{reason="tls_handshake_rate"}. 0 turns
+    /// it off
+    #[arg(long, value_name = "HANDSHAKES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_rate: Option<u64>,
+
     /// Require clients to send this access token before any job: the file's
     /// first line, 16 to 256 bytes (clients: --token-file)
     #[arg(long, value_name = "FILE")]
@@ -364,6 +373,8 @@ pub struct Config {
     pub access_token: Option<AccessToken>,
     /// TLS on the job port, when configured.
     pub tls: Option<TlsIdentity>,
+    /// TLS handshakes per client and minute (0: no limit).
+    pub tls_handshake_rate: u64,
     /// First delay before answering a failed authentication.
     pub auth_failure_delay: Duration,
     /// Peers that must send a PROXY header (empty: none).
@@ -564,6 +575,9 @@ impl Config {
                     });
                 }
             },
+            tls_handshake_rate: layer
+                .tls_handshake_rate
+                .unwrap_or(defaults::TLS_HANDSHAKE_RATE),
             access_token: match &layer.token_file {
                 Some(path) => {
                     Some(
@@ -732,6 +746,7 @@ impl Config {
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             tls_cert: self.tls.as_ref().map(|tls| tls.cert_path().to_owned()),
             tls_key: self.tls.as_ref().map(|tls| tls.key_path().to_owned()),
+            tls_handshake_rate: Some(self.tls_handshake_rate),
             token_file: self
                 .access_token
                 .as_ref()

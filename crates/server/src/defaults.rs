@@ -57,6 +57,11 @@ pub const KDF_BUDGET: u64 = 100_000;
 /// run per minute: four clients' budgets.
 pub const KDF_BUDGET_TOTAL: u64 = 400_000;
 
+/// TLS handshakes one client may start per minute: ten a second on
+/// average, and a minute's worth at once (a host opening a few hundred
+/// connections together). The board's aesd.toml: 120.
+pub const TLS_HANDSHAKE_RATE: u64 = 600;
+
 /// Networks that may scrape the metrics: loopback, the private IPv4
 /// networks (RFC 1918), IPv4 link-local, IPv6 unique local and link-local
 /// addresses. A management network is one of these; the internet is not.
@@ -110,6 +115,7 @@ pub fn shown() -> Vec<(&'static str, String)> {
         ),
         ("tls-cert", "none".to_owned()),
         ("tls-key", "none".to_owned()),
+        ("tls-handshake-rate", TLS_HANDSHAKE_RATE.to_string()),
         ("token-file", "none".to_owned()),
         ("auth-failure-delay", AUTH_FAILURE_DELAY_SECS.to_string()),
         ("metrics-listen", "off".to_owned()),

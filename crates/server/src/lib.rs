@@ -15,8 +15,9 @@
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
 //! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
-//! * [`tls_accept`]: a TLS connection's handshake, bounded ([`tls_gate`]),
-//!   on a thread of its own, never on the async runtime's threads.
+//! * [`tls_accept`]: a TLS connection's handshake, rate-limited per client
+//!   ([`handshake_rate`]) and bounded ([`tls_gate`]), on a thread of its
+//!   own, never on the async runtime's threads.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline;
@@ -31,7 +32,7 @@
 //! * [`kdf_budget`]: how much PBKDF2 (key source 1) one client may make
 //!   the server run per minute.
 //! * [`client_buckets`]: token buckets per client in a bounded table (the
-//!   PBKDF2 budget).
+//!   PBKDF2 budget, the TLS handshake rate).
 //! * [`proxy`]: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
@@ -60,6 +61,7 @@ pub mod config;
 pub mod defaults;
 pub mod error;
 pub mod fd_limit;
+pub mod handshake_rate;
 pub mod input_rate;
 pub mod job;
 pub mod kdf_budget;

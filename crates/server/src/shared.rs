@@ -14,6 +14,7 @@ use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
 use crate::client_key::ClientKey;
 use crate::config::Config;
+use crate::handshake_rate::HandshakeRate;
 use crate::kdf_budget::KdfBudget;
 use crate::limits::ConnectionLimits;
 use crate::log_limit::LogLimiter;
@@ -47,6 +48,8 @@ pub struct Shared {
     pub log_limit: LogLimiter,
     /// TLS handshakes in progress, bounded in all and per client.
     pub tls_handshakes: Arc<HandshakeGate>,
+    /// TLS handshakes each client may still start.
+    pub tls_rate: HandshakeRate,
     /// The thread TLS handshakes run on (when the job port speaks TLS).
     pub tls_thread: Option<HandshakeThread>,
 }
@@ -86,6 +89,7 @@ impl Shared {
             kdf_budget: KdfBudget::new(config.kdf_budget).with_total(config.kdf_budget_total),
             log_limit: LogLimiter::default(),
             tls_handshakes: Arc::default(),
+            tls_rate: HandshakeRate::new(config.tls_handshake_rate),
             tls_thread,
             config,
             metrics,

@@ -1,4 +1,5 @@
-//! Accepting a TLS connection: a place among the handshakes in progress
+//! Accepting a TLS connection: the client's handshake rate
+//! ([`crate::handshake_rate`]), a place among the handshakes in progress
 //! ([`crate::tls_gate`]), then the handshake itself on a thread of its own
 //! ([`HandshakeThread`]), never on the async runtime's threads.
 //!
@@ -14,7 +15,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -100,9 +101,9 @@ impl HandshakeThread {
 }
 
 /// Accepts a connection that starts a TLS handshake: refused at once
-/// (before any cryptography) when its client holds its share of the
-/// handshakes in progress, else handshaken on the handshake thread within
-/// `handshake-timeout`. The error is for the
+/// (before any cryptography) when its client is over `tls-handshake-rate`
+/// or holds its share of the handshakes in progress, else handshaken on
+/// the handshake thread within `handshake-timeout`. The error is for the
 /// session to count and log: there is no channel to tell the client.
 pub async fn accept(
     stream: TcpStream,
@@ -110,9 +111,14 @@ pub async fn accept(
     shared: &Shared,
     tls: &TlsIdentity,
 ) -> Result<TlsStream<TcpStream>, JobError> {
+    let client = shared.client_key(peer.ip());
+    if let Err(over) = shared.tls_rate.take(client, Instant::now()) {
+        shared.metrics.connection_refused("tls_handshake_rate");
+        return Err(JobError::HandshakeRate(over));
+    }
     let _pass = shared
         .tls_handshakes
-        .enter(shared.client_key(peer.ip()))
+        .enter(client)
         .map_err(|full| JobError::TlsHandshake(format!("refused: {full}")))?;
     let Some(thread) = &shared.tls_thread else {
         return Err(JobError::Internal(
@@ -127,7 +133,6 @@ pub async fn accept(
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
 
     use rustls::crypto::ring as provider;
     use rustls::pki_types::pem::PemObject;

@@ -1,6 +1,8 @@
 //! TLS handshakes in progress are bounded per client (`tls_gate`): one
 //! address holding handshakes open gets no more places, its further
 //! connections are closed at once, and another address's TLS jobs run.
+//! Handshakes started are rate-limited per client (`tls-handshake-rate`):
+//! an address over its rate is closed at once, another is served.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -117,4 +119,50 @@ async fn one_address_holding_handshakes_gets_no_more_and_others_are_served() {
     // Another address's TLS job runs.
     tls_job(addr, &pin).await;
     drop(held);
+}
+
+/// `tls-handshake-rate` 3 a minute: after 3 handshakes started from
+/// 127.0.0.2, its further connections are closed at once (a real TLS
+/// client's too) and counted, while 127.0.0.1's TLS jobs run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_over_its_handshake_rate_is_refused_and_another_is_served() {
+    let (server, _dir, pin) = tls_server(ConfigLayer {
+        tls_handshake_rate: Some(3),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let addr = server.addr();
+    // Three handshakes started and abandoned, then more: refused at once
+    // once the server has counted the three.
+    for _ in 0..3 {
+        let mut abandoned = connect_from("127.0.0.2", addr).await;
+        abandoned
+            .write_all(&PARTIAL_HELLO)
+            .await
+            .expect("partial hello");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut held = Vec::new();
+    while let Some(open) = refused_at_once("127.0.0.2", addr).await {
+        held.push(open);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "handshakes over the rate were not refused"
+        );
+    }
+    let refused = Client::connect_with(&addr.to_string(), &pinned(&pin, "127.0.0.2")).await;
+    assert!(refused.is_err(), "a TLS client over its rate was served");
+    tls_job(addr, &pin).await;
+    tls_job(addr, &pin).await;
+    drop(held);
+    let metrics = server.shared().metrics.encode();
+    let count: u64 = metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("aesd_connections_refused_total{reason=\"tls_handshake_rate\"} ")
+        })
+        .and_then(|value| value.trim().parse().ok())
+        .expect("the refusal counter");
+    assert!(count >= 2, "{count} refusals counted:\n{metrics}");
+    server.shutdown().await;
 }

@@ -95,7 +95,7 @@ pub const REFUSAL_REASONS: [&str; 6] = [
 
 /// Every `reason` of `aesd_connections_refused_total`: connections closed
 /// before anything was read from them.
-pub const CONNECTION_REFUSAL_REASONS: [&str; 1] = ["metrics_not_allowed"];
+pub const CONNECTION_REFUSAL_REASONS: [&str; 2] = ["metrics_not_allowed", "tls_handshake_rate"];
 
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
@@ -175,7 +175,7 @@ impl Metrics {
         );
         registry.register(
             "aesd_connections_refused",
-            "Connections closed before anything was read from them, by reason (metrics_not_allowed: a scrape from outside metrics-allow)",
+            "Connections closed before anything was read from them, by reason (metrics_not_allowed: a scrape from outside metrics-allow; tls_handshake_rate: a client over its TLS handshake rate)",
             metrics.connections_refused.clone(),
         );
         registry.register(
