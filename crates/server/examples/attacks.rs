@@ -3,7 +3,7 @@
 //! `scripts/bench/attacks.sh` runs it (release build).
 //!
 //! ```text
-//! attacks AESD_BINARY [SECONDS]
+//! attacks AESD_BINARY [SECONDS [NAME,...] [LANE_MIB]]]
 //! ```
 //!
 //! * log flood: failed begins (1 PBKDF2 iteration, under `min-iter`) from
@@ -22,13 +22,17 @@
 //!   probes with 1 MiB jobs for at most SECONDS × 4 (40 s by default);
 //!   prints when its first job started and finished, or how many probes got
 //!   `busy`.
-//! * lane sharing (`--workers 1`): two 128 MiB encryptions at once from
-//!   127.0.0.1, nobody else; prints the lane engine's occupancy from the
-//!   metrics (`aesd_cipher_lane_blocks_total` over
-//!   `aesd_cipher_lane_capacity_blocks_total`) and the lanes per worker.
+//! * lane sharing (`--workers 1`): two encryptions of LANE_MIB (default
+//!   128) MiB at once from 127.0.0.1, nobody else; prints the lane
+//!   engine's occupancy from the metrics: of the lanes the two jobs could
+//!   fill (`aesd_cipher_lane_blocks_total` over
+//!   `aesd_cipher_lane_fillable_blocks_total`, when the aesd has it) and
+//!   of every lane (over `aesd_cipher_lane_capacity_blocks_total`), and
+//!   the lanes per worker.
 //!
-//! `attacks AESD_BINARY [SECONDS [NAME,...]]` runs only the named attacks
-//! (`log`, `memory`, `metrics`, `lockout`, `lanes`; default all).
+//! `attacks AESD_BINARY [SECONDS [NAME,...] [LANE_MIB]]]` runs only the
+//! named attacks (`log`, `memory`, `metrics`, `lockout`, `lanes`; default
+//! all). AESD_BINARY may be a script that runs aesd (e.g. under qemu-user).
 //!
 //! Only loopback addresses; every count and duration is bounded.
 
@@ -46,13 +50,20 @@ use zeroize::Zeroizing;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let binary = args.next().expect("usage: attacks AESD_BINARY [SECONDS]");
+    let binary = args
+        .next()
+        .expect("usage: attacks AESD_BINARY [SECONDS [NAME,...] [LANE_MIB]]]");
     let seconds: u64 = args
         .next()
         .map(|s| s.parse().expect("SECONDS: a number"))
         .unwrap_or(10)
         .min(60);
     let names = args.next().unwrap_or_else(|| "all".into());
+    let lane_mib: usize = args
+        .next()
+        .map(|s| s.parse().expect("LANE_MIB: a number"))
+        .unwrap_or(128)
+        .clamp(1, 1024);
     let wanted = |name: &str| names == "all" || names.split(',').any(|n| n == name);
     let binary = Path::new(&binary);
     if wanted("log") {
@@ -68,7 +79,7 @@ async fn main() {
         lock_out(binary, seconds * 4).await;
     }
     if wanted("lanes") {
-        lane_sharing(binary).await;
+        lane_sharing(binary, lane_mib << 20).await;
     }
 }
 
@@ -217,8 +228,7 @@ fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-async fn lane_sharing(binary: &Path) {
-    const SIZE: usize = 128 << 20;
+async fn lane_sharing(binary: &Path, size: usize) {
     let aesd = AesdProcess::start(
         binary,
         &["--workers", "1", "--metrics-listen", "127.0.0.1:0"],
@@ -235,7 +245,7 @@ async fn lane_sharing(binary: &Path) {
                     .expect("begin");
                 let upload = tokio::spawn(async move {
                     let chunk = vec![6u8; 64 << 10];
-                    for _ in 0..SIZE / chunk.len() {
+                    for _ in 0..size / chunk.len() {
                         writer.send_data(&chunk).await.expect("data");
                     }
                     writer.send(&Message::End).await.expect("end");
@@ -273,11 +283,18 @@ async fn lane_sharing(binary: &Path) {
     let text = String::from_utf8_lossy(&answer);
     let used = metric(&text, "aesd_cipher_lane_blocks_total");
     let offered = metric(&text, "aesd_cipher_lane_capacity_blocks_total");
+    let fillable = metric(&text, "aesd_cipher_lane_fillable_blocks_total");
     let lanes = metric(&text, "aesd_cipher_lanes");
+    let jobs_per_call = lanes * used / offered;
+    let of_fillable = if fillable.is_nan() {
+        "not counted by this aesd".to_owned()
+    } else {
+        format!("{:.1} %", 100.0 * used / fillable)
+    };
     println!(
-        "lane sharing: 2 × 128 MiB from one address on 1 worker: {queued} queued, lane occupancy {:.1} % of {lanes} lanes ({:.2} jobs per engine call), {:.2} s",
+        "lane sharing: 2 × {} MiB from one address on 1 worker: {queued} queued, {jobs_per_call:.2} jobs per engine call; lane occupancy of the lanes the jobs could fill: {of_fillable}; of all {lanes} lanes: {:.1} %; {:.2} s",
+        size >> 20,
         100.0 * used / offered,
-        lanes * used / offered,
         took.as_secs_f64()
     );
 }

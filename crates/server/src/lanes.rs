@@ -24,6 +24,7 @@
 //!
 //! [`WorkerPool::encrypt_chunk`]: crate::pool::WorkerPool::encrypt_chunk
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -60,7 +61,8 @@ pub struct LaneDone {
     pub elapsed: Duration,
 }
 
-/// How full the lanes were: the metrics show `used / offered`.
+/// How full the lanes were: the metrics show `used / offered` (of every
+/// lane) and `used / fillable` (of the lanes the jobs present could fill).
 #[derive(Debug, Default)]
 pub struct LaneStats {
     /// Blocks encrypted.
@@ -68,6 +70,50 @@ pub struct LaneStats {
     /// Blocks that could have been encrypted in the same calls had every
     /// lane been busy (calls × lanes × blocks per lane).
     pub offered_blocks: WideAtomic,
+    /// Blocks that could have been encrypted in the same calls had every
+    /// encryption job then running had a lane of this engine, as far as
+    /// the lanes go: per call, the jobs present (see [`Presence`]) less
+    /// those in other workers' lanes, at most every lane, at least the
+    /// lanes busy.
+    pub fillable_blocks: WideAtomic,
+    /// Encryption jobs running (holding a slot, key ready, not done).
+    pub present: AtomicUsize,
+    /// Lanes busy in all engines (workers) together.
+    pub in_lanes: AtomicUsize,
+}
+
+/// An encryption job counted as present for the lane statistics while
+/// this lives.
+#[derive(Debug)]
+pub struct Presence<'a> {
+    stats: &'a LaneStats,
+}
+
+impl LaneStats {
+    /// Counts an encryption job as present until the guard drops.
+    pub fn present(&self) -> Presence<'_> {
+        self.present.fetch_add(1, Ordering::Relaxed);
+        Presence { stats: self }
+    }
+
+    /// Counts one call of an engine with `busy` of its `max_lanes` lanes
+    /// busy, `blocks` blocks each.
+    fn count_call(&self, busy: usize, max_lanes: usize, blocks: u64) {
+        let present = self.present.load(Ordering::Relaxed);
+        let elsewhere = self.in_lanes.load(Ordering::Relaxed).saturating_sub(busy);
+        let fillable = present
+            .saturating_sub(elsewhere)
+            .clamp(busy, max_lanes.max(busy));
+        self.used_blocks.inc_by(blocks * busy as u64);
+        self.offered_blocks.inc_by(blocks * max_lanes as u64);
+        self.fillable_blocks.inc_by(blocks * fillable as u64);
+    }
+}
+
+impl Drop for Presence<'_> {
+    fn drop(&mut self) {
+        self.stats.present.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One occupied lane.
@@ -114,14 +160,18 @@ pub fn run(
     let max_lanes = max_lanes.max(1);
     let mut lanes: Vec<Lane> = Vec::with_capacity(max_lanes);
     lanes.push(Lane::new(first));
+    stats.in_lanes.fetch_add(1, Ordering::Relaxed);
     loop {
         if lanes.len() < max_lanes {
-            lanes.extend(refill(max_lanes - lanes.len()).into_iter().map(Lane::new));
+            let joined = refill(max_lanes - lanes.len());
+            stats.in_lanes.fetch_add(joined.len(), Ordering::Relaxed);
+            lanes.extend(joined.into_iter().map(Lane::new));
         }
         // Hand back chunks that are done (or had no whole block at all).
         let mut index = 0;
         while index < lanes.len() {
             if lanes[index].remaining() == 0 {
+                stats.in_lanes.fetch_sub(1, Ordering::Relaxed);
                 lanes.swap_remove(index).finish();
             } else {
                 index += 1;
@@ -144,8 +194,7 @@ pub fn run(
             .collect();
         encrypt_lanes(&mut slices);
         let blocks = (len / crate::cipher::BLOCK) as u64;
-        stats.used_blocks.inc_by(blocks * slices.len() as u64);
-        stats.offered_blocks.inc_by(blocks * max_lanes as u64);
+        stats.count_call(slices.len(), max_lanes, blocks);
     }
 }
 
@@ -235,6 +284,41 @@ mod tests {
         assert!(used > 0 && used <= offered, "{used} of {offered}");
         // Some slices ran two lanes at once (one lane alone is exactly half).
         assert!(used * 2 > offered, "{used} of {offered}");
+    }
+
+    /// The fillable lanes are the jobs present (less those in other
+    /// engines' lanes), at most every lane, at least the busy ones: a lone
+    /// chunk while two encryptions are present fills half of what it could.
+    #[test]
+    fn fillable_lanes_follow_the_jobs_present() {
+        let stats = LaneStats::default();
+        let (job, _done) = submit(stream(7), chunk(4096, 7));
+        run(job, 4, &stats, |_| Vec::new());
+        assert_eq!(
+            stats.fillable_blocks.get(),
+            stats.used_blocks.get(),
+            "nobody present"
+        );
+        let stats = LaneStats::default();
+        let _first = stats.present();
+        let _second = stats.present();
+        let (job, _done) = submit(stream(7), chunk(4096, 7));
+        run(job, 4, &stats, |_| Vec::new());
+        assert_eq!(stats.fillable_blocks.get(), 2 * stats.used_blocks.get());
+        assert_eq!(stats.offered_blocks.get(), 4 * stats.used_blocks.get());
+        // The other job in another worker's lane: nothing more to fill here.
+        let stats = LaneStats::default();
+        let _first = stats.present();
+        let _second = stats.present();
+        stats.in_lanes.store(1, Ordering::Relaxed);
+        let (job, _done) = submit(stream(7), chunk(4096, 7));
+        run(job, 4, &stats, |_| Vec::new());
+        assert_eq!(stats.fillable_blocks.get(), stats.used_blocks.get());
+        assert_eq!(
+            stats.in_lanes.load(Ordering::Relaxed),
+            1,
+            "lanes given back"
+        );
     }
 
     #[test]

@@ -413,6 +413,8 @@ async fn cipher_stage(
             .await
             .map_err(|_| JobError::Aborted)?;
     }
+    // An encryption counts as present for the lane occupancy until it ends.
+    let _present = matches!(core, JobCore::Encrypt(_)).then(|| pool.encryption_present());
     loop {
         let next = tokio::select! {
             biased;

@@ -459,6 +459,12 @@ impl Collector for LiveCollector {
             "Blocks the lane engine could have encrypted in the same calls with every lane busy",
             offered,
         )?;
+        counter(
+            &mut encoder,
+            "aesd_cipher_lane_fillable_blocks",
+            "Blocks the lane engine could have encrypted in the same calls had every encryption job then running had a lane (at most every lane); lane occupancy of the jobs present = aesd_cipher_lane_blocks_total / this",
+            self.pool.lane_fillable_blocks(),
+        )?;
 
         let stats = ProcessStats::read();
         if let Some(cpu) = stats.cpu_seconds {
