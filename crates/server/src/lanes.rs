@@ -62,7 +62,7 @@ pub struct LaneDone {
 }
 
 /// How full the lanes were: the metrics show `used / offered` (of every
-/// lane) and `used / fillable` (of the lanes the jobs present could fill).
+/// lane) and `used / fillable` (of the lanes the jobs with data could fill).
 #[derive(Debug, Default)]
 pub struct LaneStats {
     /// Blocks encrypted.
@@ -71,35 +71,66 @@ pub struct LaneStats {
     /// lane been busy (calls × lanes × blocks per lane).
     pub offered_blocks: WideAtomic,
     /// Blocks that could have been encrypted in the same calls had every
-    /// encryption job then running had a lane of this engine, as far as
-    /// the lanes go: per call, the jobs present (see [`Presence`]) less
-    /// those in other workers' lanes, at most every lane, at least the
-    /// lanes busy.
+    /// encryption job with data had a lane of this engine, as far as the
+    /// lanes go: per call, the jobs with data (see [`Backlog`]) less those
+    /// in other workers' lanes, at most every lane, at least the lanes
+    /// busy.
     pub fillable_blocks: WideAtomic,
-    /// Encryption jobs running (holding a slot, key ready, not done).
-    pub present: AtomicUsize,
+    /// Encryption jobs with chunks read from their clients and not yet
+    /// encrypted (see [`Backlog`]).
+    pub loaded: AtomicUsize,
     /// Lanes busy in all engines (workers) together.
     pub in_lanes: AtomicUsize,
 }
 
-/// An encryption job counted as present for the lane statistics while
-/// this lives.
+/// An encryption's chunks read from its client and not yet encrypted.
+/// While it has any, the job has data: it could fill a lane, and an
+/// engine call without it leaves a lane empty that it could have filled
+/// (counted in [`LaneStats::fillable_blocks`]). A job whose client is slow
+/// to send has none meanwhile, and its empty lane counts against nobody.
 #[derive(Debug)]
-pub struct Presence<'a> {
+pub struct Backlog<'a> {
     stats: &'a LaneStats,
+    chunks: AtomicUsize,
+}
+
+impl Backlog<'_> {
+    /// A chunk was read from the client.
+    pub fn read(&self) {
+        if self.chunks.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.stats.loaded.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A chunk came back encrypted.
+    pub fn encrypted(&self) {
+        if self.chunks.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.stats.loaded.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Backlog<'_> {
+    fn drop(&mut self) {
+        if *self.chunks.get_mut() > 0 {
+            self.stats.loaded.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl LaneStats {
-    /// Counts an encryption job as present until the guard drops.
-    pub fn present(&self) -> Presence<'_> {
-        self.present.fetch_add(1, Ordering::Relaxed);
-        Presence { stats: self }
+    /// The backlog of one encryption job, empty.
+    pub fn backlog(&self) -> Backlog<'_> {
+        Backlog {
+            stats: self,
+            chunks: AtomicUsize::new(0),
+        }
     }
 
     /// Counts one call of an engine with `busy` of its `max_lanes` lanes
     /// busy, `blocks` blocks each.
     fn count_call(&self, busy: usize, max_lanes: usize, blocks: u64) {
-        let present = self.present.load(Ordering::Relaxed);
+        let present = self.loaded.load(Ordering::Relaxed);
         let elsewhere = self.in_lanes.load(Ordering::Relaxed).saturating_sub(busy);
         let fillable = present
             .saturating_sub(elsewhere)
@@ -107,12 +138,6 @@ impl LaneStats {
         self.used_blocks.inc_by(blocks * busy as u64);
         self.offered_blocks.inc_by(blocks * max_lanes as u64);
         self.fillable_blocks.inc_by(blocks * fillable as u64);
-    }
-}
-
-impl Drop for Presence<'_> {
-    fn drop(&mut self) {
-        self.stats.present.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -286,11 +311,11 @@ mod tests {
         assert!(used * 2 > offered, "{used} of {offered}");
     }
 
-    /// The fillable lanes are the jobs present (less those in other
+    /// The fillable lanes are the jobs with data (less those in other
     /// engines' lanes), at most every lane, at least the busy ones: a lone
-    /// chunk while two encryptions are present fills half of what it could.
+    /// chunk while two encryptions have data fills half of what it could.
     #[test]
-    fn fillable_lanes_follow_the_jobs_present() {
+    fn fillable_lanes_follow_the_jobs_with_data() {
         let stats = LaneStats::default();
         let (job, _done) = submit(stream(7), chunk(4096, 7));
         run(job, 4, &stats, |_| Vec::new());
@@ -300,16 +325,25 @@ mod tests {
             "nobody present"
         );
         let stats = LaneStats::default();
-        let _first = stats.present();
-        let _second = stats.present();
+        let first = stats.backlog();
+        let second = stats.backlog();
+        first.read();
+        second.read();
+        second.read();
         let (job, _done) = submit(stream(7), chunk(4096, 7));
         run(job, 4, &stats, |_| Vec::new());
         assert_eq!(stats.fillable_blocks.get(), 2 * stats.used_blocks.get());
         assert_eq!(stats.offered_blocks.get(), 4 * stats.used_blocks.get());
+        second.encrypted();
+        assert_eq!(stats.loaded.load(Ordering::Relaxed), 2, "one chunk left");
+        second.encrypted();
+        drop(first);
+        assert_eq!(stats.loaded.load(Ordering::Relaxed), 0, "no data left");
         // The other job in another worker's lane: nothing more to fill here.
         let stats = LaneStats::default();
-        let _first = stats.present();
-        let _second = stats.present();
+        let (first, second) = (stats.backlog(), stats.backlog());
+        first.read();
+        second.read();
         stats.in_lanes.store(1, Ordering::Relaxed);
         let (job, _done) = submit(stream(7), chunk(4096, 7));
         run(job, 4, &stats, |_| Vec::new());

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::cipher::ChunkBuf;
 use crate::job::core::EncryptCore;
-use crate::lanes::{self, LaneDone, LaneJob, LaneStats, Presence};
+use crate::lanes::{self, Backlog, LaneDone, LaneJob, LaneStats};
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
 
@@ -121,15 +121,15 @@ impl WorkerPool {
     }
 
     /// Blocks the lane engine could have encrypted in the same calls had
-    /// every encryption job then running had a lane (at most every lane).
+    /// every encryption job with data had a lane (at most every lane).
     pub fn lane_fillable_blocks(&self) -> u64 {
         self.inner.lane_stats.fillable_blocks.get()
     }
 
-    /// Counts an encryption job as present (for the lane statistics) while
-    /// the guard lives.
-    pub fn encryption_present(&self) -> Presence<'_> {
-        self.inner.lane_stats.present()
+    /// The backlog of an encryption job, for the lane statistics (see
+    /// [`Backlog`]).
+    pub fn backlog(&self) -> Backlog<'_> {
+        self.inner.lane_stats.backlog()
     }
 
     /// Runs `task` on a worker and waits for its result without blocking

@@ -20,8 +20,8 @@ pub mod core;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, Done, Format, FrameKind, FrameReader, FrameWriter, KeySource, Message, ProtoError,
-    Queued, Started,
+    Begin, Done, Format, FrameKind, FrameReader, FrameWriter, KeySource, Message, Operation,
+    ProtoError, Queued, Started,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -36,6 +36,7 @@ use crate::cipher::{BLOCK, ChunkBuf, DerivedKey, HEADER_LEN};
 use crate::client_key::ClientKey;
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
+use crate::lanes::Backlog;
 use crate::metrics::{Metrics, StreamLabels};
 use crate::pool::{Timed, WorkerPool};
 use crate::shared::{JobContext, JobLimits};
@@ -112,6 +113,10 @@ where
     }
     let (input_tx, input_rx) = mpsc::channel(BUFFERS_PER_JOB);
     let (output_tx, output_rx) = mpsc::channel(BUFFERS_PER_JOB);
+    // An encryption's chunks read and not yet encrypted, for the lane
+    // occupancy of the jobs with data.
+    let backlog = (operation == Operation::Encrypt && begin.format == Format::OpensslSaltedPbkdf2)
+        .then(|| ctx.pool.backlog());
 
     // Set when a stage fails: a key derivation stops at its next slice, the
     // read stage at the next frame boundary, so the session can tell the
@@ -141,10 +146,10 @@ where
                     reader,
                     free_rx,
                     input_tx,
+                    backlog.as_ref(),
                     limits,
                     rate,
-                    ctx.shutdown,
-                    &cancel,
+                    (ctx.shutdown, &cancel),
                 )
                 .await;
                 cancel_on_error(result.is_err());
@@ -157,6 +162,7 @@ where
                     begin,
                     queue_us,
                     (&cancel, &slot_lost),
+                    backlog.as_ref(),
                     ctx,
                 )
                 .await;
@@ -286,17 +292,18 @@ enum ReadEnd {
     Stopped,
 }
 
-/// Reads the job's frames into free chunk buffers until its end frame.
-/// Stops between frames (never inside one: the stream stays in step for
-/// the session) when another stage failed or running jobs are cut off.
+/// Reads the job's frames into free chunk buffers until its end frame
+/// (counting an encryption's chunks in its `backlog`). Stops between
+/// frames (never inside one: the stream stays in step for the session)
+/// when another stage failed (`cancel`) or running jobs are cut off.
 async fn read_stage<R: AsyncRead + Unpin>(
     reader: &mut FrameReader<R>,
     mut free: mpsc::Receiver<ChunkBuf>,
     input: mpsc::Sender<Input>,
+    backlog: Option<&Backlog<'_>>,
     limits: JobLimits,
     mut rate: InputRate,
-    shutdown: &Shutdown,
-    cancel: &CancellationToken,
+    (shutdown, cancel): (&Shutdown, &CancellationToken),
 ) -> Result<ReadEnd, JobError> {
     let (idle, max_file_size) = (limits.idle_timeout, limits.max_file_size);
     let mut bytes_in = 0u64;
@@ -342,6 +349,9 @@ async fn read_stage<R: AsyncRead + Unpin>(
                         limit: max_file_size,
                     });
                 }
+                if let Some(backlog) = backlog {
+                    backlog.read();
+                }
                 if input.send(Input::Chunk(buf)).await.is_err() {
                     return Ok(ReadEnd::Stopped);
                 }
@@ -379,6 +389,7 @@ async fn cipher_stage(
     begin: Begin,
     queue_us: u64,
     (cancel, slot_lost): (&CancellationToken, &CancellationToken),
+    backlog: Option<&Backlog<'_>>,
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
     if begin.format == Format::Age {
@@ -413,8 +424,6 @@ async fn cipher_stage(
             .await
             .map_err(|_| JobError::Aborted)?;
     }
-    // An encryption counts as present for the lane occupancy until it ends.
-    let _present = matches!(core, JobCore::Encrypt(_)).then(|| pool.encryption_present());
     loop {
         let next = tokio::select! {
             biased;
@@ -442,6 +451,9 @@ async fn cipher_stage(
                             .await
                             .map_err(|err| JobError::Internal(err.to_string()))?;
                         let (encrypt, buf) = timed.value;
+                        if let Some(backlog) = backlog {
+                            backlog.encrypted();
+                        }
                         Timed {
                             value: (JobCore::Encrypt(encrypt), buf, Ok(())),
                             elapsed: timed.elapsed,

@@ -462,7 +462,7 @@ impl Collector for LiveCollector {
         counter(
             &mut encoder,
             "aesd_cipher_lane_fillable_blocks",
-            "Blocks the lane engine could have encrypted in the same calls had every encryption job then running had a lane (at most every lane); lane occupancy of the jobs present = aesd_cipher_lane_blocks_total / this",
+            "Blocks the lane engine could have encrypted in the same calls had every encryption job with data (chunks read from its client, not yet encrypted) had a lane (at most every lane); lane occupancy of the jobs with data = aesd_cipher_lane_blocks_total / this",
             self.pool.lane_fillable_blocks(),
         )?;
 
