@@ -16,6 +16,7 @@
 
 pub mod age;
 pub mod core;
+mod encrypt;
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
 use crate::lanes::Backlog;
 use crate::metrics::{Metrics, StreamLabels};
-use crate::pool::{Timed, WorkerPool};
+use crate::pool::WorkerPool;
 use crate::shared::{JobContext, JobLimits};
 use crate::shutdown::Shutdown;
 
@@ -407,7 +408,7 @@ async fn cipher_stage(
         .await
         .map_err(|err| JobError::Internal(err.to_string()))?;
     processing += started.elapsed;
-    let (mut core, header) = match started.value? {
+    let (core, header) = match started.value? {
         Start::Ready { core, header } => (core, header),
         // Key source 1, encryption: PBKDF2 in slices, then the stream.
         Start::DeriveKey(pending) => {
@@ -424,6 +425,20 @@ async fn cipher_stage(
             .await
             .map_err(|_| JobError::Aborted)?;
     }
+    let mut core = match core {
+        // Encryption: the lane engine, beside other jobs' encryptions.
+        JobCore::Encrypt(encrypt) => {
+            let stages = encrypt::Stages {
+                input,
+                output: &output,
+                slot_lost,
+                labels: &stream,
+                backlog,
+            };
+            return encrypt::run(stages, encrypt, processing, queue_us, ctx).await;
+        }
+        decrypt @ JobCore::Decrypt(_) => decrypt,
+    };
     loop {
         let next = tokio::select! {
             biased;
@@ -443,32 +458,14 @@ async fn cipher_stage(
                     processing += elapsed;
                     core.provide_key(derived, salt);
                 }
-                let timed = match core {
-                    // Encryption goes to the lane engine, beside other jobs'.
-                    JobCore::Encrypt(encrypt) => {
-                        let timed = pool
-                            .encrypt_chunk(encrypt, buf)
-                            .await
-                            .map_err(|err| JobError::Internal(err.to_string()))?;
-                        let (encrypt, buf) = timed.value;
-                        if let Some(backlog) = backlog {
-                            backlog.encrypted();
-                        }
-                        Timed {
-                            value: (JobCore::Encrypt(encrypt), buf, Ok(())),
-                            elapsed: timed.elapsed,
-                        }
-                    }
-                    decrypt @ JobCore::Decrypt(_) => {
-                        let mut decrypt = decrypt;
-                        pool.run(move || {
-                            let result = decrypt.update(&mut buf);
-                            (decrypt, buf, result)
-                        })
-                        .await
-                        .map_err(|err| JobError::Internal(err.to_string()))?
-                    }
-                };
+                let mut decrypt = core;
+                let timed = pool
+                    .run(move || {
+                        let result = decrypt.update(&mut buf);
+                        (decrypt, buf, result)
+                    })
+                    .await
+                    .map_err(|err| JobError::Internal(err.to_string()))?;
                 processing += timed.elapsed;
                 let (returned, buf, result) = timed.value;
                 core = returned;
@@ -478,36 +475,46 @@ async fn cipher_stage(
                     .await
                     .map_err(|_| JobError::Aborted)?;
             }
-            Input::End => {
-                let timed = pool
-                    .run(move || {
-                        let mut last = ChunkBuf::with_capacity(BLOCK);
-                        let result = core.finish(&mut last);
-                        (last, result)
-                    })
-                    .await
-                    .map_err(|err| JobError::Internal(err.to_string()))?;
-                processing += timed.elapsed;
-                let (last, bytes_in) = timed.value;
-                let bytes_in = bytes_in?;
-                output
-                    .send(Output::Bytes(last))
-                    .await
-                    .map_err(|_| JobError::Aborted)?;
-                let done = Done {
-                    bytes_in,
-                    bytes_out: 0,
-                    queue_us,
-                    processing_us: micros(processing),
-                };
-                output
-                    .send(Output::Done(done))
-                    .await
-                    .map_err(|_| JobError::Aborted)?;
-                return Ok(());
-            }
+            Input::End => return finish(core, &output, processing, queue_us, pool).await,
         }
     }
+}
+
+/// The end of a job in the openssl format: the last block (the padding,
+/// or its check) on the worker pool, then the last bytes and the done
+/// figures to the write stage. `processing` is the job's time on the pool
+/// so far.
+async fn finish(
+    core: JobCore,
+    output: &mpsc::Sender<Output>,
+    processing: Duration,
+    queue_us: u64,
+    pool: &WorkerPool,
+) -> Result<(), JobError> {
+    let timed = pool
+        .run(move || {
+            let mut last = ChunkBuf::with_capacity(BLOCK);
+            let result = core.finish(&mut last);
+            (last, result)
+        })
+        .await
+        .map_err(|err| JobError::Internal(err.to_string()))?;
+    let (last, bytes_in) = timed.value;
+    let bytes_in = bytes_in?;
+    output
+        .send(Output::Bytes(last))
+        .await
+        .map_err(|_| JobError::Aborted)?;
+    let done = Done {
+        bytes_in,
+        bytes_out: 0,
+        queue_us,
+        processing_us: micros(processing + timed.elapsed),
+    };
+    output
+        .send(Output::Done(done))
+        .await
+        .map_err(|_| JobError::Aborted)
 }
 
 /// The cipher stage of an age job (format 2): each chunk through
