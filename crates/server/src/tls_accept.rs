@@ -1,6 +1,6 @@
-//! Accepting a TLS connection: the client's handshake rate
-//! ([`crate::handshake_rate`]), a place among the handshakes in progress
-//! ([`crate::tls_gate`]), then the handshake itself on a thread of its own
+//! Accepting a TLS connection: a place among the handshakes in progress
+//! ([`crate::tls_gate`]), the client's handshake rate
+//! ([`crate::handshake_rate`]), then the handshake itself on a thread of its own
 //! ([`HandshakeThread`]), never on the async runtime's threads.
 //!
 //! A full handshake is a certificate signature and a key exchange: 8.9 M
@@ -101,8 +101,8 @@ impl HandshakeThread {
 }
 
 /// Accepts a connection that starts a TLS handshake: refused at once
-/// (before any cryptography) when its client is over `tls-handshake-rate`
-/// or holds its share of the handshakes in progress, else handshaken on
+/// (before any cryptography) when its client holds its share of the
+/// handshakes in progress or is over `tls-handshake-rate`, else handshaken on
 /// the handshake thread within `handshake-timeout`. The error is for the
 /// session to count and log: there is no channel to tell the client.
 pub async fn accept(
@@ -112,14 +112,16 @@ pub async fn accept(
     tls: &TlsIdentity,
 ) -> Result<TlsStream<TcpStream>, JobError> {
     let client = shared.client_key(peer.ip());
-    if let Err(over) = shared.tls_rate.take(client, Instant::now()) {
-        shared.metrics.connection_refused("tls_handshake_rate");
-        return Err(JobError::HandshakeRate(over));
-    }
+    // The place first: a connection refused for it costs no handshake of
+    // the client's rate.
     let _pass = shared
         .tls_handshakes
         .enter(client)
         .map_err(|full| JobError::TlsHandshake(format!("refused: {full}")))?;
+    if let Err(over) = shared.tls_rate.take(client, Instant::now()) {
+        shared.metrics.connection_refused("tls_handshake_rate");
+        return Err(JobError::HandshakeRate(over));
+    }
     let Some(thread) = &shared.tls_thread else {
         return Err(JobError::Internal(
             "TLS configured without a handshake thread".into(),
