@@ -17,7 +17,8 @@
 //!   aesd's fixsliced AES, VexRiscv's or Zkne's instructions), and several
 //!   chains at once.
 //! * [`lanes`]: the lane engine: several jobs' CBC chains encrypted
-//!   together, each chunk known only through [`lanes::LaneWork`].
+//!   together, each job's encryption a [`lanes::Feed`] of chunks in flight,
+//!   its chain known only through [`lanes::LaneChain`].
 //! * [`job`]: a job's transform (format 1 or age), its errors, and the
 //!   pieces of CPU work ([`job::Work`]) a driver runs for it.
 //! * [`proxy_header`]: the PROXY protocol header (v1, v2) a load balancer

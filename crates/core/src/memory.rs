@@ -21,8 +21,8 @@ use aesd_proto::{FrameHeader, FrameKind, Hello, Message};
 use crate::connection::{
     Action, Admission, Connection, JobReport, Read, SessionError, Settings, Transmit,
 };
-use crate::job::Work;
-use crate::lanes::{self, LaneCounts, LaneWork};
+use crate::job::EncryptFeed;
+use crate::lanes::{FeedQueue, LaneCounts, LaneLoad};
 
 /// Where a connection's output goes.
 pub trait Sink {
@@ -68,27 +68,8 @@ struct Served<'a, S> {
     input: &'a [u8],
     output: S,
     outcome: Outcome,
-    /// Work handed out and not back yet.
-    work: Option<Work>,
-}
-
-/// The lane engine's view of one connection's work.
-struct Owned {
-    owner: usize,
-    work: Work,
-}
-
-impl LaneWork for Owned {
-    fn begin(&mut self) -> usize {
-        self.work.begin()
-    }
-
-    fn lane(
-        &mut self,
-        range: std::ops::Range<usize>,
-    ) -> Option<(&mut crate::engine::Chain, &mut [u8])> {
-        self.work.lane(range)
-    }
+    /// Encryptions queued for the lane engine.
+    feeds: Vec<Arc<EncryptFeed>>,
 }
 
 /// Serves one connection per input (a client's whole byte stream) until
@@ -102,15 +83,20 @@ pub fn serve<S: Sink + Default>(
     lanes: usize,
 ) -> (Vec<Outcome>, LaneCounts) {
     let mut now = Instant::now();
+    let load = Arc::new(LaneLoad::default());
     let mut served: Vec<Served<'_, S>> = inputs
         .iter()
         .zip(outputs.iter_mut())
-        .map(|(input, output)| Served {
-            connection: Connection::new(Arc::clone(settings), now),
-            input,
-            output: std::mem::take(output),
-            outcome: Outcome::default(),
-            work: None,
+        .map(|(input, output)| {
+            let mut connection = Connection::new(Arc::clone(settings), now);
+            connection.link_lanes(Arc::clone(&load), None);
+            Served {
+                connection,
+                input,
+                output: std::mem::take(output),
+                outcome: Outcome::default(),
+                feeds: Vec::new(),
+            }
         })
         .collect();
     let mut counts = LaneCounts::default();
@@ -119,7 +105,7 @@ pub fn serve<S: Sink + Default>(
         for one in &mut served {
             progress |= one.step(now);
         }
-        progress |= run_lanes(&mut served, now, lanes, &mut counts);
+        progress |= run_lanes(&mut served, now, lanes, &load, &mut counts);
         if progress {
             continue;
         }
@@ -148,41 +134,28 @@ pub fn serve<S: Sink + Default>(
     (outcomes, counts)
 }
 
-/// Encrypts the CBC chunks all connections handed out, together.
+/// Encrypts the chunks of every connection's queued encryptions, together
+/// (feeds in the order of the connections), and hands them back.
 fn run_lanes<S: Sink>(
     served: &mut [Served<'_, S>],
     now: Instant,
     lanes: usize,
+    load: &LaneLoad,
     counts: &mut LaneCounts,
 ) -> bool {
-    let mut batch: Vec<Owned> = Vec::new();
-    for (owner, one) in served.iter_mut().enumerate() {
-        if one.work.as_ref().is_some_and(Work::is_lane)
-            && let Some(work) = one.work.take()
-        {
-            batch.push(Owned { owner, work });
+    let mut queue = FeedQueue::default();
+    for one in served.iter_mut() {
+        for feed in one.feeds.drain(..) {
+            queue.push(feed);
         }
     }
-    if batch.is_empty() {
+    if queue.is_empty() {
         return false;
     }
-    let first = batch.remove(0);
-    let mut finished = Vec::new();
-    let run = lanes::run(
-        first,
-        lanes,
-        |free| {
-            let take = free.min(batch.len());
-            batch.drain(..take).collect()
-        },
-        |done| finished.push(done),
-    );
-    counts.used_blocks += run.used_blocks;
-    counts.offered_blocks += run.offered_blocks;
-    for Owned { owner, work } in finished {
-        served[owner]
-            .connection
-            .on_work_done(now, work, Duration::ZERO);
+    counts.add(queue.drain(lanes, load));
+    for one in served.iter_mut() {
+        // Nothing here panics inside the engine: no chain is ever lost.
+        let _ = one.connection.on_lanes_done(now);
     }
     true
 }
@@ -203,7 +176,7 @@ impl<'a, S: Sink> Served<'a, S> {
                     self.outcome.slot_held = true;
                     self.connection.on_admission(now, Admission::Admitted);
                 }
-                Action::Work(work) if work.is_lane() => self.work = Some(work),
+                Action::Lane(feed) => self.feeds.push(feed),
                 Action::Work(mut work) => {
                     work.run();
                     self.connection.on_work_done(now, work, Duration::ZERO);

@@ -1,6 +1,7 @@
 //! The one way a connection comes in, from the accepted socket to its
 //! driver: the PROXY header (from trusted proxies: who the client is) →
-//! the connection caps (per client, in total) → TLS (on a TLS port) →
+//! the connection caps (per client, in total) → TLS (on a TLS port: the
+//! handshake on its own thread, [`tls_accept`]) →
 //! [`driver::serve`], which drives the protocol state machine.
 //!
 //! A connection refused on the way (over the caps: `busy`; a bad PROXY
@@ -24,6 +25,7 @@ use crate::outgoing::Outgoing;
 use crate::proxy::{self, ProxyError};
 use crate::shared::Shared;
 use crate::tls::TLS_HANDSHAKE_BYTE;
+use crate::tls_accept;
 
 /// Takes an accepted connection on its way, as a task of `tracker`. A
 /// direct connection takes its place under the caps here, in the order
@@ -85,31 +87,14 @@ async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, slot: 
     let peeked = timeout(limit, stream.peek(&mut first)).await;
     let error = match peeked {
         Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_BYTE => {
-            let pass = match shared.tls_handshakes.enter(shared.client_key(peer.ip())) {
-                Ok(pass) => pass,
-                Err(full) => {
-                    // No channel to tell the client: close before any
-                    // cryptography.
-                    let error = ConnectionError::TlsHandshake(format!("refused: {full}"));
-                    driver::report_unreachable(peer, &error, shared);
-                    return;
-                }
-            };
-            let accepted = timeout(limit, tls.acceptor().accept(stream)).await;
-            drop(pass);
-            let error = match accepted {
-                Ok(Ok(tls_stream)) => {
+            match tls_accept::accept(stream, peer, shared, &tls).await {
+                Ok(tls_stream) => {
                     let (read, write) = tokio::io::split(tls_stream);
                     driver::serve(read, write, peer, shared, Some(&slot)).await;
-                    return;
                 }
-                Ok(Err(err)) => ConnectionError::TlsHandshake(err.to_string()),
-                Err(_) => ConnectionError::TlsHandshake(format!(
-                    "not finished within {:.1} s",
-                    limit.as_secs_f64()
-                )),
-            };
-            driver::report_unreachable(peer, &error, shared);
+                // No channel to tell the client.
+                Err(error) => driver::report_unreachable(peer, &error, shared),
+            }
             return;
         }
         Ok(Ok(0)) | Ok(Err(_)) => SessionError::ClientGone.into(),

@@ -27,7 +27,7 @@ use aesd_core::connection::{
 use aesd_core::job::{Refusal, Work};
 use aesd_proto::{ErrorCode, FrameHeader, FrameReader, Message, ProtoError};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::timeout_at;
 use tracing::{debug, info, warn};
 
@@ -80,6 +80,7 @@ enum Event {
     Evicted(crate::limits::ConnectionRefused),
     Ticket(TicketEvent),
     Work(Result<Timed<Work>, oneshot::error::RecvError>),
+    LanesDone,
     Written(std::io::Result<Option<Transmit>>),
     Header(Result<Option<FrameHeader>, aesd_proto::FrameError>),
     Watched(std::io::Result<bool>),
@@ -105,8 +106,16 @@ pub async fn serve<R, W>(
     let _open = shared.metrics.connection_opened();
     let input = ByteCounter::default();
     let reader = FrameReader::new(Metered::new(read, input.clone()), shared.config.chunk_size);
+    let lanes_done = Arc::new(Notify::new());
+    let mut connection = Connection::new(Arc::clone(&shared.settings), Instant::now());
+    let waker = Arc::clone(&lanes_done);
+    connection.link_lanes(
+        shared.pool.lane_load(),
+        Some(Arc::new(move || waker.notify_one())),
+    );
     let mut driver = Driver {
-        connection: Connection::new(Arc::clone(&shared.settings), Instant::now()),
+        connection,
+        lanes_done,
         reader,
         out: Outgoing::new(write),
         peer,
@@ -136,6 +145,8 @@ pub async fn serve<R, W>(
 
 struct Driver<'a, R, W> {
     connection: Connection,
+    /// Woken when an encryption's chunks are back from the lane engine.
+    lanes_done: Arc<Notify>,
     reader: FrameReader<Metered<R>>,
     out: Outgoing<W>,
     peer: SocketAddr,
@@ -261,6 +272,11 @@ where
             match action {
                 Action::Admit { iterations } => self.admit(now, iterations),
                 Action::Work(work) => self.submit(work)?,
+                Action::Lane(feed) => self
+                    .shared
+                    .pool
+                    .queue_feed(feed)
+                    .map_err(|err| ConnectionError::Internal(err.to_string()))?,
                 Action::Authenticated => self.shared.auth_failures.succeeded(self.client),
                 Action::AuthFailed { reason } => {
                     let delay = self.shared.auth_failures.failed(self.client);
@@ -323,19 +339,13 @@ where
         }
     }
 
-    /// Hands a piece of work to the pool (an encryption chunk to the lane
-    /// engine, beside other jobs').
+    /// Hands a piece of work to the pool.
     fn submit(&mut self, work: Work) -> Result<(), ConnectionError> {
-        let pool = &self.shared.pool;
-        let submitted = if work.is_lane() {
-            pool.start_lane(work)
-        } else {
-            pool.start(move || {
-                let mut work = work;
-                work.run();
-                work
-            })
-        };
+        let submitted = self.shared.pool.start(move || {
+            let mut work = work;
+            work.run();
+            work
+        });
         self.work = Some(submitted.map_err(|err| ConnectionError::Internal(err.to_string()))?);
         Ok(())
     }
@@ -451,6 +461,7 @@ where
         let rate_window = self.rate.as_ref().and_then(InputRate::window_end);
         let idle = self.connection.is_idle();
         let queued = matches!(self.admission, Slot::Queued(_));
+        let in_lanes = self.connection.lanes_in_flight();
         let event = {
             let Driver {
                 reader,
@@ -458,6 +469,7 @@ where
                 slot,
                 admission,
                 work,
+                lanes_done,
                 reading,
                 stopping_told,
                 aborting_told,
@@ -509,6 +521,7 @@ where
                 why = evicted, if idle => Event::Evicted(why),
                 event = ticket_event, if queued => Event::Ticket(event),
                 done = work_done => Event::Work(done),
+                () = lanes_done.notified(), if in_lanes => Event::LanesDone,
                 written = out.write_some(), if busy => Event::Written(written),
                 event = read => event,
                 () = sleep => Event::Deadline,
@@ -561,6 +574,10 @@ where
                 })?;
                 self.connection.on_work_done(now, done.value, done.elapsed);
             }
+            Event::LanesDone => self
+                .connection
+                .on_lanes_done(now)
+                .map_err(|lost| ConnectionError::Internal(lost.to_string()))?,
             Event::Written(written) => match written {
                 Ok(Some(transmit)) => {
                     if let (Transmit::Data(payload), Some((operation, format))) =
@@ -716,10 +733,11 @@ pub async fn report<W: AsyncWrite + Unpin>(
     )
 }
 
-/// Counts and logs an error the client cannot be told (no channel to it).
+/// Counts and logs an error the client cannot be told (no channel to it),
+/// within the client's share of log lines.
 pub fn report_unreachable(peer: SocketAddr, error: &ConnectionError, shared: &Shared) {
     shared.metrics.error(error.kind());
-    debug!(%peer, "connection closed: {error}");
+    log_error(peer, error, shared);
 }
 
 /// Logs a client's error, within the client's share of log lines
@@ -751,6 +769,8 @@ fn log_error(peer: SocketAddr, error: &ConnectionError, shared: &Shared) {
         {
             debug!(%peer, %code, "refused: {error}");
         }
+        // Failed handshakes: probes and broken clients, as before TLS.
+        ConnectionError::TlsHandshake(_) => debug!(%peer, "connection closed: {error}"),
         error if !error.closes_connection() => info!(%peer, %code, "job failed: {error}"),
         error => warn!(%peer, %code, "connection closed: {error}"),
     }

@@ -8,6 +8,7 @@
 use aesd_core::connection::SessionError;
 use aesd_proto::{ErrorCode, ErrorFrame, FrameError};
 
+use crate::handshake_rate::RateExceeded;
 use crate::input_rate::TooSlow;
 use crate::limits::ConnectionRefused;
 use crate::proxy::ProxyError;
@@ -30,6 +31,10 @@ pub enum ConnectionError {
         "this port requires TLS: connect with --tls or --tls-ca FILE (the server's certificate or its CA)"
     )]
     TlsRequired,
+    /// The client started more TLS handshakes than `tls-handshake-rate`
+    /// allows (nobody to tell: no channel before the handshake).
+    #[error(transparent)]
+    HandshakeRate(#[from] RateExceeded),
     /// The TLS handshake failed or timed out (nobody to tell: no channel).
     #[error("TLS handshake failed: {0}")]
     TlsHandshake(String),
@@ -68,7 +73,9 @@ impl ConnectionError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ConnectionError::Session(err) => err.code(),
-            ConnectionError::ConnectionsFull(_) => ErrorCode::Busy,
+            ConnectionError::ConnectionsFull(_) | ConnectionError::HandshakeRate(_) => {
+                ErrorCode::Busy
+            }
             ConnectionError::Proxy(err) => err.code(),
             ConnectionError::TlsRequired => ErrorCode::TlsRequired,
             ConnectionError::TooSlow(_) => ErrorCode::Timeout,
@@ -101,7 +108,9 @@ impl ConnectionError {
     pub fn peer_reachable(&self) -> bool {
         !matches!(
             self,
-            ConnectionError::Io(_) | ConnectionError::TlsHandshake(_)
+            ConnectionError::Io(_)
+                | ConnectionError::TlsHandshake(_)
+                | ConnectionError::HandshakeRate(_)
         )
     }
 

@@ -32,6 +32,9 @@
 //! * `shared`: what every connection shares.
 //! * `tls`: TLS on the job port (`tls-cert`, `tls-key`).
 //! * `tls_init`: `--tls-self-signed DIR`: a key, a certificate and its pin.
+//! * `tls_accept`: a TLS connection's handshake, rate-limited per client
+//!   (`handshake_rate`) and bounded (`tls_gate`), on a thread of its own,
+//!   never on the async runtime's threads.
 //! * `auth`: the optional pre-shared access token read from its file,
 //!   with failures slowed down per client address.
 //! * `admission`: the bounded FIFO queue in front of the active slots.
@@ -42,6 +45,8 @@
 //! * `input_rate`: the minimum input rate of a running job.
 //! * `kdf_budget`: how much PBKDF2 (key source 1) one client may make
 //!   the server run per minute.
+//! * `client_buckets`: token buckets per client in a bounded table (the
+//!   PBKDF2 budget, the TLS handshake rate).
 //! * `proxy`: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * `pool`: the worker threads that do all cryptographic work, so the
@@ -64,12 +69,14 @@ mod admission;
 mod auth;
 mod backend;
 pub mod cli;
+mod client_buckets;
 mod client_key;
 pub mod config;
 pub mod defaults;
 mod driver;
 mod error;
 mod fd_limit;
+mod handshake_rate;
 mod input_rate;
 mod kdf_budget;
 mod limits;
@@ -84,6 +91,7 @@ mod server;
 mod shared;
 mod shutdown;
 mod tls;
+mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
 

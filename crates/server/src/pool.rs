@@ -4,13 +4,14 @@
 //! sent here and awaited. A job never has more than one piece of work in
 //! flight, so the pool's backlog is bounded by the number of admitted jobs.
 //!
-//! The queue holds two kinds of work, in one FIFO: closures ([`WorkerPool::run`])
-//! and CBC-encryption chunks ([`WorkerPool::start_lane`], anything the
-//! lane engine can run: [`LaneWork`]). A worker that takes a chunk runs
-//! aesd-core's [lane engine](aesd_core::lanes), which encrypts it together
-//! with the chunks of other jobs queued before the oldest waiting closure
-//! (so a closure waits at most for the lanes already running to finish
-//! their chunks).
+//! The queue holds two kinds of work, in one FIFO: closures ([`WorkerPool::start`])
+//! and encryptions with a chunk to encrypt ([`WorkerPool::queue_feed`], an
+//! encryption's [`Feed`]: its CBC chain and its chunks in flight). A worker
+//! that takes an encryption runs aesd-core's
+//! [lane engine](aesd_core::lanes), which encrypts it together with the
+//! encryptions of other jobs queued before the oldest waiting closure (so
+//! a closure waits at most for the lanes already running to finish their
+//! chunks); a lane goes on with its job's next chunk while nothing waits.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use aesd_core::engine::Chain;
-use aesd_core::lanes::{self, LaneWork};
+use aesd_core::job::EncryptFeed;
+use aesd_core::lanes::{self, LaneLoad, LaneQueue};
 
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
@@ -36,58 +37,11 @@ pub struct PoolError;
 /// One piece of queued work.
 enum Work {
     Task(Task),
-    Lane(Box<dyn QueuedLane>),
+    Lane(Arc<EncryptFeed>),
 }
 
-/// A chunk in the queue for the lane engine, and where it goes back.
-trait QueuedLane: LaneWork + Send {
-    /// Hands the encrypted chunk back to whoever submitted it.
-    fn finish(self: Box<Self>);
-}
-
-/// A submitted chunk: the work, when it came, where it goes back.
-struct LaneJob<W> {
-    work: W,
-    submitted: Instant,
-    reply: oneshot::Sender<Timed<W>>,
-}
-
-impl<W: LaneWork> LaneWork for LaneJob<W> {
-    fn begin(&mut self) -> usize {
-        self.work.begin()
-    }
-
-    fn lane(&mut self, range: std::ops::Range<usize>) -> Option<(&mut Chain, &mut [u8])> {
-        self.work.lane(range)
-    }
-}
-
-impl<W: LaneWork + Send> QueuedLane for LaneJob<W> {
-    fn finish(self: Box<Self>) {
-        let LaneJob {
-            work,
-            submitted,
-            reply,
-        } = *self;
-        // A job that gave up (its connection failed) dropped the receiver.
-        let _ = reply.send(Timed {
-            value: work,
-            elapsed: submitted.elapsed(),
-        });
-    }
-}
-
-impl LaneWork for Box<dyn QueuedLane> {
-    fn begin(&mut self) -> usize {
-        (**self).begin()
-    }
-
-    fn lane(&mut self, range: std::ops::Range<usize>) -> Option<(&mut Chain, &mut [u8])> {
-        (**self).lane(range)
-    }
-}
-
-/// How full the lanes were: the metrics show `used / offered`.
+/// How full the lanes were: the metrics show `used / offered` and
+/// `used / fillable`.
 #[derive(Debug, Default)]
 struct LaneStats {
     /// Blocks encrypted.
@@ -95,6 +49,11 @@ struct LaneStats {
     /// Blocks that could have been encrypted in the same calls had every
     /// lane been busy.
     offered_blocks: WideAtomic,
+    /// Blocks that could have been encrypted in the same calls had every
+    /// encryption job with data had a lane (at most every lane).
+    fillable_blocks: WideAtomic,
+    /// The jobs with data and the lanes busy, shared with the connections.
+    load: Arc<LaneLoad>,
 }
 
 /// The FIFO the workers take work from.
@@ -184,6 +143,18 @@ impl WorkerPool {
         (stats.used_blocks.get(), stats.offered_blocks.get())
     }
 
+    /// Blocks the lane engine could have encrypted in the same calls had
+    /// every encryption job with data had a lane (at most every lane).
+    pub fn lane_fillable_blocks(&self) -> u64 {
+        self.inner.lane_stats.fillable_blocks.get()
+    }
+
+    /// The jobs with data and lanes busy, which every connection's
+    /// encryptions count in ([`aesd_core::lanes::Backlog`]).
+    pub fn lane_load(&self) -> Arc<LaneLoad> {
+        Arc::clone(&self.inner.lane_stats.load)
+    }
+
     #[cfg(test)]
     /// Runs `task` on a worker and waits for its result without blocking
     /// the async runtime.
@@ -220,19 +191,11 @@ impl WorkerPool {
         Ok(done_rx)
     }
 
-    /// Queues one chunk of CBC encryption for the lane engine, beside
-    /// other jobs' chunks; it comes back encrypted on the receiver.
-    pub fn start_lane<W>(&self, work: W) -> Result<oneshot::Receiver<Timed<W>>, PoolError>
-    where
-        W: LaneWork + Send + 'static,
-    {
-        let (reply, done) = oneshot::channel();
-        self.submit(Work::Lane(Box::new(LaneJob {
-            work,
-            submitted: Instant::now(),
-            reply,
-        })))?;
-        Ok(done)
+    /// Queues an encryption (its feed has a chunk and no lane holds its
+    /// chain) for the lane engine, beside other jobs' encryptions; its
+    /// chunks come back through the feed.
+    pub fn queue_feed(&self, feed: Arc<EncryptFeed>) -> Result<(), PoolError> {
+        self.submit(Work::Lane(feed))
     }
 
     fn submit(&self, work: Work) -> Result<(), PoolError> {
@@ -278,43 +241,58 @@ impl Inner {
             queue.sleeping -= 1;
         }
     }
+}
 
-    /// Up to `max` chunks from the front of the queue, stopping at the
+impl LaneQueue<aesd_core::job::Encryption> for &Inner {
+    /// Up to `max` encryptions from the front of the queue, stopping at the
     /// first closure (it has waited longer than anything behind it).
-    fn take_lanes(&self, max: usize) -> Vec<Box<dyn QueuedLane>> {
+    fn take_feeds(&mut self, max: usize) -> Vec<Arc<EncryptFeed>> {
         let Ok(mut queue) = self.queue.lock() else {
             return Vec::new();
         };
         let mut taken = Vec::new();
         while taken.len() < max && matches!(queue.work.front(), Some(Work::Lane(_))) {
-            if let Some(Work::Lane(job)) = queue.work.pop_front() {
-                taken.push(job);
+            if let Some(Work::Lane(feed)) = queue.work.pop_front() {
+                taken.push(feed);
             }
         }
         taken
+    }
+
+    fn others_waiting(&mut self) -> bool {
+        self.queue.lock().is_ok_and(|queue| !queue.work.is_empty())
+    }
+
+    fn requeue(&mut self, feed: Arc<EncryptFeed>) {
+        let sleeping = match self.queue.lock() {
+            Ok(mut queue) => {
+                queue.work.push_back(Work::Lane(feed));
+                queue.sleeping > 0
+            }
+            Err(_) => false,
+        };
+        if sleeping {
+            self.ready.notify_one();
+        }
     }
 }
 
 fn worker_loop(inner: &Inner) {
     while let Some(work) = inner.next() {
-        // A panicking task drops its result sender (a lane run, those of
-        // its lanes), so its caller gets a PoolError; the worker lives on.
+        // A panicking task drops its result sender (a lane run marks the
+        // feeds of its lanes lost), so its caller gets an error; the worker
+        // lives on.
         let _ = catch_unwind(AssertUnwindSafe(|| match work {
             // The closure counts its own busy time (see `run`).
             Work::Task(task) => task(),
             Work::Lane(first) => {
                 let started = Instant::now();
-                let counts = lanes::run(
-                    first,
-                    inner.lanes,
-                    |max| inner.take_lanes(max),
-                    QueuedLane::finish,
-                );
-                inner.lane_stats.used_blocks.inc_by(counts.used_blocks);
-                inner
-                    .lane_stats
-                    .offered_blocks
-                    .inc_by(counts.offered_blocks);
+                let stats = &inner.lane_stats;
+                let mut queue = inner;
+                let counts = lanes::run(first, inner.lanes, &stats.load, &mut queue);
+                stats.used_blocks.inc_by(counts.used_blocks);
+                stats.offered_blocks.inc_by(counts.offered_blocks);
+                stats.fillable_blocks.inc_by(counts.fillable_blocks);
                 inner.count_busy(started);
             }
         }));

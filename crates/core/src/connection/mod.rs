@@ -19,7 +19,10 @@
 //! `on_header`, `on_message`, `on_payload` ...), writes what it has to
 //! send ([`Connection::poll_transmit`], then [`Connection::on_sent`]),
 //! runs the CPU work it hands out ([`Action::Work`], back through
-//! [`Connection::on_work_done`]), answers its requests (admission:
+//! [`Connection::on_work_done`]), queues an encryption's feed on the lane
+//! engine ([`Action::Lane`]; its chunks come back through the feed, whose
+//! waker the driver set with [`Connection::link_lanes`]:
+//! [`Connection::on_lanes_done`]), answers its requests (admission:
 //! [`Action::Admit`]), and tells it when its deadline
 //! ([`Connection::poll_timeout`]) passed ([`Connection::on_timeout`]).
 //! Time is the driver's: every event carries `now`.
@@ -47,7 +50,10 @@ pub use error::{SessionError, empty_data_frame};
 
 use crate::access_token::AccessToken;
 use crate::chunk::ChunkBuf;
-use crate::job::{Derivation, JobError, JobLimits, Refusal, Started, Transform, Work};
+use crate::job::{
+    Derivation, EncryptFeed, JobError, JobLimits, OpensslJob, Refusal, Started, Transform, Work,
+};
+use crate::lanes::{Backlog, Feed, LaneLoad, LaneLost, Waker};
 use crate::openssl_enc::{BLOCK, HEADER_LEN};
 
 /// Chunk buffers one job circulates between reading, its work and writing.
@@ -142,9 +148,12 @@ pub enum Action {
         /// PBKDF2 iterations the server will run for the job, if any.
         iterations: Option<u32>,
     },
-    /// Run this work (the lane engine for [`Work::is_lane`]) and hand it
-    /// back with [`Connection::on_work_done`].
+    /// Run this work and hand it back with [`Connection::on_work_done`].
     Work(Work),
+    /// Queue this encryption on the lane engine (it has a chunk and no
+    /// lane holds its chain): its chunks come back through the feed, its
+    /// waker calls the driver, which calls [`Connection::on_lanes_done`].
+    Lane(Arc<EncryptFeed>),
     /// The access token was right.
     Authenticated,
     /// The access token was wrong or missing: answer after the client's
@@ -267,6 +276,9 @@ enum Cipher {
     KeyForChunk(Transform),
     /// Idle, ready for the next chunk.
     Ready(Transform),
+    /// An openssl encryption on the lane engine: its chunks go to the
+    /// feed as they arrive, several in flight.
+    Lane(Arc<EncryptFeed>),
     /// Out in a piece of work (a chunk, the finish).
     Busy,
     /// Finished.
@@ -301,6 +313,23 @@ struct Job {
     processing: Duration,
     /// The done frame is queued (the job ends when it is sent).
     done: Option<Done>,
+    /// Chunks in the lane engine's feed, not back yet.
+    in_lanes: usize,
+    /// Since when chunks are in the lane engine (its time counts once for
+    /// overlapping chunks).
+    in_lanes_since: Option<Instant>,
+    /// An openssl encryption's chunks read and not yet encrypted (the lane
+    /// occupancy of the jobs with data).
+    backlog: Option<Backlog>,
+}
+
+impl Drop for Job {
+    /// A job that ends early: its chunks not begun are not encrypted.
+    fn drop(&mut self) {
+        if let Cipher::Lane(feed) = &self.cipher {
+            feed.abandon();
+        }
+    }
 }
 
 /// One client connection's protocol state (see the module).
@@ -323,6 +352,10 @@ pub struct Connection {
     pending_skip: Option<FrameHeader>,
     jobs_run: u64,
     derived_keys: bool,
+    /// The jobs with data and busy lanes of every connection and engine.
+    lane_load: Arc<LaneLoad>,
+    /// Wakes the driver when an encryption's chunks are back.
+    lane_waker: Option<Waker>,
 }
 
 impl Connection {
@@ -347,7 +380,24 @@ impl Connection {
             pending_skip: None,
             jobs_run: 0,
             derived_keys: false,
+            lane_load: Arc::default(),
+            lane_waker: None,
         }
+    }
+
+    /// Links the connection's encryptions to the lane engine: `load` is
+    /// what every connection and engine shares (the jobs with data),
+    /// `waker` is called when an encryption's chunks are back (then call
+    /// [`Connection::on_lanes_done`]).
+    pub fn link_lanes(&mut self, load: Arc<LaneLoad>, waker: Option<Waker>) {
+        self.lane_load = load;
+        self.lane_waker = waker;
+    }
+
+    /// Whether an encryption's chunks are in the lane engine: the driver
+    /// waits for the feed's waker.
+    pub fn lanes_in_flight(&self) -> bool {
+        matches!(&self.state, State::Job(job) if job.in_lanes > 0)
     }
 
     /// The connection's settings.
@@ -596,7 +646,7 @@ impl Connection {
                 self.read_deadline = None;
                 if matches!(message, Message::End) {
                     job.input_finished = true;
-                    self.advance();
+                    self.advance(now);
                 }
             }
             _ => {}
@@ -633,6 +683,11 @@ impl Connection {
             pending_body: None,
             processing: Duration::ZERO,
             done: None,
+            in_lanes: 0,
+            in_lanes_since: None,
+            backlog: (begin.operation == Operation::Encrypt
+                && begin.format == Format::OpensslSaltedPbkdf2)
+                .then(|| Backlog::new(Arc::clone(&self.lane_load))),
         });
         if let Err(error) = self.settings.job.check(&begin) {
             // Refused before it started: the client sends no data for it.
@@ -715,8 +770,11 @@ impl Connection {
             self.fail(now, SessionError::Job(JobError::FileTooLarge { limit }));
             return;
         }
+        if let Some(backlog) = &mut job.backlog {
+            backlog.read();
+        }
         job.input.push_back(buf);
-        self.advance();
+        self.advance(now);
     }
 
     /// A discarded payload was read to its end.
@@ -855,14 +913,46 @@ impl Connection {
             }
         };
         match outcome {
-            Ok(()) => self.advance(),
+            Ok(()) => self.advance(now),
             Err(error) => self.fail(now, SessionError::Job(error)),
         }
     }
 
+    /// An encryption's chunks came back from the lane engine (its feed's
+    /// waker was called): they go out, in order. An error when the lane
+    /// engine lost the job's chain (the connection cannot go on).
+    pub fn on_lanes_done(&mut self, now: Instant) -> Result<(), LaneLost> {
+        let chunk_size = self.settings.chunk_size as usize;
+        let State::Job(job) = &mut self.state else {
+            return Ok(());
+        };
+        let Cipher::Lane(feed) = &job.cipher else {
+            return Ok(());
+        };
+        let done = feed.take_done()?;
+        if done.is_empty() {
+            return Ok(());
+        }
+        for buf in done {
+            job.in_lanes = job.in_lanes.saturating_sub(1);
+            if let Some(backlog) = &mut job.backlog {
+                backlog.encrypted();
+            }
+            job.send_output(&mut self.outbox, buf, Vec::new(), chunk_size);
+        }
+        if job.in_lanes == 0
+            && let Some(since) = job.in_lanes_since.take()
+        {
+            job.processing += now.saturating_duration_since(since);
+        }
+        self.advance(now);
+        Ok(())
+    }
+
     /// Hands the job's next piece of work out, if it has one ready and
-    /// none is out.
-    fn advance(&mut self) {
+    /// none is out; an encryption's chunks go to its feed on the lane
+    /// engine as they arrive.
+    fn advance(&mut self, now: Instant) {
         if self.work_out {
             return;
         }
@@ -870,6 +960,39 @@ impl Connection {
             return;
         };
         if job.phase != Phase::Running || job.done.is_some() {
+            return;
+        }
+        if matches!(
+            job.cipher,
+            Cipher::Ready(Transform::Openssl(OpensslJob::Encrypt(_)))
+        ) && let Cipher::Ready(Transform::Openssl(OpensslJob::Encrypt(encryption))) =
+            std::mem::replace(&mut job.cipher, Cipher::Gone)
+        {
+            let feed = Feed::new(encryption, self.lane_waker.clone());
+            job.cipher = Cipher::Lane(Arc::new(feed));
+        }
+        if let Cipher::Lane(feed) = &job.cipher {
+            let feed = Arc::clone(feed);
+            while let Some(buf) = job.input.pop_front() {
+                job.in_lanes += 1;
+                job.in_lanes_since.get_or_insert(now);
+                if feed.push(buf) {
+                    self.actions.push_back(Action::Lane(Arc::clone(&feed)));
+                }
+            }
+            if !job.input_finished || job.in_lanes > 0 {
+                return;
+            }
+            let Some(encryption) = feed.take_chain() else {
+                return;
+            };
+            job.cipher = Cipher::Busy;
+            self.hand_out(Work::Finish {
+                transform: Some(Transform::Openssl(OpensslJob::Encrypt(encryption))),
+                last: ChunkBuf::with_capacity(BLOCK),
+                out: Vec::new(),
+                outcome: None,
+            });
             return;
         }
         if !matches!(job.cipher, Cipher::Ready(_)) {

@@ -8,27 +8,29 @@
 //! * [`Work`]: one step of a job's CPU work (start, a PBKDF2 slice, a
 //!   chunk, the end). The connection state machine
 //!   ([`crate::connection`]) hands work out and takes it back; a driver
-//!   runs it where it likes (the server on its worker pool, CBC
-//!   encryption chunks through the [lane engine](crate::lanes) beside
-//!   other jobs'; the benches and fuzzers inline).
+//!   runs it where it likes (the server on its worker pool; the benches
+//!   and fuzzers inline). An openssl encryption's chunks do not go out as
+//!   work: they go to its [`EncryptFeed`] on the
+//!   [lane engine](crate::lanes), several in flight, beside other jobs'.
 //! * [`JobError`]: why a job failed (never a connection's trouble: that
 //!   is [`crate::connection::SessionError`]).
 
 pub mod age;
 pub mod openssl;
 
-use std::ops::Range;
-
 use aesd_proto::{Begin, ErrorCode, Format, ProtoError};
 
 use crate::chunk::ChunkBuf;
-use crate::engine::Chain;
-use crate::lanes::LaneWork;
+use crate::lanes::Feed;
 use crate::openssl_enc::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
 use crate::openssl_enc::{CipherError, DerivedKey, HEADER_LEN, SALT_LEN};
 
 pub use age::AgeJob;
-pub use openssl::{KeyRequest, OpensslJob, PendingEncryption, Start};
+pub use openssl::{Encryption, KeyRequest, OpensslJob, PendingEncryption, Start};
+
+/// An openssl encryption on the lane engine: its chain and its chunks in
+/// flight ([`crate::lanes`]).
+pub type EncryptFeed = Feed<Encryption>;
 
 /// A busy refusal: the job could not have a slot (the queue, the client's
 /// caps, its PBKDF2 budget) or lost it to another client. The driver's
@@ -176,12 +178,6 @@ impl Transform {
             job.provide_key(derived, salt);
         }
     }
-
-    /// Whether a chunk of this job is a CBC encryption the lane engine
-    /// can run beside other jobs' chunks.
-    fn is_lane(&self) -> bool {
-        matches!(self, Transform::Openssl(OpensslJob::Encrypt(_)))
-    }
 }
 
 /// What a job's transform started with: its cipher and what to send
@@ -228,8 +224,8 @@ impl Derivation {
     }
 }
 
-/// One step of a job's CPU work. Run it ([`Work::run`], or the lane
-/// engine for [`Work::is_lane`] work) and give it back to its connection.
+/// One step of a job's CPU work. Run it ([`Work::run`]) and give it back to
+/// its connection.
 pub enum Work {
     /// Start the job's cipher (key schedules; a fresh salt).
     Start {
@@ -316,11 +312,6 @@ impl Work {
             }
         }
     }
-
-    /// Whether this is a CBC encryption chunk, for the lane engine.
-    pub fn is_lane(&self) -> bool {
-        matches!(self, Work::Chunk { transform, .. } if transform.is_lane())
-    }
 }
 
 /// Starts the transform `begin` asks for (its limits were checked).
@@ -338,31 +329,4 @@ fn start(begin: Begin) -> Result<Started, JobError> {
         },
         Start::DeriveKey(pending) => Started::DeriveKey(pending),
     })
-}
-
-impl LaneWork for Work {
-    fn begin(&mut self) -> usize {
-        match self {
-            Work::Chunk {
-                transform: Transform::Openssl(OpensslJob::Encrypt(job)),
-                buf,
-                ..
-            } => {
-                job.begin_chunk(buf);
-                buf.len()
-            }
-            _ => 0,
-        }
-    }
-
-    fn lane(&mut self, range: Range<usize>) -> Option<(&mut Chain, &mut [u8])> {
-        match self {
-            Work::Chunk {
-                transform: Transform::Openssl(OpensslJob::Encrypt(job)),
-                buf,
-                ..
-            } => Some((job.chain(), &mut buf.as_mut_slice()[range])),
-            _ => None,
-        }
-    }
 }

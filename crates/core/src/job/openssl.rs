@@ -245,6 +245,16 @@ impl Encryption {
     }
 }
 
+impl crate::lanes::LaneChain for Encryption {
+    fn begin_chunk(&mut self, buf: &mut ChunkBuf) {
+        Encryption::begin_chunk(self, buf);
+    }
+
+    fn chain(&mut self) -> &mut crate::engine::Chain {
+        Encryption::chain(self)
+    }
+}
+
 /// A decryption's stream and the bytes it took in.
 pub struct Decryption {
     stream: DecryptStream,
