@@ -19,7 +19,7 @@ use aesd_proto::handshake::HELLO_LEN;
 use aesd_proto::{FrameHeader, FrameKind, Hello, Message};
 
 use crate::connection::{
-    Action, Admission, Connection, JobReport, Read, SessionError, Settings, Transmit,
+    Action, AdmissionReply, Connection, JobReport, Read, SessionError, Settings, Transmit,
 };
 use crate::job::EncryptFeed;
 use crate::lanes::{FeedQueue, LaneCounts, LaneLoad};
@@ -174,7 +174,7 @@ impl<'a, S: Sink> Served<'a, S> {
             match action {
                 Action::Admit { .. } => {
                     self.outcome.slot_held = true;
-                    self.connection.on_admission(now, Admission::Admitted);
+                    self.connection.on_admission(now, AdmissionReply::Admitted);
                 }
                 Action::Lane(feed) => self.feeds.push(feed),
                 Action::Work(mut work) => {

@@ -52,7 +52,7 @@ pub fn accept(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, tracker
                 }
                 Err(error) => return refuse(stream, peer, error.into(), &shared).await,
             };
-            match shared.connections.admit(shared.client_key(client.ip())) {
+            match shared.connections.admit(shared.client_id(client.ip())) {
                 Ok(slot) => serve(stream, client, &shared, slot).await,
                 Err(refused) => {
                     debug!(%client, proxy = %peer, "refused: {refused}");
@@ -62,7 +62,7 @@ pub fn accept(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, tracker
         });
         return;
     }
-    match shared.connections.admit(shared.client_key(peer.ip())) {
+    match shared.connections.admit(shared.client_id(peer.ip())) {
         Ok(slot) => tracker.spawn(async move { serve(stream, peer, &shared, slot).await }),
         Err(refused) => {
             tracker.spawn(async move { refuse(stream, peer, refused.into(), &shared).await })

@@ -4,7 +4,7 @@
 //! [`access_token`](aesd_core::access_token)).
 //!
 //! Failed attempts are slowed down per client address by
-//! [`FailureThrottle`] (per [`ClientKey`]: an IPv6 /64 is one client): the `unauthorized` answer comes after a delay that
+//! [`FailureThrottle`] (per [`ClientId`]: an IPv6 /64 is one client): the `unauthorized` answer comes after a delay that
 //! doubles with each recent failure from the same address.
 
 use std::collections::HashMap;
@@ -17,7 +17,7 @@ use aesd_core::access_token::AccessToken as CoreToken;
 use aesd_proto::limits::{MAX_TOKEN_LEN, MIN_TOKEN_LEN};
 use aesd_proto::secret_file::{SecretFileError, read_secret_file};
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// The token a server requires, read from the `token-file`'s first line;
 /// only its digest is kept (aesd-core's [`CoreToken`]).
@@ -67,7 +67,7 @@ const MAX_TRACKED: usize = 4096;
 #[derive(Debug)]
 pub struct FailureThrottle {
     base: Duration,
-    failures: Mutex<HashMap<ClientKey, (u32, Instant)>>,
+    failures: Mutex<HashMap<ClientId, (u32, Instant)>>,
 }
 
 impl FailureThrottle {
@@ -82,7 +82,7 @@ impl FailureThrottle {
     /// Records a failure from `peer` and returns how long to wait before
     /// answering it: the base delay, doubled for each earlier failure from
     /// the address within [`FAILURE_MEMORY`], up to 32 × the base.
-    pub fn failed(&self, peer: ClientKey) -> Duration {
+    pub fn failed(&self, peer: ClientId) -> Duration {
         let now = Instant::now();
         let longest = self.base * (1 << MAX_DOUBLINGS);
         let Ok(mut failures) = self.failures.lock() else {
@@ -105,7 +105,7 @@ impl FailureThrottle {
 
     /// The delay [`FailureThrottle::failed`] would return for `peer` now,
     /// without recording a failure.
-    pub fn next_delay(&self, peer: ClientKey) -> Duration {
+    pub fn next_delay(&self, peer: ClientId) -> Duration {
         let now = Instant::now();
         let longest = self.base * (1 << MAX_DOUBLINGS);
         let Ok(failures) = self.failures.lock() else {
@@ -122,7 +122,7 @@ impl FailureThrottle {
     }
 
     /// Forgets `peer`'s failures after it authenticated.
-    pub fn succeeded(&self, peer: ClientKey) {
+    pub fn succeeded(&self, peer: ClientId) {
         if let Ok(mut failures) = self.failures.lock() {
             failures.remove(&peer);
         }
@@ -167,8 +167,8 @@ mod tests {
     #[test]
     fn the_delay_doubles_per_failure_up_to_a_cap_and_resets_on_success() {
         let throttle = FailureThrottle::new(Duration::from_millis(10));
-        let peer = ClientKey::of([127, 0, 0, 9].into(), 64);
-        let other = ClientKey::of([127, 0, 0, 10].into(), 64);
+        let peer = ClientId::of([127, 0, 0, 9].into(), 64);
+        let other = ClientId::of([127, 0, 0, 10].into(), 64);
         let delays: Vec<u64> = (0..8)
             .map(|_| throttle.failed(peer).as_millis() as u64)
             .collect();

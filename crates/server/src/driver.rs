@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use aesd_core::ChunkBuf;
 use aesd_core::connection::{
-    Action, Admission, Connection, JobReport, Read, SessionError, Stop, Transmit,
+    Action, AdmissionReply, Connection, JobReport, Read, SessionError, Stop, Transmit,
 };
 use aesd_core::job::{Refusal, Work};
 use aesd_proto::{ErrorCode, FrameHeader, FrameReader, Message, ProtoError};
@@ -32,7 +32,7 @@ use tokio::time::timeout_at;
 use tracing::{debug, info, warn};
 
 use crate::admission::{Entry, Permit, Ticket, TicketEvent};
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 use crate::error::ConnectionError;
 use crate::input_rate::{ByteCounter, InputRate, Metered};
 use crate::limits::ConnectionSlot;
@@ -119,7 +119,7 @@ pub async fn serve<R, W>(
         reader,
         out: Outgoing::new(write),
         peer,
-        client: shared.client_key(peer.ip()),
+        client: shared.client_id(peer.ip()),
         shared,
         slot,
         admission: Slot::None,
@@ -150,7 +150,7 @@ struct Driver<'a, R, W> {
     reader: FrameReader<Metered<R>>,
     out: Outgoing<W>,
     peer: SocketAddr,
-    client: ClientKey,
+    client: ClientId,
     shared: &'a Arc<Shared>,
     slot: Option<&'a ConnectionSlot>,
     admission: Slot,
@@ -317,24 +317,24 @@ where
                 message: exceeded.to_string(),
             };
             self.connection
-                .on_admission(now, Admission::Refused(refusal));
+                .on_admission(now, AdmissionReply::Refused(refusal));
             return;
         }
         match shared.admission.enter(self.client) {
             Ok(Entry::Admitted(permit)) => {
                 self.admission = Slot::Held { _permit: permit };
-                self.connection.on_admission(now, Admission::Admitted);
+                self.connection.on_admission(now, AdmissionReply::Admitted);
             }
             Ok(Entry::Queued(ticket)) => {
                 let position = ticket.position();
                 self.admission = Slot::Queued(ticket);
                 self.connection
-                    .on_admission(now, Admission::Queued(position));
+                    .on_admission(now, AdmissionReply::Queued(position));
             }
             Err(refused) => {
                 shared.metrics.job_refused(refused.reason());
                 self.connection
-                    .on_admission(now, Admission::Refused(refusal(&refused)));
+                    .on_admission(now, AdmissionReply::Refused(refusal(&refused)));
             }
         }
     }
@@ -552,17 +552,17 @@ where
             Event::Evicted(why) => return Err(why.into()),
             Event::Ticket(TicketEvent::Admitted(permit)) => {
                 self.admission = Slot::Held { _permit: permit };
-                self.connection.on_admission(now, Admission::Admitted);
+                self.connection.on_admission(now, AdmissionReply::Admitted);
             }
             Event::Ticket(TicketEvent::Moved(position)) => {
                 self.connection
-                    .on_admission(now, Admission::Queued(position));
+                    .on_admission(now, AdmissionReply::Queued(position));
             }
             Event::Ticket(TicketEvent::Refused(refused)) => {
                 self.admission = Slot::None;
                 self.shared.metrics.job_refused(refused.reason());
                 self.connection
-                    .on_admission(now, Admission::Refused(refusal(&refused)));
+                    .on_admission(now, AdmissionReply::Refused(refusal(&refused)));
             }
             Event::Work(done) => {
                 self.work = None;
@@ -752,7 +752,7 @@ fn log_error(peer: SocketAddr, error: &ConnectionError, shared: &Shared) {
         debug!(%peer, "connection ended: {error}");
         return;
     }
-    let client = shared.client_key(peer.ip());
+    let client = shared.client_id(peer.ip());
     let summary = match shared.log_limit.admit(client, std::time::Instant::now()) {
         Decision::Suppress => return,
         Decision::Log(summary) => summary,

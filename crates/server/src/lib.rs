@@ -40,7 +40,7 @@
 //! * `admission`: the bounded FIFO queue in front of the active slots.
 //! * `limits`: caps on open connections, in total and per client.
 //! * `log_limit`: log lines about clients, rate-limited per client.
-//! * `client_key`: who a client is for the per-client limits (an IPv4
+//! * `client_id`: who a client is for the per-client limits (an IPv4
 //!   address, an IPv6 prefix).
 //! * `input_rate`: the minimum input rate of a running job.
 //! * `kdf_budget`: how much PBKDF2 (key source 1) one client may make
@@ -70,7 +70,7 @@ mod auth;
 mod backend;
 pub mod cli;
 mod client_buckets;
-mod client_key;
+mod client_id;
 pub mod config;
 pub mod defaults;
 mod driver;

@@ -109,7 +109,7 @@ impl Server {
                 metrics_listener,
                 Arc::clone(&shared.metrics),
                 shared.shutdown.clone(),
-                metrics::http::Admission {
+                metrics::http::ScrapeAccess {
                     connections: Arc::clone(&shared.connections),
                     ipv6_prefix: shared.config.client_ipv6_prefix,
                     allow: shared.config.metrics_allow.clone(),
@@ -238,7 +238,7 @@ impl ServerState {
     /// The delay the next failed authentication from `addr` would wait
     /// (`auth-failure-delay`, doubled per recent failure of its client).
     pub fn auth_failure_delay(&self, addr: std::net::IpAddr) -> std::time::Duration {
-        self.0.auth_failures.next_delay(self.0.client_key(addr))
+        self.0.auth_failures.next_delay(self.0.client_id(addr))
     }
 }
 

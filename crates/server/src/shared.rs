@@ -13,7 +13,7 @@ use aesd_core::job::JobLimits;
 
 use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 use crate::config::Config;
 use crate::handshake_rate::HandshakeRate;
 use crate::kdf_budget::KdfBudget;
@@ -114,7 +114,7 @@ impl Shared {
     }
 
     /// The key the per-client limits know `addr` by (`client-ipv6-prefix`).
-    pub fn client_key(&self, addr: IpAddr) -> ClientKey {
-        ClientKey::of(addr, self.config.client_ipv6_prefix)
+    pub fn client_id(&self, addr: IpAddr) -> ClientId {
+        ClientId::of(addr, self.config.client_ipv6_prefix)
     }
 }

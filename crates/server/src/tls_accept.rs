@@ -111,7 +111,7 @@ pub async fn accept(
     shared: &Shared,
     tls: &TlsIdentity,
 ) -> Result<TlsStream<TcpStream>, ConnectionError> {
-    let client = shared.client_key(peer.ip());
+    let client = shared.client_id(peer.ip());
     // The place first: a connection refused for it costs no handshake of
     // the client's rate.
     let _pass = shared

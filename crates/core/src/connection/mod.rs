@@ -189,7 +189,7 @@ pub struct JobReport {
 
 /// How admission answered a job.
 #[derive(Debug)]
-pub enum Admission {
+pub enum AdmissionReply {
     /// The job waits at this position.
     Queued(u32),
     /// The job has its slot.
@@ -705,7 +705,7 @@ impl Connection {
     }
 
     /// Admission answered the job.
-    pub fn on_admission(&mut self, now: Instant, admission: Admission) {
+    pub fn on_admission(&mut self, now: Instant, admission: AdmissionReply) {
         let State::Job(job) = &mut self.state else {
             return;
         };
@@ -713,13 +713,13 @@ impl Connection {
             return;
         }
         match admission {
-            Admission::Queued(position) => self
+            AdmissionReply::Queued(position) => self
                 .outbox
                 .push_back(Transmit::Frame(Message::Queued(Queued { position }))),
-            Admission::Refused(refusal) => {
+            AdmissionReply::Refused(refusal) => {
                 self.end_job(now, SessionError::Job(JobError::Busy(refusal)), true)
             }
-            Admission::Admitted => {
+            AdmissionReply::Admitted => {
                 let queue_wait = now.saturating_duration_since(job.began);
                 job.queue_us = micros(queue_wait);
                 job.phase = Phase::Running;
