@@ -6,13 +6,12 @@ mod common;
 use std::time::Duration;
 
 use aesd_client::{Client, ClientError};
-use aesd_core::openssl_enc::encrypt_buffer;
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
 use aesd_server::{ConfigLayer, RunningServer};
 use aesd_testkit::{handshaken_connection, pattern_bytes, raw_connection};
-use common::{encrypt_verified, job_spec as spec, start_server};
+use common::{ciphertext, encrypt_verified, job_spec as spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -92,11 +91,6 @@ fn begin_bytes(operation: u8, format: u8, source: u8) -> Vec<u8> {
     frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     frame.extend_from_slice(&payload);
     frame
-}
-
-/// Ciphertext of `plain` under `password` with a fixed salt.
-fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
-    encrypt_buffer(password.as_bytes(), &[3; 8], 1000, plain, 64 * 1024)
 }
 
 #[tokio::test]

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aesd_client::Client;
-use aesd_core::openssl_enc::encrypt_buffer;
 use aesd_proto::{
     Begin, DerivedKeyParams, ErrorCode, Format, FrameReader, Hello, KeySource, Message, Operation,
 };
@@ -16,14 +15,10 @@ use aesd_server::ConfigLayer;
 use aesd_testkit::{
     AesdProcess, Pattern, VerifyingSink, handshaken_connection, pattern_bytes, proc_status_kib,
 };
-use common::{encrypt_verified, job_spec as spec, start_server};
+use common::{ciphertext, encrypt_verified, job_spec as spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use zeroize::Zeroizing;
-
-fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
-    encrypt_buffer(password.as_bytes(), &[9; 8], 1000, plain, 64 * 1024)
-}
 
 #[tokio::test]
 async fn wrong_password_and_bad_padding_are_indistinguishable() {

@@ -9,6 +9,12 @@ use aesd_pattern::{Pattern, PatternSource, VerifyingSink};
 use aesd_proto::Operation;
 use aesd_server::{ConfigLayer, RunningServer};
 
+/// An `openssl enc` file of `plain` under `password` (a fixed salt, 1000
+/// iterations: what `job_spec` asks for), made by aesd-core's own stream.
+pub fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
+    aesd_core::openssl_enc::encrypt_buffer(password.as_bytes(), &[3; 8], 1000, plain, 64 * 1024)
+}
+
 /// An in-process server on 127.0.0.1 (an ephemeral port) with `layer`
 /// over the defaults.
 pub async fn start_server(layer: ConfigLayer) -> RunningServer {
