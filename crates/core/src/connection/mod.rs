@@ -54,7 +54,7 @@ use crate::job::{
     Derivation, EncryptFeed, JobError, JobLimits, OpensslJob, Refusal, Started, Transform, Work,
 };
 use crate::lanes::{Backlog, Feed, LaneLoad, LaneLost, Waker};
-use crate::openssl_enc::{BLOCK, HEADER_LEN};
+use crate::openssl_enc::HEADER_LEN;
 
 /// Chunk buffers one job circulates between reading, its work and writing.
 pub const BUFFERS_PER_JOB: usize = 4;
@@ -987,12 +987,9 @@ impl Connection {
                 return;
             };
             job.cipher = Cipher::Busy;
-            self.hand_out(Work::Finish {
-                transform: Some(Transform::Openssl(OpensslJob::Encrypt(encryption))),
-                last: ChunkBuf::with_capacity(BLOCK),
-                out: Vec::new(),
-                outcome: None,
-            });
+            self.hand_out(Work::finish(Transform::Openssl(OpensslJob::Encrypt(
+                encryption,
+            ))));
             return;
         }
         if !matches!(job.cipher, Cipher::Ready(_)) {
@@ -1005,12 +1002,7 @@ impl Connection {
             return;
         };
         let Some(buf) = job.input.pop_front() else {
-            self.hand_out(Work::Finish {
-                transform: Some(transform),
-                last: ChunkBuf::with_capacity(BLOCK),
-                out: Vec::new(),
-                outcome: None,
-            });
+            self.hand_out(Work::finish(transform));
             return;
         };
         // A decryption with a password whose salt this chunk completes:

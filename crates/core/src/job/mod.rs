@@ -273,6 +273,16 @@ impl std::fmt::Debug for Work {
 }
 
 impl Work {
+    /// The end of `transform`'s input, to run.
+    pub fn finish(transform: Transform) -> Work {
+        Work::Finish {
+            transform: Some(transform),
+            last: ChunkBuf::with_capacity(crate::BLOCK),
+            out: Vec::new(),
+            outcome: None,
+        }
+    }
+
     /// Runs the work alone, on this thread.
     pub fn run(&mut self) {
         match self {
