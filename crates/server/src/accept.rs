@@ -76,7 +76,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, slot: 
     if let Err(err) = stream.set_nodelay(true) {
         debug!(%peer, "cannot set TCP_NODELAY: {err}");
     }
-    let Some(tls) = shared.config.tls.clone() else {
+    let Some(tls) = shared.tls.clone() else {
         let (read, write) = stream.into_split();
         driver::serve(read, write, peer, shared, Some(&slot)).await;
         return;

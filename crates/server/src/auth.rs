@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,6 @@ use crate::client_id::ClientId;
 /// only its digest is kept (aesd-core's [`CoreToken`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct AccessToken {
-    path: PathBuf,
     token: CoreToken,
 }
 
@@ -32,14 +31,8 @@ impl AccessToken {
     pub fn from_file(path: &Path) -> Result<AccessToken, SecretFileError> {
         let token = read_secret_file(path, "access token", MIN_TOKEN_LEN, MAX_TOKEN_LEN)?;
         Ok(AccessToken {
-            path: path.to_owned(),
             token: CoreToken::new(token.as_bytes()),
         })
-    }
-
-    /// The file the token was read from.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The token's digest, which the connections compare against.
@@ -50,7 +43,7 @@ impl AccessToken {
 
 impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AccessToken(from {})", self.path.display())
+        f.write_str("AccessToken(..)")
     }
 }
 

@@ -40,6 +40,14 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The files the settings name, once the settings are resolved.
+    let secrets = match config.load_secrets() {
+        Ok(secrets) => secrets,
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            return ExitCode::from(2);
+        }
+    };
     let backend = match crate::backend::select(config.aes_backend, &config.device_tree) {
         Ok(backend) => backend,
         Err(err) => {
@@ -88,7 +96,7 @@ pub fn main() -> ExitCode {
         // Installed before the port opens: a SIGTERM that arrives as soon
         // as aesd listens is a graceful shutdown, not a kill.
         let stop = shutdown_signal();
-        let server = match Server::bind(config.clone()).await {
+        let server = match Server::bind_with(config.clone(), secrets).await {
             Ok(server) => server,
             Err(err) => {
                 eprintln!("aesd: {err}");
@@ -198,7 +206,10 @@ fn tls_self_signed(dir: &std::path::Path) -> ExitCode {
 
 /// `--check-config FILE`: validates the file alone over the defaults.
 fn check_config(path: &std::path::Path) -> ExitCode {
-    match ConfigLayer::from_file(path).and_then(Config::resolve) {
+    let checked = ConfigLayer::from_file(path)
+        .and_then(Config::resolve)
+        .and_then(|config| config.load_secrets().map(|_| config));
+    match checked {
         Ok(config) => {
             println!("{}: ok", path.display());
             print!("{}", config.to_layer().to_toml());

@@ -14,8 +14,9 @@
 //! background as a [`RunningServer`], whose [`ServerState`] shows slots,
 //! connections, workers and metrics), [`start_loopback`] for an
 //! in-process server, [`Config`] with [`ConfigLayer`] (and the `defaults`
-//! and `caps` it states), the `cli` the `aesd` binary runs, and
-//! `tls_init` (`--tls-self-signed`).
+//! and `caps` it states; resolving the settings reads no file, the files
+//! they name are read afterwards into [`Secrets`]), the `cli` the `aesd`
+//! binary runs, and `tls_init` (`--tls-self-signed`).
 //!
 //! # Layout
 //!
@@ -95,7 +96,7 @@ mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
 
-pub use config::{Cli, Config, ConfigError, ConfigLayer};
+pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
 pub use server::{
     Occupancy, RunningServer, Server, ServerError, ServerState, StartError, start_loopback,
 };

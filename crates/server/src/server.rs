@@ -13,7 +13,7 @@ use tracing::{error, info, warn};
 
 use crate::accept::accept;
 pub use crate::admission::Occupancy;
-use crate::config::Config;
+use crate::config::{Config, Secrets};
 use crate::log_limit;
 use crate::metrics;
 use crate::shared::Shared;
@@ -40,6 +40,10 @@ pub enum ServerError {
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Workers(std::io::Error),
+    /// A file the settings name could not be used (`tls-cert`, `tls-key`,
+    /// `token-file`).
+    #[error(transparent)]
+    Secrets(#[from] crate::config::ConfigError),
 }
 
 /// A bound server, ready to serve.
@@ -50,8 +54,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listen address and starts the worker pool.
+    /// Reads the files the settings name ([`Config::load_secrets`]), binds
+    /// the listen address and starts the worker pool.
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let secrets = config.load_secrets()?;
+        Server::bind_with(config, secrets).await
+    }
+
+    /// Binds the listen address and starts the worker pool, with the
+    /// secrets already read from the settings' files.
+    pub async fn bind_with(config: Config, secrets: Secrets) -> Result<Server, ServerError> {
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -67,7 +79,7 @@ impl Server {
             ),
             None => None,
         };
-        let shared = Arc::new(Shared::new(config).map_err(ServerError::Workers)?);
+        let shared = Arc::new(Shared::new(config, secrets).map_err(ServerError::Workers)?);
         Ok(Server {
             listener,
             metrics_listener,
@@ -264,7 +276,8 @@ pub async fn start_loopback(
         listen: Some(listen),
         ..layer
     })?;
-    Ok(Server::bind(config).await?.spawn())
+    let secrets = config.load_secrets()?;
+    Ok(Server::bind_with(config, secrets).await?.spawn())
 }
 
 /// A server running in the background (embedded in aesload, or in tests).

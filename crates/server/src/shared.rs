@@ -14,7 +14,7 @@ use aesd_core::job::JobLimits;
 use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
 use crate::client_id::ClientId;
-use crate::config::Config;
+use crate::config::{Config, Secrets};
 use crate::handshake_rate::HandshakeRate;
 use crate::kdf_budget::KdfBudget;
 use crate::limits::ConnectionLimits;
@@ -22,6 +22,7 @@ use crate::log_limit::LogLimiter;
 use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::shutdown::Shutdown;
+use crate::tls::TlsIdentity;
 use crate::tls_accept::HandshakeThread;
 use crate::tls_gate::HandshakeGate;
 
@@ -53,13 +54,15 @@ pub struct Shared {
     pub tls_rate: HandshakeRate,
     /// The thread TLS handshakes run on (when the job port speaks TLS).
     pub tls_thread: Option<HandshakeThread>,
+    /// The job port's TLS identity, when it speaks TLS.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl Shared {
     /// The state for `config`: starts the worker pool (and, with TLS, the
     /// handshake thread), sets up admission, the connection caps and the
     /// metrics.
-    pub fn new(config: Config) -> std::io::Result<Shared> {
+    pub fn new(config: Config, secrets: Secrets) -> std::io::Result<Shared> {
         let pool = WorkerPool::new(config.workers, aesd_core::LANES)?;
         let admission = Admission::new(
             config.max_active,
@@ -80,7 +83,7 @@ impl Shared {
         let settings = Arc::new(Settings {
             server_name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             chunk_size: config.chunk_size,
-            access_token: config
+            access_token: secrets
                 .access_token
                 .as_ref()
                 .map(|token| token.token().clone()),
@@ -92,7 +95,7 @@ impl Shared {
                 iterations: (config.min_iterations, config.max_iterations),
             },
         });
-        let tls_thread = match config.tls {
+        let tls_thread = match secrets.tls {
             Some(_) => Some(HandshakeThread::start()?),
             None => None,
         };
@@ -107,6 +110,7 @@ impl Shared {
             tls_handshakes: Arc::default(),
             tls_rate: HandshakeRate::new(config.tls_handshake_rate),
             tls_thread,
+            tls: secrets.tls,
             config,
             metrics,
             connections,

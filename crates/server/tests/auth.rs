@@ -180,18 +180,21 @@ async fn a_server_without_a_token_ignores_clients_that_have_one() {
 }
 
 #[test]
-fn a_short_or_unreadable_token_file_is_a_config_error() {
+fn a_short_or_unreadable_token_file_is_refused_when_the_files_are_read() {
     let dir = TempDir::new("auth-config");
     let short = dir.secret_file("short", "too short");
     for (path, expected) in [
         (short, "16 to 256 bytes"),
         (dir.join("missing"), "cannot read access token file"),
     ] {
-        let err = aesd_server::Config::resolve(ConfigLayer {
+        // The settings resolve (no file is read then); reading the file
+        // the settings name is refused.
+        let config = aesd_server::Config::resolve(ConfigLayer {
             token_file: Some(path),
             ..ConfigLayer::default()
         })
-        .expect_err("refused");
+        .expect("the settings alone are valid");
+        let err = config.load_secrets().expect_err("refused");
         let text = err.to_string();
         assert!(
             text.contains("token-file") && text.contains(expected),
