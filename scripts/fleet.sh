@@ -111,27 +111,10 @@ done
   echo "fleet.sh: --workers must be at least 1" >&2
   exit 2
 }
-case "$profile" in
-  release) profile_flag=(--release) ;;
-  debug) profile_flag=() ;;
-  *)
-    echo "fleet.sh: --profile must be release or debug" >&2
-    exit 2
-    ;;
-esac
-
+host_bins fleet.sh "$profile" "$build" "aesd-server aesd-client aesd-load" aesd aesload
+aesd="$HOST_BIN/aesd"
+aesload="$HOST_BIN/aesload"
 apt_install haproxy prometheus
-if ((build)); then
-  step "fleet: build ($profile)"
-  (cd "$root" && nice -n 10 cargo build "${profile_flag[@]}" --locked --quiet -p aesd-server -p aesd-client -p aesd-load --bins)
-fi
-bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
-aesd="$bin/aesd"
-aesload="$bin/aesload"
-[[ -x "$aesd" && -x "$aesload" ]] || {
-  echo "fleet.sh: no $profile aesd/aesload in $bin (drop --no-build)" >&2
-  exit 2
-}
 
 keep=1
 if [[ -z "$out" ]]; then
@@ -141,9 +124,7 @@ fi
 mkdir -p "$out/targets"
 pids=()
 cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  ((${#pids[@]} == 0)) || stop_pids "${pids[@]}"
   if ((keep)); then echo "fleet: logs and configs in $out" >&2; else rm -rf "$out"; fi
 }
 trap cleanup EXIT

@@ -50,23 +50,8 @@ if ! [[ "$pods" =~ ^[1-9][0-9]?$ ]]; then
   echo "k8s-rehearse.sh: --pods must be 1 to 99" >&2
   exit 2
 fi
-case "$profile" in
-  release) profile_flag=(--release) ;;
-  debug) profile_flag=() ;;
-  *)
-    echo "k8s-rehearse.sh: --profile must be release or debug" >&2
-    exit 2
-    ;;
-esac
-if ((build)); then
-  step "k8s rehearsal: build ($profile)"
-  (cd "$root" && nice -n 10 cargo build "${profile_flag[@]}" --locked --quiet -p aesd-server -p aesd-load --bins)
-fi
-bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
-[[ -x "$bin/aesd" && -x "$bin/aesload" ]] || {
-  echo "k8s-rehearse.sh: no $profile aesd/aesload in $bin (drop --no-build)" >&2
-  exit 2
-}
+host_bins k8s-rehearse.sh "$profile" "$build" "aesd-server aesd-load" aesd aesload
+bin="$HOST_BIN"
 
 out="$(mktemp -d "${TMPDIR:-/tmp}/aesd-k8s.XXXXXX")"
 pids=()

@@ -82,3 +82,37 @@ wait_port() {
   echo "nothing listens on 127.0.0.1:$port after $seconds s" >&2
   return 1
 }
+
+# Builds the host binaries a script runs and finds them:
+#   host_bins SCRIPT PROFILE BUILD "PACKAGE..." BINARY...
+# PROFILE is release or debug (anything else: exit 2 naming SCRIPT); with
+# BUILD 1, `cargo build` of the PACKAGEs' binaries in that profile. Sets
+# HOST_BIN to the folder holding them and exits 2, naming SCRIPT, when a
+# BINARY is not there (e.g. with BUILD 0 before any build).
+host_bins() {
+  local script="$1" profile="$2" build="$3" packages="$4" name
+  shift 4
+  local flags=(--locked --quiet --bins)
+  case "$profile" in
+    release) flags+=(--release) ;;
+    debug) ;;
+    *)
+      echo "$script: --profile must be release or debug" >&2
+      exit 2
+      ;;
+  esac
+  for name in $packages; do flags+=(-p "$name"); done
+  local root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  if ((build)); then
+    step "${script%.sh}: build ($profile)"
+    (cd "$root" && nice -n 10 cargo build "${flags[@]}")
+  fi
+  HOST_BIN="${CARGO_TARGET_DIR:-$root/target}/$profile"
+  for name in "$@"; do
+    [[ -x "$HOST_BIN/$name" ]] || {
+      echo "$script: no $profile $name in $HOST_BIN (drop --no-build)" >&2
+      exit 2
+    }
+  done
+}

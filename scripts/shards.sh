@@ -90,28 +90,12 @@ if ! [[ "$fleet" =~ ^[0-9]+$ ]] || ((fleet > 20)); then
   echo "shards.sh: --fleet must be 1 to 20 boards" >&2
   exit 2
 fi
-case "$profile" in
-  release) profile_flag=(--release) ;;
-  debug) profile_flag=() ;;
-  *)
-    echo "shards.sh: --profile must be release or debug" >&2
-    exit 2
-    ;;
-esac
 [[ " ${load_args[*]} " == *" --seed "* ]] || load_args+=(--seed 5)
 
+host_bins shards.sh "$profile" "$build" "aesd-server aesd-load" aesd aesload
+aesd="$HOST_BIN/aesd"
+aesload="$HOST_BIN/aesload"
 ((fleet == 0)) || apt_install haproxy
-if ((build)); then
-  step "shards: build ($profile)"
-  (cd "$root" && nice -n 10 cargo build "${profile_flag[@]}" --locked --quiet -p aesd-server -p aesd-load --bins)
-fi
-bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
-aesd="$bin/aesd"
-aesload="$bin/aesload"
-[[ -x "$aesd" && -x "$aesload" ]] || {
-  echo "shards.sh: no $profile aesd/aesload in $bin (drop --no-build)" >&2
-  exit 2
-}
 
 keep=1
 if [[ -z "$out" ]]; then

@@ -4,6 +4,9 @@ use zeroize::Zeroize;
 
 use crate::fixslice::{Block, BlockWords, KeySchedule, LANES, LaneKeys, block_words, store_block};
 
+#[cfg(all(target_arch = "riscv32", not(target_feature = "e")))]
+mod rv32;
+
 /// AES block size in bytes.
 pub const BLOCK: usize = 16;
 
@@ -36,105 +39,119 @@ pub fn encrypt_lanes(lanes: &mut [CbcLane<'_>]) {
     );
     let mut done = 0;
     loop {
-        let busy: [bool; LANES] =
-            core::array::from_fn(|l| lanes.get(l).is_some_and(|lane| lane.data.len() > done));
-        let Some(shortest) = lanes
-            .iter()
-            .filter(|lane| lane.data.len() > done)
-            .map(|lane| lane.data.len())
-            .min()
-        else {
+        // The lanes with blocks left, in order: they take the cipher's
+        // lanes 0, 1, ... (their keys merged in that order), so the busy
+        // lanes always come first and the idle ones cost nothing.
+        let mut busy: [Option<&mut CbcLane<'_>>; LANES] = core::array::from_fn(|_| None);
+        let mut count = 0;
+        for lane in lanes.iter_mut().filter(|lane| lane.data.len() > done) {
+            busy[count] = Some(lane);
+            count += 1;
+        }
+        let Some(shortest) = busy.iter().flatten().map(|lane| lane.data.len()).min() else {
             return;
         };
-        // The busy lanes' keys, in lane order (a lane that is done keeps
-        // its place with its key: its output is ignored).
-        let keys: [&KeySchedule; LANES] = core::array::from_fn(|l| match lanes.get(l) {
-            Some(lane) => lane.key,
-            None => lanes[0].key,
-        });
-        let round_keys = LaneKeys::new(&keys[..lanes.len()]);
-        let mut chain: [BlockWords; LANES] = core::array::from_fn(|l| {
-            lanes
-                .get(l)
-                .map_or([0; 4], |lane| block_words(&lane.iv[..]))
-        });
-        let aligned = lanes.iter().enumerate().all(|(l, lane)| {
-            !busy[l] || bytemuck::try_cast_slice::<u8, u32>(&lane.data[done..shortest]).is_ok()
-        });
+        // (The cipher's lanes from `count` on get no key: idle.)
+        let key = |l: usize| busy[l].as_ref().or(busy[0].as_ref()).map(|lane| lane.key);
+        let keys: [&KeySchedule; LANES] = core::array::from_fn(|l| key(l).expect("a busy lane"));
+        let round_keys = LaneKeys::new(&keys[..count]);
+        let mut chain: [BlockWords; LANES] = [[0; 4]; LANES];
+        for (words, lane) in chain.iter_mut().zip(busy.iter().flatten()) {
+            *words = block_words(&lane.iv[..]);
+        }
+        let aligned = busy
+            .iter()
+            .flatten()
+            .all(|lane| bytemuck::try_cast_slice::<u8, u32>(&lane.data[done..shortest]).is_ok());
         if aligned && cfg!(target_endian = "little") {
             // Word loads and stores straight from the buffers.
             let mut words: [&mut [u32]; LANES] = Default::default();
-            for (l, (slot, lane)) in words.iter_mut().zip(lanes.iter_mut()).enumerate() {
-                if busy[l]
-                    && let Ok(view) = bytemuck::try_cast_slice_mut(&mut lane.data[done..shortest])
-                {
+            for (slot, lane) in words.iter_mut().zip(busy.iter_mut().flatten()) {
+                if let Ok(view) = bytemuck::try_cast_slice_mut(&mut lane.data[done..shortest]) {
                     *slot = view;
                 }
             }
-            encrypt_words(&round_keys, &mut chain, &mut words, busy);
-            done = shortest;
+            match count {
+                1 => encrypt_words::<1>(&round_keys, &mut chain, &mut words),
+                2 => encrypt_words::<2>(&round_keys, &mut chain, &mut words),
+                3 => encrypt_words::<3>(&round_keys, &mut chain, &mut words),
+                _ => encrypt_words::<LANES>(&round_keys, &mut chain, &mut words),
+            }
         } else {
             let mut blocks: [BlockWords; LANES] = [[0; 4]; LANES];
-            while done < shortest {
-                for (l, lane) in lanes.iter().enumerate() {
-                    if busy[l] {
-                        let plain = block_words(&lane.data[done..done + BLOCK]);
-                        blocks[l] = core::array::from_fn(|c| chain[l][c] ^ plain[c]);
-                    }
+            for at in (done..shortest).step_by(BLOCK) {
+                for ((block, words), lane) in
+                    blocks.iter_mut().zip(&chain).zip(busy.iter().flatten())
+                {
+                    let plain = block_words(&lane.data[at..at + BLOCK]);
+                    *block = core::array::from_fn(|c| words[c] ^ plain[c]);
                 }
                 chain = round_keys.encrypt(&blocks);
-                for (l, lane) in lanes.iter_mut().enumerate() {
-                    if busy[l] {
-                        store_block(&chain[l], &mut lane.data[done..done + BLOCK]);
-                    }
+                for (words, lane) in chain.iter().zip(busy.iter_mut().flatten()) {
+                    store_block(words, &mut lane.data[at..at + BLOCK]);
                 }
-                done += BLOCK;
             }
             blocks.zeroize();
         }
-        for (l, lane) in lanes.iter_mut().enumerate() {
-            if busy[l] {
-                store_block(&chain[l], &mut lane.iv[..]);
-            }
+        for (words, lane) in chain.iter().zip(busy.iter_mut().flatten()) {
+            store_block(words, &mut lane.iv[..]);
         }
+        done = shortest;
         chain.zeroize();
     }
 }
 
-/// The CBC loop over word-aligned buffers: the busy lanes' data (all of the
-/// same length, whole blocks as little-endian words) is encrypted in place,
-/// `chain` holding each lane's chaining value. Out of line, with the AES
-/// inlined into it: the loop, packing, the rounds and unpacking are one
-/// compact piece of code that a board's 4 KiB instruction cache holds whole
-/// (docs/performance.md, *Measured on the RTL*).
+/// The CBC loop over word-aligned buffers: `words[..N]` (the busy lanes,
+/// all of the same length, whole blocks as little-endian words) is
+/// encrypted in place, `chain[..N]` holding their chaining values; the
+/// cipher's lanes from `N` on are idle (fed zeros, their output dropped).
+/// Out of line, with the AES inlined into it: the loop, packing, the
+/// rounds and unpacking are one compact piece of code that a board's 4 KiB
+/// instruction cache holds whole (docs/performance.md, *Measured on the
+/// RTL*); the ciphertext of a block stays in registers to be stored and
+/// XORed into the next block.
+#[cfg(not(all(target_arch = "riscv32", not(target_feature = "e"))))]
 #[inline(never)]
-fn encrypt_words(
+fn encrypt_words<const N: usize>(
     round_keys: &LaneKeys,
     chain: &mut [BlockWords; LANES],
     words: &mut [&mut [u32]; LANES],
-    busy: [bool; LANES],
 ) {
-    let len = (0..LANES)
-        .filter(|&l| busy[l])
-        .map(|l| words[l].len())
-        .max()
-        .unwrap_or(0);
-    let mut blocks: [BlockWords; LANES] = [[0; 4]; LANES];
-    for at in (0..len).step_by(4) {
-        for l in 0..LANES {
-            if busy[l] {
-                let plain = &words[l][at..at + 4];
-                blocks[l] = core::array::from_fn(|c| chain[l][c] ^ plain[c]);
-            }
+    let (busy, _) = words.split_at_mut(N);
+    let mut blocks = busy.iter_mut().map(|lane| lane.chunks_exact_mut(4));
+    let mut lanes: [core::slice::ChunksExactMut<'_, u32>; N] =
+        core::array::from_fn(|_| blocks.next().expect("N busy lanes"));
+    let count = lanes[0].len();
+    assert!(
+        lanes.iter().all(|lane| lane.len() == count),
+        "lanes of one length"
+    );
+    let mut cipher = *chain;
+    for _ in 0..count {
+        let mut plain: [&mut [u32]; N] =
+            core::array::from_fn(|l| lanes[l].next().expect("as many blocks as lane 0"));
+        let mut input = [[0u32; 4]; LANES];
+        for ((input, words), cipher) in input.iter_mut().zip(plain.iter()).zip(&cipher) {
+            *input = core::array::from_fn(|c| cipher[c] ^ words[c]);
         }
-        *chain = round_keys.encrypt_inline(&blocks);
-        for l in 0..LANES {
-            if busy[l] {
-                words[l][at..at + 4].copy_from_slice(&chain[l]);
-            }
+        cipher = round_keys.encrypt_inline(&input);
+        for (words, cipher) in plain.iter_mut().zip(&cipher) {
+            words.copy_from_slice(cipher);
         }
     }
-    blocks.zeroize();
+    chain[..N].copy_from_slice(&cipher[..N]);
+}
+
+/// The CBC loop over word-aligned buffers on riscv32: the assembly kernel
+/// ([`rv32`]) with one or two busy lanes.
+#[cfg(all(target_arch = "riscv32", not(target_feature = "e")))]
+fn encrypt_words<const N: usize>(
+    round_keys: &LaneKeys,
+    chain: &mut [BlockWords; LANES],
+    words: &mut [&mut [u32]; LANES],
+) {
+    let [lane0, lane1] = words;
+    rv32::encrypt(round_keys, chain, lane0, (N == 2).then_some(&mut **lane1));
 }
 
 /// Encrypts one chain (one lane busy).

@@ -9,8 +9,12 @@
 //! position `l + L·c + 4L·i` (`L` = [`LANES`]): each row is a group of
 //! `4L` bits, and inside a group the columns follow one another with the
 //! lanes interleaved. SubBytes is then a Boolean circuit on the 8 planes
-//! (the 115-gate circuit of Boyar and Peralta), with no table and no branch;
-//! the byte at row `i + 1` is a rotation of the word by `4L` bits.
+//! (the 113-gate circuit of Boyar, Peralta and Calik), with no table and no
+//! branch; the byte at row `i + 1` is a rotation of the word by `4L` bits.
+//! The circuits themselves (SubBytes, MixColumns from a frame's neighbour
+//! maps, the transposition into planes) are in `circuit`, generic over
+//! the plane type: the crate's build script runs the same code to write
+//! the riscv32 kernel (`cbc::rv32`).
 //!
 //! # Fixslicing
 //!
@@ -35,6 +39,8 @@
 //! pattern passes through it unchanged).
 
 use zeroize::Zeroize;
+
+mod circuit;
 
 /// The machine word the planes live in: 2 lanes in a `u32` on 32-bit
 /// targets, 4 lanes in a `u64` on 64-bit ones.
@@ -112,6 +118,16 @@ const fn group_low_mask(shift: u32) -> Word {
     mask
 }
 
+/// Every row group of `x` rotated right by `shift` bits (`0 < shift <
+/// GROUP`): two shifts and a merge through one mask (the low `GROUP -
+/// shift` bits of each group come from the right shift).
+#[inline(always)]
+fn rotate_groups(x: Word, shift: u32, low: Word) -> Word {
+    let right = x >> shift;
+    let left = x << (GROUP - shift);
+    left ^ ((left ^ right) & low)
+}
+
 /// The plane of the byte `ROWS` rows below and `ROWS·R` columns to the
 /// right, in frame `R` (see the module documentation): every row group
 /// rotated right by `L·(ROWS·R mod 4)` bits, then the word by `4L·ROWS`.
@@ -121,206 +137,36 @@ fn neighbour<const R: u32, const ROWS: u32>(x: Word) -> Word {
     let x = if shift == 0 {
         x
     } else {
-        let low = const { group_low_mask(LANES as u32 * ((ROWS * R) % 4)) };
-        ((x >> shift) & low) | ((x << (GROUP - shift)) & !low)
+        rotate_groups(
+            x,
+            shift,
+            const { group_low_mask(LANES as u32 * ((ROWS * R) % 4)) },
+        )
     };
     x.rotate_right(GROUP * ROWS)
 }
 
-/// MixColumns in frame `R`: out = 2·(a ⊕ a₁) ⊕ a₁ ⊕ a₂ ⊕ a₃, where aₖ is the
-/// byte k rows below (in this frame); with t = a ⊕ a₁ that is
-/// xtime(t) ⊕ a₁ ⊕ t₂.
+/// MixColumns in frame `R` ([`circuit::mix_columns`] with this frame's
+/// neighbour maps).
 #[inline(always)]
 fn mix_columns<const R: u32>(state: &mut [Word; 8]) {
-    // Plane by plane, keeping few values live (rv32 has 31 registers):
-    // xtime(t) feeds t₇ into planes 0, 1, 3 and 4 and t_{j-1} into plane j.
-    let a7 = state[7];
-    let t7 = a7 ^ neighbour::<R, 1>(a7);
-    let mut previous = t7;
-    for (j, plane) in state.iter_mut().enumerate() {
-        let a = *plane;
-        let below = neighbour::<R, 1>(a);
-        let t = a ^ below;
-        let mut out = below ^ neighbour::<R, 2>(t) ^ previous;
-        if j == 1 || j == 3 || j == 4 {
-            out ^= t7;
-        }
-        *plane = out;
-        previous = t;
-    }
+    circuit::mix_columns(state, neighbour::<R, 1>, neighbour::<R, 2>);
 }
 
-/// SubBytes on the 8 planes: Boyar and Peralta's circuit for the AES
-/// S-box ("A new combinational logic minimization technique with
-/// applications to cryptology", SEA 2010): a top linear layer of 23 XORs,
-/// a non-linear middle of 32 ANDs and 30 XORs, a bottom linear layer of 30
-/// XORs, 115 gates in all, without the 4 NOT gates of its XNORs (folded
-/// into the round keys: see [`NOT_PLANES`]).
+/// SubBytes on the 8 planes ([`circuit::sub_bytes`]).
 #[inline(always)]
 fn sub_bytes(state: &mut [Word; 8]) {
-    // The circuit numbers bits from the most significant: U0 = bit 7.
-    let u0 = state[7];
-    let u1 = state[6];
-    let u2 = state[5];
-    let u3 = state[4];
-    let u4 = state[3];
-    let u5 = state[2];
-    let u6 = state[1];
-    let u7 = state[0];
-
-    // Top linear layer: the 22 inputs y1..y21 (and U7) of the middle.
-    let y14 = u3 ^ u5;
-    let y13 = u0 ^ u6;
-    let y9 = u0 ^ u3;
-    let y8 = u0 ^ u5;
-    let t0 = u1 ^ u2;
-    let y1 = t0 ^ u7;
-    let y4 = y1 ^ u3;
-    let y12 = y13 ^ y14;
-    let y2 = y1 ^ u0;
-    let y5 = y1 ^ u6;
-    let y3 = y5 ^ y8;
-    let t1 = u4 ^ y12;
-    let y15 = t1 ^ u5;
-    let y20 = t1 ^ u1;
-    let y6 = y15 ^ u7;
-    let y10 = y15 ^ t0;
-    let y11 = y20 ^ y9;
-    let y7 = u7 ^ y11;
-    let y17 = y10 ^ y11;
-    let y19 = y10 ^ y8;
-    let y16 = t0 ^ y11;
-    let y21 = y13 ^ y16;
-    let y18 = u0 ^ y16;
-
-    // Middle: inversion in GF(2^4)^2, shared by all outputs.
-    let t2 = y12 & y15;
-    let t3 = y3 & y6;
-    let t4 = t3 ^ t2;
-    let t5 = y4 & u7;
-    let t6 = t5 ^ t2;
-    let t7 = y13 & y16;
-    let t8 = y5 & y1;
-    let t9 = t8 ^ t7;
-    let t10 = y2 & y7;
-    let t11 = t10 ^ t7;
-    let t12 = y9 & y11;
-    let t13 = y14 & y17;
-    let t14 = t13 ^ t12;
-    let t15 = y8 & y10;
-    let t16 = t15 ^ t12;
-    let t17 = t4 ^ y20;
-    let t18 = t6 ^ t16;
-    let t19 = t9 ^ t14;
-    let t20 = t11 ^ t16;
-    let t21 = t17 ^ t14;
-    let t22 = t18 ^ y19;
-    let t23 = t19 ^ y21;
-    let t24 = t20 ^ y18;
-    let t25 = t21 ^ t22;
-    let t26 = t21 & t23;
-    let t27 = t24 ^ t26;
-    let t28 = t25 & t27;
-    let t29 = t28 ^ t22;
-    let t30 = t23 ^ t24;
-    let t31 = t22 ^ t26;
-    let t32 = t31 & t30;
-    let t33 = t32 ^ t24;
-    let t34 = t23 ^ t33;
-    let t35 = t27 ^ t33;
-    let t36 = t24 & t35;
-    let t37 = t36 ^ t34;
-    let t38 = t27 ^ t36;
-    let t39 = t29 & t38;
-    let t40 = t25 ^ t39;
-    let t41 = t40 ^ t37;
-    let t42 = t29 ^ t33;
-    let t43 = t29 ^ t40;
-    let t44 = t33 ^ t37;
-    let t45 = t42 ^ t41;
-    let z0 = t44 & y15;
-    let z1 = t37 & y6;
-    let z2 = t33 & u7;
-    let z3 = t43 & y16;
-    let z4 = t40 & y1;
-    let z5 = t29 & y7;
-    let z6 = t42 & y11;
-    let z7 = t45 & y17;
-    let z8 = t41 & y10;
-    let z9 = t44 & y12;
-    let z10 = t37 & y3;
-    let z11 = t33 & y4;
-    let z12 = t43 & y13;
-    let z13 = t40 & y5;
-    let z14 = t29 & y2;
-    let z15 = t42 & y9;
-    let z16 = t45 & y14;
-    let z17 = t41 & y8;
-
-    // Bottom linear layer.
-    let t46 = z15 ^ z16;
-    let t47 = z10 ^ z11;
-    let t48 = z5 ^ z13;
-    let t49 = z9 ^ z10;
-    let t50 = z2 ^ z12;
-    let t51 = z2 ^ z5;
-    let t52 = z7 ^ z8;
-    let t53 = z0 ^ z3;
-    let t54 = z6 ^ z7;
-    let t55 = z16 ^ z17;
-    let t56 = z12 ^ t48;
-    let t57 = t50 ^ t53;
-    let t58 = z4 ^ t46;
-    let t59 = z3 ^ t54;
-    let t60 = t46 ^ t57;
-    let t61 = z14 ^ t57;
-    let t62 = t52 ^ t58;
-    let t63 = t49 ^ t58;
-    let t64 = z4 ^ t59;
-    let t65 = t61 ^ t62;
-    let t66 = z1 ^ t63;
-    let t67 = t64 ^ t65;
-
-    // S1, S2, S6 and S7 are XNORs in the circuit: here XORs, their
-    // complement comes with the round keys (NOT_PLANES).
-    let s3 = t53 ^ t66;
-    state[7] = t59 ^ t63;
-    state[6] = t64 ^ s3;
-    state[5] = t55 ^ t67;
-    state[4] = s3;
-    state[3] = t51 ^ t66;
-    state[2] = t47 ^ t65;
-    state[1] = t56 ^ t62;
-    state[0] = t48 ^ t60;
+    circuit::sub_bytes(state);
 }
 
 /// The planes whose S-box output is complemented (S1, S2, S6, S7: bits 6,
 /// 5, 1, 0), applied through the round keys of rounds 1 to 14.
 const NOT_PLANES: [usize; 4] = [0, 1, 5, 6];
 
-/// Exchanges the bits of `a` selected by `mask << shift` with the bits of
-/// `b` selected by `mask`.
-#[inline(always)]
-fn swap_move(a: &mut u32, b: &mut u32, mask: u32, shift: u32) {
-    let t = ((*b >> shift) ^ *a) & mask;
-    *a ^= t;
-    *b ^= t << shift;
-}
-
-/// Transposes, in each byte slot of the 8 words, the 8 × 8 bit matrix
-/// (word index × bit index): afterwards bit `m` of word `j` is what bit `j`
-/// of word `m` was. Its own inverse.
+/// [`circuit::transpose_bytes`] on words.
 #[inline(always)]
 fn transpose_bytes(x: &mut [u32; 8]) {
-    for (shift, mask) in [(1, 0x5555_5555), (2, 0x3333_3333), (4, 0x0f0f_0f0f)] {
-        let step = shift as usize;
-        for base in (0..8).step_by(2 * step) {
-            for i in base..base + step {
-                let (low, high) = x.split_at_mut(i + step);
-                swap_move(&mut high[0], &mut low[i], mask, shift);
-            }
-        }
-    }
+    circuit::transpose_bytes(x, [0x5555_5555, 0x3333_3333, 0x0f0f_0f0f]);
 }
 
 /// Packs [`LANES`] blocks into planes (each block's bytes are column-major:
@@ -407,11 +253,15 @@ fn to_frame(block: &Block, r: usize) -> Block {
 }
 
 /// A block in frame 2 (after the last round) moved back to the AES byte
-/// order (ShiftRows applied twice): rows 0 and 2 stay, rows 1 and 3 come
-/// from two columns further.
+/// order (ShiftRows applied twice): rows 0 and 2 stay, rows 1 and 3 of
+/// columns `c` and `c + 2` change places.
 #[inline(always)]
-fn from_frame_2(block: &BlockWords) -> BlockWords {
-    core::array::from_fn(|c| (block[c] & 0x00ff_00ff) | (block[(c + 2) % 4] & 0xff00_ff00))
+fn from_frame_2(block: &mut BlockWords) {
+    for c in 0..2 {
+        let swap = (block[c] ^ block[c + 2]) & 0xff00_ff00;
+        block[c] ^= swap;
+        block[c + 2] ^= swap;
+    }
 }
 
 /// One key's round keys, in their rounds' frames, in lane 0 of the planes;
@@ -463,6 +313,13 @@ impl Drop for LaneKeys {
 }
 
 impl LaneKeys {
+    /// The merged round keys: round `r`'s plane `j` at `8r + j` (what the
+    /// riscv32 kernel's record is built from).
+    #[cfg(all(target_arch = "riscv32", not(target_feature = "e")))]
+    pub(crate) fn words(&self) -> &[Word; SCHEDULE_WORDS] {
+        &self.words
+    }
+
     /// Merges up to [`LANES`] keys; lane `l` gets `keys[l]` (lanes without
     /// a key get all-zero round keys, and their output is meaningless).
     pub fn new(keys: &[&KeySchedule]) -> Self {
@@ -488,33 +345,43 @@ impl LaneKeys {
         let mut state = pack(blocks);
         rounds(&mut state, &self.words);
         // The planes now hold the ciphertext: public, nothing to wipe.
-        let blocks = unpack(&state);
-        core::array::from_fn(|lane| from_frame_2(&blocks[lane]))
+        let mut blocks = unpack(&state);
+        for block in blocks.iter_mut() {
+            from_frame_2(block);
+        }
+        blocks
     }
 }
 
-/// The 14 rounds on packed planes, one round per turn of a loop: a round's
-/// frame (which MixColumns it takes) depends on the public round number
-/// only, and one round's code (the S-box, the four MixColumns, AddRoundKey)
-/// is small enough to stay in a 4 KiB instruction cache, where the rounds
-/// unrolled by four were not.
+/// The 14 rounds on packed planes, two rounds per turn of a loop (as the
+/// riscv32 kernel has them): a round's frame (which MixColumns it takes)
+/// depends on the public round number only. The first round of a turn is
+/// in frame 1 or 3, the second in frame 2 or 0.
 #[inline(always)]
 fn rounds(state: &mut [Word; 8], rk: &[Word; SCHEDULE_WORDS]) {
     add_round_key(state, &rk[0..8]);
+    // Rounds `round` and `round + 1`: frames 1 and 2 when round % 4 == 1,
+    // frames 3 and 0 when round % 4 == 3.
     let mut round = 1;
     loop {
         sub_bytes(state);
-        if round == ROUNDS {
-            break;
-        }
-        match round % 4 {
-            1 => mix_columns::<1>(state),
-            2 => mix_columns::<2>(state),
-            3 => mix_columns::<3>(state),
-            _ => mix_columns::<0>(state),
+        if round % 4 == 1 {
+            mix_columns::<1>(state);
+        } else {
+            mix_columns::<3>(state);
         }
         add_round_key(state, &rk[round * 8..round * 8 + 8]);
-        round += 1;
+        sub_bytes(state);
+        if round + 1 == ROUNDS {
+            break;
+        }
+        if round % 4 == 1 {
+            mix_columns::<2>(state);
+        } else {
+            mix_columns::<0>(state);
+        }
+        add_round_key(state, &rk[round * 8 + 8..round * 8 + 16]);
+        round += 2;
     }
     // The last round has no MixColumns; its output is in frame 2.
     add_round_key(state, &rk[ROUNDS * 8..]);
@@ -625,6 +492,37 @@ mod tests {
     fn sub_word_is_the_aes_s_box() {
         // FIPS-197 figure 7: S(0x00) = 0x63, S(0x53) = 0xed, S(0xff) = 0x16.
         assert_eq!(sub_word([0x00, 0x53, 0xff, 0x01]), [0x63, 0xed, 0x16, 0x7c]);
+    }
+
+    /// The AES S-box from its definition (FIPS-197 5.1.1): the inverse in
+    /// GF(2^8) (0 to 0), then the affine map.
+    fn s_box(byte: u8) -> u8 {
+        let multiply = |mut a: u8, mut b: u8| {
+            let mut product = 0;
+            while b != 0 {
+                if b & 1 != 0 {
+                    product ^= a;
+                }
+                a = (a << 1) ^ if a & 0x80 != 0 { 0x1b } else { 0 };
+                b >>= 1;
+            }
+            product
+        };
+        let inverse = (1..=255).find(|&x| multiply(byte, x) == 1).unwrap_or(0);
+        inverse
+            ^ inverse.rotate_left(1)
+            ^ inverse.rotate_left(2)
+            ^ inverse.rotate_left(3)
+            ^ inverse.rotate_left(4)
+            ^ 0x63
+    }
+
+    #[test]
+    fn the_s_box_circuit_is_the_aes_s_box_for_every_byte() {
+        for first in (0..=255u8).step_by(4) {
+            let bytes: [u8; 4] = core::array::from_fn(|i| first + i as u8);
+            assert_eq!(sub_word(bytes), bytes.map(s_box), "bytes from {first:#04x}");
+        }
     }
 
     #[test]

@@ -17,11 +17,14 @@
 //! * a free slot goes to the waiting job whose client holds the fewest
 //!   slots (the oldest among equals), so a newcomer does not queue behind
 //!   another client's backlog;
-//! * while a job waits whose client holds less than its share, and another
-//!   client holds more than its share, that client's newest job is
-//!   *preempted*: its slot is taken back at once and given to the waiting
-//!   job, and the job is told through [`Permit::preempted`] (it ends with
-//!   `busy` at its next frame boundary);
+//! * while a job waits whose client holds less than its share, and other
+//!   clients hold more than theirs, the waiting job *borrows* a slot: it
+//!   starts at once, beyond `max_active`. Running jobs are never stopped
+//!   for it (their clients' work is not lost); the slots held over share
+//!   are the ones lent, so at most `max_active` more jobs run (memory stays
+//!   bounded by twice the slots' buffers), and as the jobs over share end
+//!   the count returns under `max_active` by itself, since no client over
+//!   its share starts another job while someone waits;
 //! * a job that finds the queue full displaces the newest waiting job of the
 //!   client with the most waiting jobs, when that client has at least two
 //!   more than the newcomer's; the displaced job gets `busy`.
@@ -34,7 +37,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{oneshot, watch};
-use tokio_util::sync::CancellationToken;
 
 use crate::client_key::ClientKey;
 
@@ -67,22 +69,6 @@ pub enum Refused {
         /// Its cap on those (`max-queued-per-client`).
         waiting_limit: usize,
     },
-    /// The job's slot was given to another client's waiting job: its
-    /// client held more than its share while the other held less.
-    #[error(
-        "server busy: this job's slot was given to another client ({client} held {held} of \
-         {slots} slots, its share is {share} while others wait); begin again to queue"
-    )]
-    Preempted {
-        /// The client whose job lost its slot.
-        client: ClientKey,
-        /// Slots it held, this one included.
-        held: usize,
-        /// All slots.
-        slots: usize,
-        /// Its share at that moment.
-        share: usize,
-    },
     /// The job's queue place was given to another client's job: the queue
     /// was full and this client held the most places.
     #[error(
@@ -103,9 +89,8 @@ impl Refused {
     /// The `reason` label of `aesd_jobs_refused_total`: `queue_full`,
     /// `per_client_active` (the client holds its maximum of slots and
     /// cannot queue more), `per_client_queued` (slots were taken by others
-    /// and the client's queue places are used up), `preempted` (a running
-    /// job's slot went to another client), `displaced` (a waiting job's
-    /// queue place went to another client).
+    /// and the client's queue places are used up), `displaced` (a waiting
+    /// job's queue place went to another client).
     pub fn reason(&self) -> &'static str {
         match self {
             Refused::Busy { .. } => "queue_full",
@@ -115,7 +100,6 @@ impl Refused {
                 ..
             } if active >= active_limit => "per_client_active",
             Refused::PerClient { .. } => "per_client_queued",
-            Refused::Preempted { .. } => "preempted",
             Refused::Displaced { .. } => "displaced",
         }
     }
@@ -124,7 +108,7 @@ impl Refused {
 /// Counts at one moment, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Occupancy {
-    /// Jobs holding a slot.
+    /// Jobs holding a slot (borrowed slots included: see the module).
     pub active: usize,
     /// Jobs waiting in the queue.
     pub waiting: usize,
@@ -146,7 +130,7 @@ pub struct Admission {
     max_active: usize,
     max_waiting: usize,
     per_client: PerClientCaps,
-    /// Whether clients share (preemption and displacement); off for
+    /// Whether clients share (borrowed slots and displacement); off for
     /// [`Admission::unfair`].
     fair: bool,
     state: Mutex<State>,
@@ -155,8 +139,8 @@ pub struct Admission {
 #[derive(Debug)]
 struct State {
     next_id: u64,
-    /// Jobs holding a slot, oldest first.
-    running: Vec<Running>,
+    /// The ids of the jobs holding a slot, oldest first.
+    running: Vec<u64>,
     waiting: VecDeque<Waiter>,
     clients: HashMap<ClientKey, ClientCounts>,
 }
@@ -169,20 +153,6 @@ struct ClientCounts {
 }
 
 #[derive(Debug)]
-struct Running {
-    id: u64,
-    client: ClientKey,
-    preempt: Arc<Preemption>,
-}
-
-/// How a running job learns it lost its slot.
-#[derive(Debug, Default)]
-struct Preemption {
-    token: CancellationToken,
-    why: Mutex<Option<Refused>>,
-}
-
-#[derive(Debug)]
 struct Waiter {
     id: u64,
     client: ClientKey,
@@ -190,14 +160,12 @@ struct Waiter {
     admit: oneshot::Sender<Result<Permit, Refused>>,
 }
 
-/// A job's right to run; the slot is freed when it is dropped (or taken
-/// back earlier, see [`Permit::preempted`]).
+/// A job's right to run; the slot is freed when it is dropped.
 #[derive(Debug)]
 pub struct Permit {
     admission: Arc<Admission>,
     id: u64,
     client: ClientKey,
-    preempt: Arc<Preemption>,
 }
 
 /// A place in the queue.
@@ -292,6 +260,21 @@ impl Admission {
             .min(self.per_client.active)
     }
 
+    /// Slots that may be lent beyond `max_active` now: those the clients
+    /// over their share hold above it, at most `max_active` in all.
+    fn lendable(&self, state: &State) -> usize {
+        if !self.fair {
+            return 0;
+        }
+        let share = self.share(state);
+        let over: usize = state
+            .clients
+            .values()
+            .map(|counts| counts.active.saturating_sub(share))
+            .sum();
+        over.min(self.max_active)
+    }
+
     /// Admits, queues or refuses a job of `client`.
     ///
     /// Every change of the state rebalances ([`Admission::rebalance`]), so a
@@ -338,12 +321,12 @@ impl Admission {
                 position: position_rx,
                 admit: admit_rx,
             };
-            // The newcomer may be owed a slot held by a client over its share.
+            // The newcomer may borrow a slot held by a client over its share.
             let undelivered = self.rebalance(&mut state);
-            (Entry::Queued(ticket), undelivered)
+            (ticket, undelivered)
         };
         drop(undelivered);
-        Ok(entry)
+        entry.settle_now()
     }
 
     /// Jobs active and waiting now.
@@ -359,18 +342,12 @@ impl Admission {
     fn start(self: &Arc<Self>, state: &mut State, client: ClientKey) -> Permit {
         let id = state.next_id;
         state.next_id += 1;
-        let preempt = Arc::new(Preemption::default());
-        state.running.push(Running {
-            id,
-            client,
-            preempt: Arc::clone(&preempt),
-        });
+        state.running.push(id);
         state.client(client).active += 1;
         Permit {
             admission: Arc::clone(self),
             id,
             client,
-            preempt,
         }
     }
 
@@ -413,41 +390,14 @@ impl Admission {
         true
     }
 
-    /// Hands free slots to waiting jobs and takes slots back from clients
-    /// over their share while a client under its share waits, until
-    /// neither applies. Permits that could not be delivered (their ticket
-    /// was dropped meanwhile) are returned so the caller drops them after
+    /// Hands free slots to waiting jobs, and lends slots to waiting jobs
+    /// of clients under their share while others hold more, until neither
+    /// applies. Permits that could not be delivered (their ticket was
+    /// dropped meanwhile) are returned so the caller drops them after
     /// releasing the lock.
     fn rebalance(self: &Arc<Self>, state: &mut State) -> Vec<Permit> {
         let mut undelivered = Vec::new();
-        loop {
-            self.admit_waiters(state, &mut undelivered);
-            if !self.preempt_one(state) {
-                break;
-            }
-        }
-        renumber(state);
-        undelivered
-    }
-
-    /// Hands free slots to waiters: each to the waiter whose client holds
-    /// the fewest slots, the oldest among equals (first come, first served
-    /// when unfair).
-    fn admit_waiters(self: &Arc<Self>, state: &mut State, undelivered: &mut Vec<Permit>) {
-        while state.running.len() < self.max_active && !state.waiting.is_empty() {
-            let index = if self.fair {
-                let mut best = 0;
-                let mut fewest = usize::MAX;
-                for (index, waiter) in state.waiting.iter().enumerate() {
-                    let active = state.counts(waiter.client).active;
-                    if active < fewest {
-                        (best, fewest) = (index, active);
-                    }
-                }
-                best
-            } else {
-                0
-            };
+        while let Some(index) = self.next_to_start(state) {
             let Some(waiter) = state.waiting.remove(index) else {
                 break;
             };
@@ -457,57 +407,40 @@ impl Admission {
                 undelivered.push(permit);
             }
         }
+        renumber(state);
+        undelivered
     }
 
-    /// Takes one slot back when a job waits whose client holds less than
-    /// its share while another client holds more: the newest job of the
-    /// client holding the most. Returns whether a slot was taken back.
-    fn preempt_one(&self, state: &mut State) -> bool {
-        if !self.fair || state.running.len() < self.max_active {
-            return false;
+    /// The waiting job to start now, if any: with a slot free, the one
+    /// whose client holds the fewest slots, the oldest among equals (the
+    /// head of the queue when unfair); with none free, that job if its
+    /// client is under its share and a slot can be lent.
+    fn next_to_start(&self, state: &State) -> Option<usize> {
+        if state.waiting.is_empty() {
+            return None;
         }
-        let share = self.share(state);
-        let starved = state
-            .waiting
-            .iter()
-            .any(|waiter| state.counts(waiter.client).active < share);
-        if !starved {
-            return false;
+        if !self.fair {
+            return (state.running.len() < self.max_active).then_some(0);
         }
-        let Some((&heaviest, counts)) =
-            state.clients.iter().max_by_key(|(_, counts)| counts.active)
-        else {
-            return false;
-        };
-        let held = counts.active;
-        if held <= share {
-            return false;
+        let mut best = 0;
+        let mut fewest = usize::MAX;
+        for (index, waiter) in state.waiting.iter().enumerate() {
+            let active = state.counts(waiter.client).active;
+            if active < fewest {
+                (best, fewest) = (index, active);
+            }
         }
-        let Some(index) = state
-            .running
-            .iter()
-            .rposition(|running| running.client == heaviest)
-        else {
-            return false;
-        };
-        let job = state.running.remove(index);
-        state.client(heaviest).active -= 1;
-        let why = Refused::Preempted {
-            client: heaviest,
-            held,
-            slots: self.max_active,
-            share,
-        };
-        *job.preempt.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
-        job.preempt.token.cancel();
-        true
+        let running = state.running.len();
+        let free = running < self.max_active;
+        let lent = running < self.max_active + self.lendable(state) && fewest < self.share(state);
+        (free || lent).then_some(best)
     }
 
     /// Frees the slot of job `id` if it still holds one.
     fn release(self: &Arc<Self>, id: u64, client: ClientKey) {
         let undelivered = {
             let mut state = self.lock();
-            if let Some(index) = state.running.iter().position(|running| running.id == id) {
+            if let Some(index) = state.running.iter().position(|running| *running == id) {
                 state.running.remove(index);
                 state.client(client).active -= 1;
                 state.forget_if_idle(client);
@@ -529,24 +462,6 @@ fn renumber(state: &State) {
     }
 }
 
-impl Permit {
-    /// Resolves when the job's slot was taken back for another client
-    /// (see the module), with the reason to tell the client; never
-    /// otherwise. The slot is already free then: the job should stop at
-    /// its next frame boundary and answer `busy`.
-    pub async fn preempted(&self) -> Refused {
-        self.preempt.token.cancelled().await;
-        self.preempt
-            .why
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .unwrap_or(Refused::Busy {
-                active: 0,
-                waiting: 0,
-            })
-    }
-}
-
 impl Drop for Permit {
     fn drop(&mut self) {
         self.admission.release(self.id, self.client);
@@ -554,6 +469,17 @@ impl Drop for Permit {
 }
 
 impl Ticket {
+    /// What a ticket just issued by [`Admission::enter`] means: a slot
+    /// lent at once is an admission (the client hears `started`, not
+    /// `queued`); otherwise the job waits.
+    fn settle_now(mut self) -> Result<Entry, Refused> {
+        match self.admit.try_recv() {
+            Ok(Ok(permit)) => Ok(Entry::Admitted(permit)),
+            Ok(Err(refused)) => Err(refused),
+            Err(_) => Ok(Entry::Queued(self)),
+        }
+    }
+
     /// The current position (1 = next).
     pub fn position(&self) -> u32 {
         *self.position.borrow()
@@ -764,8 +690,9 @@ mod fairness_tests {
         }
     }
 
-    fn preempted(permit: &Permit) -> Option<Refused> {
-        now(permit.preempted())
+    /// Whether `ticket` is still waiting (no outcome yet).
+    fn waits(ticket: &mut Ticket) -> bool {
+        settled(ticket).is_none()
     }
 
     #[test]
@@ -773,46 +700,65 @@ mod fairness_tests {
         // One worker's two slots, one slot per client when others wait:
         // alone, both of its jobs run (the lane engine is shared).
         let admission = Admission::new(2, 3, caps(1, 3));
-        let first = admitted(admission.enter(client(1)));
-        let second = admitted(admission.enter(client(1)));
+        let _first = admitted(admission.enter(client(1)));
+        let _second = admitted(admission.enter(client(1)));
         let _waiting: Vec<Ticket> = (0..3).map(|_| queued(admission.enter(client(1)))).collect();
         assert_eq!(
             admission.enter(client(1)).err().map(|r| r.reason()),
             Some("per_client_active")
         );
-        assert!(preempted(&first).is_none() && preempted(&second).is_none());
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 2,
+                waiting: 3
+            }
+        );
     }
 
     #[test]
-    fn a_newcomer_takes_the_slot_of_the_newest_job_over_its_share() {
+    fn a_newcomer_borrows_a_slot_held_over_share_and_no_job_is_stopped() {
         let admission = Admission::new(4, 8, caps(3, 8));
-        let permits: Vec<Permit> = (0..4)
+        let mut permits: Vec<Permit> = (0..4)
             .map(|_| admitted(admission.enter(client(1))))
             .collect();
-        let mut newcomer = queued(admission.enter(client(2)));
-        let permit = settled(&mut newcomer)
-            .expect("the newcomer was given a slot at once")
-            .expect("admitted");
-        assert_eq!(
-            preempted(&permits[3]),
-            Some(Refused::Preempted {
-                client: client(1),
-                held: 4,
-                slots: 4,
-                share: 2,
-            })
-        );
-        assert!(permits[..3].iter().all(|p| preempted(p).is_none()));
-        assert_eq!(admission.occupancy().active, 4);
-        // The preempted job's permit dropping later frees nothing twice.
-        let mut permits = permits;
-        drop(permits.pop());
-        assert_eq!(admission.occupancy().active, 4);
-        // Client 1 now holds 3, its share with company is 2; a job of
-        // client 1 that waits gets the next free slot only after client 2.
+        // The newcomer starts at once: no `queued` first.
+        let _permit = admitted(admission.enter(client(2)));
+        // Client 1's four jobs keep their slots: five run.
+        assert_eq!(admission.occupancy().active, 5);
+        // Client 1 is over its share (2 with company): its next job waits,
+        // even when one of its jobs ends (4 running is the cap) ...
         let mut again = queued(admission.enter(client(1)));
-        drop(permit);
-        assert!(settled(&mut again).is_some_and(|o| o.is_ok()));
+        drop(permits.pop());
+        assert!(waits(&mut again));
+        assert_eq!(admission.occupancy().active, 4);
+        // ... and starts when the count is back under the cap.
+        drop(permits.pop());
+        let _again = settled(&mut again).expect("started").expect("admitted");
+        assert_eq!(admission.occupancy().active, 4);
+    }
+
+    #[test]
+    fn slots_are_lent_only_as_many_as_are_held_over_share() {
+        // Client 1 holds both slots; nine others come. With ten clients
+        // the share is one slot: client 1 holds one over it, so one slot is
+        // lent and the other newcomers wait.
+        let admission = Admission::new(2, 100, caps(2, 100));
+        let _held: Vec<Permit> = (0..2)
+            .map(|_| admitted(admission.enter(client(1))))
+            .collect();
+        let _lent = admitted(admission.enter(client(2)));
+        let mut newcomers: Vec<Ticket> = (3..=10)
+            .map(|n| queued(admission.enter(client(n))))
+            .collect();
+        assert!(newcomers.iter_mut().all(waits));
+        assert_eq!(
+            admission.occupancy(),
+            Occupancy {
+                active: 3,
+                waiting: 8
+            }
+        );
     }
 
     /// The attack of issue 24: one address holds three slots, a second the
@@ -820,48 +766,39 @@ mod fairness_tests {
     #[test]
     fn two_addresses_holding_every_slot_and_place_cannot_lock_out_a_third() {
         let admission = Admission::new(4, 64, caps(3, 64));
-        let a: Vec<Permit> = (0..3)
+        let _a: Vec<Permit> = (0..3)
             .map(|_| admitted(admission.enter(client(1))))
             .collect();
-        let b = admitted(admission.enter(client(2)));
-        let mut tickets: Vec<Ticket> = (0..65)
+        let _b = admitted(admission.enter(client(2)));
+        // 127.0.0.2's first waiting job borrows a slot over 127.0.0.1's
+        // share (two clients: two slots each); the rest wait.
+        let _b2 = admitted(admission.enter(client(2)));
+        let mut tickets: Vec<Ticket> = (0..64)
             .map(|n| queued(admission.enter(client(2 - (n % 2) as u8))))
             .collect();
-        // The first waiting job of 127.0.0.2 was owed a second slot: two
-        // clients, two slots each.
-        assert!(preempted(&a[2]).is_some());
-        let b2 = settled(&mut tickets[0])
-            .expect("admitted at once")
-            .expect("a slot");
         assert_eq!(
             admission.occupancy(),
             Occupancy {
-                active: 4,
+                active: 5,
                 waiting: 64
             }
         );
-        let mut third = queued(admission.enter(client(3)));
-        let permit = settled(&mut third)
-            .expect("no wait")
-            .expect("the third address runs");
-        let running = [&a[0], &a[1], &b, &b2];
-        let lost = running.iter().filter(|p| preempted(p).is_some()).count();
-        assert_eq!(lost, 1, "one slot of the heaviest clients taken back");
-        let displaced: Vec<Refused> = tickets[1..]
+        let _permit = admitted(admission.enter(client(3)));
+        let displaced: Vec<Refused> = tickets
             .iter_mut()
             .filter_map(settled)
             .filter_map(Result::err)
             .collect();
         assert_eq!(displaced.len(), 1, "one queue place was given up");
         assert_eq!(displaced[0].reason(), "displaced");
+        // Nobody's running job was stopped: six run.
         assert_eq!(
             admission.occupancy(),
             Occupancy {
-                active: 4,
+                active: 6,
                 waiting: 63
             }
         );
-        drop(permit);
     }
 
     #[test]
@@ -879,11 +816,12 @@ mod fairness_tests {
     }
 
     #[test]
-    fn unfair_admission_never_preempts() {
-        let admission = Admission::unfair(1, 2);
-        let first = admitted(admission.enter(client(1)));
-        let _second = queued(admission.enter(client(2)));
-        assert!(preempted(&first).is_none());
+    fn unfair_admission_never_lends_a_slot() {
+        let admission = Admission::unfair(2, 2);
+        let _first = admitted(admission.enter(client(1)));
+        let _second = admitted(admission.enter(client(1)));
+        let mut other = queued(admission.enter(client(2)));
+        assert!(waits(&mut other));
     }
 
     #[test]

@@ -109,8 +109,9 @@ pub struct ConfigLayer {
 
     /// Slots one client keeps while another client waits for one (its
     /// share is also at most an equal part of the slots). A client alone
-    /// uses every slot; when another arrives, the newest job over the
-    /// share loses its slot to it with a Busy error
+    /// uses every slot; when another arrives it starts at once on a slot
+    /// lent beyond max-active (the first client's jobs run on, but it
+    /// starts no more until it is back within its share)
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_active_per_client: Option<usize>,

@@ -29,7 +29,7 @@ use crate::input_rate::{ByteCounter, Metered};
 use crate::job;
 use crate::limits::ConnectionSlot;
 use crate::log_limit::Decision;
-use crate::metrics::{Metrics, StreamLabels};
+use crate::metrics::Metrics;
 use crate::proxy::ProxyError;
 use crate::shared::Shared;
 use crate::tls::TLS_HANDSHAKE_BYTE;
@@ -321,23 +321,8 @@ where
         }
         jobs_run += 1;
         let operation = begin.operation;
-        let stream = StreamLabels {
-            operation: operation.name(),
-            format: begin.format.name(),
-        };
-        let began = std::time::Instant::now();
         let client = shared.client_key(peer.ip());
         let outcome = job::run(reader, writer, begin, client, input, shared.job_context()).await;
-        shared.metrics.job_finished(
-            &stream,
-            match &outcome.result {
-                Ok(done) => Ok((
-                    std::time::Duration::from_micros(done.processing_us),
-                    began.elapsed(),
-                )),
-                Err(error) => Err(error.kind()),
-            },
-        );
         match outcome.result {
             Ok(done) => info!(
                 %peer,

@@ -1,6 +1,6 @@
 //! The chunk buffer a job's stages pass around: aesd-cipher's
-//! [`ChunkBuf`](aesd_cipher::stream::ChunkBuf) over a `Vec<u8>` that is
-//! wiped when the buffer is dropped: a chunk holds plaintext (an
+//! [`ChunkBuf`](aesd_cipher::stream::ChunkBuf) over heap bytes that are
+//! wiped when the buffer is dropped (`WipedBytes`): a chunk holds plaintext (an
 //! encryption's input, a decryption's output), which must not stay in
 //! freed memory for the next allocation to find.
 //!
@@ -8,11 +8,11 @@
 //! cipher can prepend the block carried over from the previous chunk and
 //! then work on whole blocks in place.
 
-use zeroize::Zeroizing;
+use aesd_cipher::stream::WipedBytes;
 
 /// A buffer holding one chunk of a stream, reused from chunk to chunk and
 /// wiped on drop.
-pub type ChunkBuf = aesd_cipher::stream::ChunkBuf<Zeroizing<Vec<u8>>>;
+pub type ChunkBuf = aesd_cipher::stream::ChunkBuf<WipedBytes>;
 
 #[cfg(test)]
 mod tests {
@@ -21,6 +21,18 @@ mod tests {
 
     /// Compiles only while the chunk's storage wipes itself when dropped.
     fn storage_wiped_on_drop<S: ZeroizeOnDrop>(_: &aesd_cipher::stream::ChunkBuf<S>) {}
+
+    #[test]
+    fn wiped_bytes_are_exactly_their_length_and_wipe_to_zero() {
+        for len in [1, 13, 32, 96, 65_568] {
+            let mut bytes = WipedBytes::zeroed(len);
+            assert_eq!(bytes.as_ref().len(), len);
+            bytes.as_mut().fill(0xa5);
+            assert!(bytes.as_ref().iter().all(|b| *b == 0xa5));
+            bytes.wipe();
+            assert!(bytes.as_ref().iter().all(|b| *b == 0), "{len}");
+        }
+    }
 
     #[test]
     fn chunk_storage_is_wiped_on_drop() {

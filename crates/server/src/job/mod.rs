@@ -17,6 +17,7 @@
 pub mod age;
 pub mod core;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
@@ -63,7 +64,8 @@ impl JobOutcome {
     }
 }
 
-/// Runs one job whose begin frame has been read.
+/// Runs one job whose begin frame has been read, and counts it in
+/// `aesd_jobs_total` (see [`Tally`]).
 pub async fn run<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
@@ -76,7 +78,68 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let received = Instant::now();
+    let tally = Tally {
+        stream: StreamLabels {
+            operation: begin.operation.name(),
+            format: begin.format.name(),
+        },
+        received: Instant::now(),
+        metrics: ctx.metrics,
+        counted: AtomicBool::new(false),
+    };
+    let outcome = run_uncounted(reader, writer, begin, client, input, ctx, &tally).await;
+    tally.ended(&outcome.result);
+    outcome
+}
+
+/// Counts a job in `aesd_jobs_total` once: a successful job just before its
+/// done frame goes out (a client holding the frame finds the job counted,
+/// as aesload's metric deltas expect), any other when it ends.
+struct Tally<'a> {
+    stream: StreamLabels,
+    received: Instant,
+    metrics: &'a Metrics,
+    counted: AtomicBool,
+}
+
+impl Tally<'_> {
+    /// The job is done: counted with its processing and total time.
+    fn done(&self, done: &Done) {
+        if !self.counted.swap(true, Ordering::Relaxed) {
+            let processing = Duration::from_micros(done.processing_us);
+            self.metrics
+                .job_finished(&self.stream, Ok((processing, self.received.elapsed())));
+        }
+    }
+
+    /// The job ended: counted with its error unless already counted.
+    fn ended(&self, result: &Result<Done, JobError>) {
+        match result {
+            Ok(done) => self.done(done),
+            Err(error) => {
+                if !self.counted.swap(true, Ordering::Relaxed) {
+                    self.metrics.job_finished(&self.stream, Err(error.kind()));
+                }
+            }
+        }
+    }
+}
+
+/// [`run`] without the count.
+async fn run_uncounted<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    begin: Begin,
+    client: ClientKey,
+    input: &ByteCounter,
+    ctx: JobContext<'_>,
+    tally: &Tally<'_>,
+) -> JobOutcome
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let received = tally.received;
     let limits = ctx.limits;
     if let Err(error) = JobCore::check(&begin, &limits) {
         return JobOutcome::failed_before_start(error);
@@ -88,7 +151,7 @@ where
         ctx.metrics.job_refused("kdf_budget");
         return JobOutcome::failed_before_start(exceeded.into());
     }
-    let permit = match admit(reader, writer, client, ctx).await {
+    let _permit = match admit(reader, writer, client, ctx).await {
         Ok(permit) => permit,
         Err(error) => return JobOutcome::failed_before_start(error),
     };
@@ -100,11 +163,7 @@ where
         return JobOutcome::failed_before_start(error.into());
     }
 
-    let operation = begin.operation;
-    let stream = StreamLabels {
-        operation: operation.name(),
-        format: begin.format.name(),
-    };
+    let stream = tally.stream.clone();
     let chunk = limits.chunk_size as usize;
     let (free_tx, free_rx) = mpsc::channel(BUFFERS_PER_JOB);
     for _ in 0..BUFFERS_PER_JOB {
@@ -122,83 +181,37 @@ where
             cancel.cancel();
         }
     };
-    // Set when the three stages are over, to stop watching for preemption.
-    let finished = CancellationToken::new();
-    // Set when the slot was taken back: the cipher stage takes no further
-    // chunk and the write stage drops the rest of the output. (A failed
-    // job's output is written up to the failure as before, so its length
-    // does not depend on timing.)
-    let slot_lost = CancellationToken::new();
-    let stages = async {
-        let outcome = tokio::join!(
-            async {
-                let rate = InputRate::new(
-                    limits.min_input_rate,
-                    limits.input_rate_window,
-                    input.clone(),
-                );
-                let result = read_stage(
-                    reader,
-                    free_rx,
-                    input_tx,
-                    limits,
-                    rate,
-                    ctx.shutdown,
-                    &cancel,
-                )
-                .await;
-                cancel_on_error(result.is_err());
-                result
-            },
-            async {
-                let result = cipher_stage(
-                    input_rx,
-                    output_tx,
-                    begin,
-                    queue_us,
-                    (&cancel, &slot_lost),
-                    ctx,
-                )
-                .await;
-                cancel_on_error(result.is_err());
-                result
-            },
-            async {
-                let result = write_stage(
-                    writer,
-                    output_rx,
-                    free_tx,
-                    &slot_lost,
-                    limits,
-                    &stream,
-                    ctx.metrics,
-                )
-                .await;
-                cancel_on_error(result.is_err());
-                result
-            },
-        );
-        finished.cancel();
-        outcome
-    };
-    // A slot taken back for another client's job (see `admission`): the
-    // slot is free already; the stages stop at their next frame boundary.
-    let preemption = async {
-        tokio::select! {
-            biased;
-            () = finished.cancelled() => None,
-            why = permit.preempted() => {
-                // Counted now: the job may take a while to wind down (a
-                // frame being written to a slow reader).
-                ctx.metrics.job_refused(why.reason());
-                slot_lost.cancel();
-                cancel.cancel();
-                Some(why)
-            }
-        }
-    };
-    let ((read, cipher, write), preempted) = tokio::join!(stages, preemption);
-    drop(permit);
+    let (read, cipher, write) = tokio::join!(
+        async {
+            let rate = InputRate::new(
+                limits.min_input_rate,
+                limits.input_rate_window,
+                input.clone(),
+            );
+            let result = read_stage(
+                reader,
+                free_rx,
+                input_tx,
+                limits,
+                rate,
+                ctx.shutdown,
+                &cancel,
+            )
+            .await;
+            cancel_on_error(result.is_err());
+            result
+        },
+        async {
+            let result = cipher_stage(input_rx, output_tx, begin, queue_us, &cancel, ctx).await;
+            cancel_on_error(result.is_err());
+            result
+        },
+        async {
+            let result = write_stage(writer, output_rx, free_tx, limits, &stream, tally).await;
+            cancel_on_error(result.is_err());
+            result
+        },
+    );
 
     let input_finished = matches!(read, Ok(ReadEnd::SawEnd));
     let done = write.as_ref().ok().copied().flatten();
@@ -207,11 +220,10 @@ where
         .into_iter()
         .flatten()
         .find(|error| !matches!(error, JobError::Aborted));
-    let result = match (failure, done, preempted) {
-        (Some(error), _, _) => Err(error),
-        (None, Some(done), _) => Ok(done),
-        (None, None, Some(why)) => Err(JobError::Busy(why)),
-        (None, None, None) => Err(JobError::Aborted),
+    let result = match (failure, done) {
+        (Some(error), _) => Err(error),
+        (None, Some(done)) => Ok(done),
+        (None, None) => Err(JobError::Aborted),
     };
     JobOutcome {
         result,
@@ -372,17 +384,17 @@ async fn read_stage<R: AsyncRead + Unpin>(
 /// transforms each chunk on the worker pool (an encryption through the
 /// lane engine, beside other jobs') and passes it on; the padding and the
 /// done figures at the end. A failure ends the stage with its error; a
-/// derivation stops at `cancel`, the chunks at `slot_lost`.
+/// derivation stops at `cancel`.
 async fn cipher_stage(
     mut input: mpsc::Receiver<Input>,
     output: mpsc::Sender<Output>,
     begin: Begin,
     queue_us: u64,
-    (cancel, slot_lost): (&CancellationToken, &CancellationToken),
+    cancel: &CancellationToken,
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
     if begin.format == Format::Age {
-        return age_stage(input, output, begin, queue_us, slot_lost, ctx).await;
+        return age_stage(input, output, begin, queue_us, ctx).await;
     }
     let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
     let stream = StreamLabels {
@@ -417,8 +429,6 @@ async fn cipher_stage(
         let next = tokio::select! {
             biased;
             () = shutdown.aborting() => return Err(JobError::ShuttingDown),
-            // The slot was taken back: no more work for the workers.
-            () = slot_lost.cancelled() => return Err(JobError::Aborted),
             next = input.recv() => next,
         };
         match next.ok_or(JobError::Aborted)? {
@@ -503,7 +513,6 @@ async fn age_stage(
     output: mpsc::Sender<Output>,
     begin: Begin,
     queue_us: u64,
-    slot_lost: &CancellationToken,
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
     let (pool, shutdown, metrics) = (ctx.pool, ctx.shutdown, ctx.metrics);
@@ -523,7 +532,6 @@ async fn age_stage(
         let next = tokio::select! {
             biased;
             () = shutdown.aborting() => return Err(JobError::ShuttingDown),
-            () = slot_lost.cancelled() => return Err(JobError::Aborted),
             next = input.recv() => next,
         };
         match next.ok_or(JobError::Aborted)? {
@@ -574,20 +582,19 @@ async fn age_stage(
     }
 }
 
-/// Sends the cipher stage's output as data frames, then the done frame;
-/// returns the chunk buffers to the read stage. Its result is the done
-/// figures, or `None` when the cipher stage stopped before them or the
-/// job's slot was taken back (`slot_lost`: the rest of the output is
-/// dropped at a frame boundary).
+/// Sends the cipher stage's output as data frames, then the done frame
+/// (counting the job first); returns the chunk buffers to the read stage.
+/// Its result is the done figures, or `None` when the cipher stage stopped
+/// before them.
 async fn write_stage<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter<W>,
     mut output: mpsc::Receiver<Output>,
     free: mpsc::Sender<ChunkBuf>,
-    slot_lost: &CancellationToken,
     limits: JobLimits,
     stream: &StreamLabels,
-    metrics: &Metrics,
+    tally: &Tally<'_>,
 ) -> Result<Option<Done>, JobError> {
+    let metrics = tally.metrics;
     let idle = limits.idle_timeout;
     let mut bytes_out = 0u64;
     let mut sent = None;
@@ -595,15 +602,7 @@ async fn write_stage<W: AsyncWrite + Unpin>(
         what: "client is not reading the output",
         limit: idle,
     };
-    loop {
-        let next = tokio::select! {
-            biased;
-            () = slot_lost.cancelled() => break,
-            next = output.recv() => match next {
-                Some(next) => next,
-                None => break,
-            },
-        };
+    while let Some(next) = output.recv().await {
         match next {
             Output::Header(header) => {
                 timeout(idle, writer.send_data(&header))
@@ -634,6 +633,7 @@ async fn write_stage<W: AsyncWrite + Unpin>(
             }
             Output::Done(mut done) => {
                 done.bytes_out = bytes_out;
+                tally.done(&done);
                 timeout(idle, writer.send(&Message::Done(done)))
                     .await
                     .map_err(stalled)??;

@@ -84,12 +84,11 @@ pub struct RefusalLabel {
 }
 
 /// Every `reason` of `aesd_jobs_refused_total`.
-pub const REFUSAL_REASONS: [&str; 6] = [
+pub const REFUSAL_REASONS: [&str; 5] = [
     "queue_full",
     "per_client_active",
     "per_client_queued",
     "kdf_budget",
-    "preempted",
     "displaced",
 ];
 
@@ -164,7 +163,7 @@ impl Metrics {
         );
         registry.register(
             "aesd_jobs_refused",
-            "Jobs refused with busy at admission, or later losing their slot or queue place to another client, by reason (queue_full, per_client_active, per_client_queued, kdf_budget, preempted, displaced)",
+            "Jobs refused with busy at admission, or later losing their queue place to another client, by reason (queue_full, per_client_active, per_client_queued, kdf_budget, displaced)",
             metrics.jobs_refused.clone(),
         );
         registry.register(
