@@ -51,18 +51,22 @@ const fn reduce(w: [u32; 16]) -> Fe {
 }
 
 /// r + 38·carry (carry < 2^26), below 2^256: when the addition overflows,
-/// what is left is below 38·carry, so a second 38 fits in word 0.
+/// what is left is below 38·carry, so a second 38 fits in word 0. Carries
+/// as explicit compares of u32 words (riscv32 has no carry flag): with u64
+/// sums, as first written, additions and subtractions cost about 50 K more
+/// instructions per age header.
 #[inline(always)]
 const fn fold_carry(mut r: [u32; 8], carry: u32) -> Fe {
-    let mut t = r[0] as u64 + 38 * carry as u64;
-    r[0] = t as u32;
+    let add = 38 * carry;
+    r[0] = r[0].wrapping_add(add);
+    let mut c = (r[0] < add) as u32;
     let mut i = 1;
     while i < 8 {
-        t = r[i] as u64 + (t >> 32);
-        r[i] = t as u32;
+        r[i] = r[i].wrapping_add(c);
+        c = (r[i] < c) as u32;
         i += 1;
     }
-    r[0] += 38 * (t >> 32) as u32;
+    r[0] = r[0].wrapping_add(38 * c);
     Fe(r)
 }
 
@@ -138,14 +142,18 @@ impl Fe {
     #[inline(always)]
     pub(crate) const fn add(&self, other: &Fe) -> Fe {
         let mut r = [0u32; 8];
-        let mut t = 0u64;
+        let mut carry = 0u32;
         let mut i = 0;
         while i < 8 {
-            t = self.0[i] as u64 + other.0[i] as u64 + (t >> 32);
-            r[i] = t as u32;
+            let sum = self.0[i].wrapping_add(other.0[i]);
+            let first = (sum < self.0[i]) as u32;
+            r[i] = sum.wrapping_add(carry);
+            // At most one of the two carries: a sum that wrapped is below
+            // 2^32 − 1, so adding 1 does not wrap again.
+            carry = first | (r[i] < sum) as u32;
             i += 1;
         }
-        fold_carry(r, (t >> 32) as u32)
+        fold_carry(r, carry)
     }
 
     /// self − other: a borrow out of the top word means 2^256 too much,
@@ -157,22 +165,23 @@ impl Fe {
         let mut borrow = 0u32;
         let mut i = 0;
         while i < 8 {
-            let t = (self.0[i] as u64)
-                .wrapping_sub(other.0[i] as u64)
-                .wrapping_sub(borrow as u64);
-            r[i] = t as u32;
-            borrow = (t >> 63) as u32;
+            let difference = self.0[i].wrapping_sub(other.0[i]);
+            let first = (self.0[i] < other.0[i]) as u32;
+            r[i] = difference.wrapping_sub(borrow);
+            borrow = first | (difference < borrow) as u32;
             i += 1;
         }
-        let mut t = (r[0] as u64).wrapping_sub(38 * borrow as u64);
-        r[0] = t as u32;
+        let take = 38 * borrow;
+        let mut borrow = (r[0] < take) as u32;
+        r[0] = r[0].wrapping_sub(take);
         let mut i = 1;
         while i < 8 {
-            t = (r[i] as u64).wrapping_sub(t >> 63);
-            r[i] = t as u32;
+            let word = r[i];
+            r[i] = word.wrapping_sub(borrow);
+            borrow = (word < borrow) as u32;
             i += 1;
         }
-        r[0] = r[0].wrapping_sub(38 * (t >> 63) as u32);
+        r[0] = r[0].wrapping_sub(38 * borrow);
         Fe(r)
     }
 
