@@ -44,29 +44,28 @@ impl Extended {
         t: Fe::ZERO,
     };
 
-    /// The sum of self and the point whose (Y + X)·(y + x)-style products
+    /// Becomes the sum of two points whose (Y + X)·(y + x)-style products
     /// are `a`, `b`, `c` and whose 2·Z1·Z2 is `d` (the shared tail of the
-    /// additions, "add-2008-hwcd-3" for a = −1).
-    const fn combine(a: Fe, b: Fe, c: Fe, d: Fe) -> Extended {
+    /// additions, "add-2008-hwcd-3" for a = −1). In place: a returned point
+    /// cost a 128-byte memcpy per addition.
+    const fn set_sum(&mut self, a: Fe, b: Fe, c: Fe, d: Fe) {
         let e = a.sub(&b);
         let f = d.sub(&c);
         let g = d.add(&c);
         let h = a.add(&b);
-        Extended {
-            x: e.mul(&f),
-            y: g.mul(&h),
-            z: f.mul(&g),
-            t: e.mul(&h),
-        }
+        self.x = e.mul(&f);
+        self.y = g.mul(&h);
+        self.z = f.mul(&g);
+        self.t = e.mul(&h);
     }
 
-    /// self + an affine point (7 multiplications).
-    const fn add_niels(&self, q: &Niels) -> Extended {
+    /// self += an affine point (7 multiplications).
+    fn add_niels(&mut self, q: &Niels) {
         let a = self.y.add(&self.x).mul(&q.y_plus_x);
         let b = self.y.sub(&self.x).mul(&q.y_minus_x);
         let c = self.t.mul(&q.xy2d);
         let d = self.z.add(&self.z);
-        Extended::combine(a, b, c, d)
+        self.set_sum(a, b, c, d);
     }
 
     /// self + other, both extended (compile time: the table).
@@ -76,7 +75,9 @@ impl Extended {
         let c = self.t.mul(&D2).mul(&other.t);
         let z = self.z.mul(&other.z);
         let d = z.add(&z);
-        Extended::combine(a, b, c, d)
+        let mut sum = Extended::IDENTITY;
+        sum.set_sum(a, b, c, d);
+        sum
     }
 
     /// 2·self ("dbl-2008-hwcd" for a = −1).
@@ -120,14 +121,6 @@ impl Niels {
             y_minus_x: y.sub(&x),
             xy2d: x.mul(&y).mul(&D2),
         }
-    }
-
-    /// Becomes `other` where `take` is 1, stays where it is 0, without a
-    /// branch (in place: a returned copy costs a call to memcpy per point).
-    fn assign_if(&mut self, other: &Niels, take: u32) {
-        Fe::assign_if(&mut self.y_plus_x, &other.y_plus_x, take);
-        Fe::assign_if(&mut self.y_minus_x, &other.y_minus_x, take);
-        Fe::assign_if(&mut self.xy2d, &other.xy2d, take);
     }
 
     /// Becomes −self where `negate` is 1 (x negated: y + x and y − x
@@ -233,19 +226,43 @@ const _: () = {
     assert!(u.mul(&w.invert()).equals(&Fe::from_small(9)));
 };
 
-/// digit·256^row·B from the table (digit in −8..=8), reading the whole row.
-fn table_point(row: usize, digit: i8) -> Niels {
+/// digit·256^row·B from the table (digit in −8..=8), reading the whole
+/// row into `point`: each coordinate is the OR of every candidate's masked
+/// by whether it is the one (at most one mask is all ones), plus 1 in y + x
+/// and y − x when the digit is 0 (the identity).
+fn table_point(row: usize, digit: i8, point: &mut Niels) {
     let negative = (digit as u8 >> 7) as u32;
     let magnitude = digit.unsigned_abs() as u32;
-    let mut point = Niels::IDENTITY;
-    for (j, candidate) in TABLE[row].iter().enumerate() {
-        // 1 when magnitude == j + 1, without a comparison branch.
+    let masks: [u32; PER_ROW] = core::array::from_fn(|j| {
+        // All ones when magnitude == j + 1, without a comparison branch.
         let diff = magnitude ^ (j as u32 + 1);
-        let equal = (diff.wrapping_sub(1) >> 31) & 1;
-        point.assign_if(candidate, equal);
-    }
+        0u32.wrapping_sub((diff.wrapping_sub(1) >> 31) & 1)
+    });
+    let zero = (magnitude.wrapping_sub(1) >> 31) & 1;
+    let candidates = &TABLE[row];
+    point.y_plus_x = pick(candidates, &masks, |n| &n.y_plus_x, zero);
+    point.y_minus_x = pick(candidates, &masks, |n| &n.y_minus_x, zero);
+    point.xy2d = pick(candidates, &masks, |n| &n.xy2d, 0);
     point.negate_if(negative);
-    point
+}
+
+/// One coordinate of the candidates, OR-ed under their masks, plus `base`
+/// (one coordinate at a time: eight words stay in registers).
+#[inline(always)]
+fn pick(
+    candidates: &[Niels; PER_ROW],
+    masks: &[u32; PER_ROW],
+    coordinate: impl Fn(&Niels) -> &Fe,
+    base: u32,
+) -> Fe {
+    let mut words = [0u32; 8];
+    words[0] = base;
+    for (candidate, &mask) in candidates.iter().zip(masks) {
+        for (word, &value) in words.iter_mut().zip(&coordinate(candidate).0) {
+            *word |= mask & value;
+        }
+    }
+    Fe(words)
 }
 
 /// k·B for the clamped scalar `k` (below 2^255).
@@ -266,16 +283,20 @@ pub(crate) fn base_multiple(k: &[u8; 32]) -> Extended {
     // Odd digits first (they carry one more factor 16), then 16·that, then
     // the even digits.
     let mut h = Extended::IDENTITY;
+    let mut point = Niels::IDENTITY;
     for i in (1..64).step_by(2) {
-        h = h.add_niels(&table_point(i / 2, digits[i]));
+        table_point(i / 2, digits[i], &mut point);
+        h.add_niels(&point);
     }
     for _ in 0..4 {
         h = h.double();
     }
     for i in (0..64).step_by(2) {
-        h = h.add_niels(&table_point(i / 2, digits[i]));
+        table_point(i / 2, digits[i], &mut point);
+        h.add_niels(&point);
     }
     zeroize::Zeroize::zeroize(&mut digits);
+    zeroize::Zeroize::zeroize(&mut point);
     h
 }
 
@@ -285,5 +306,13 @@ impl zeroize::Zeroize for Extended {
         self.y.zeroize();
         self.z.zeroize();
         self.t.zeroize();
+    }
+}
+
+impl zeroize::Zeroize for Niels {
+    fn zeroize(&mut self) {
+        self.y_plus_x.zeroize();
+        self.y_minus_x.zeroize();
+        self.xy2d.zeroize();
     }
 }
