@@ -12,7 +12,7 @@ generic-package =
 
 include $(BR2_EXTERNAL_AESD_PATH)/external.mk
 
-.PHONY: install-target install-init-sysv install-init-systemd
+.PHONY: install-target install-init-sysv install-init-systemd print-users
 
 install-target:
 	$(AESD_INSTALL_TARGET_CMDS)
@@ -22,3 +22,7 @@ install-init-sysv:
 
 install-init-systemd:
 	$(AESD_INSTALL_INIT_SYSTEMD)
+
+# The users the package makes Buildroot add (makeusers syntax).
+print-users:
+	@echo '$(strip $(AESD_USERS))'

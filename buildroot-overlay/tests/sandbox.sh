@@ -24,7 +24,7 @@ reset_sandbox() {
 	if [ "${#pids[@]}" -gt 0 ]; then
 		stop_pids "${pids[@]}"
 	fi
-	rm -f "$sandbox"/var/run/*.pid
+	rm -f "$sandbox"/var/run/*.pid "$sandbox"/var/run/*/*.pid "$sandbox"/var/run/*.supervisor "$sandbox"/var/run/*.logcap
 }
 
 # sbx [NAME=VALUE...] COMMAND [ARG...]: runs COMMAND chrooted into the
@@ -57,7 +57,18 @@ init_script() {
 }
 
 sandbox_pid() {
-	cat "$sandbox/var/run/aesd.pid"
+	cat "$sandbox/var/run/aesd/aesd.pid"
+}
+
+# sandbox_id NAME: the uid of the sandbox's user NAME (its /etc/passwd).
+sandbox_id() {
+	awk -F: -v n="$1" '$1 == n { print $3 }' "$sandbox/etc/passwd"
+}
+
+# status_field PID FIELD: a line of /proc/PID/status without its name
+# (e.g. Uid: the real, effective, saved and file system uids).
+status_field() {
+	sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" | tr -s '[:space:]' ' ' | sed 's/ $//'
 }
 
 comm_of() {

@@ -3,7 +3,7 @@
 # skeleton, BusyBox and its applet links, the overlay as is (modes included:
 # a broken overlay stays broken), then the emulated board's own files
 # (qemu/guest/), whose only overlap with the overlay is
-# etc/network/interfaces. Reads $run, $images (build.sh's out/), $overlay and
+# etc/network/interfaces, and the users of buildroot-overlay/users.table. Reads $run, $images (build.sh's out/), $overlay and
 # $repo; a failed step exits 3 (build_fail, builds.sh).
 
 # make_initramfs: lays out $run/rootfs and packs it.
@@ -40,6 +40,11 @@ make_initramfs() {
 			esac
 		done
 	) || build_fail "could not copy buildroot-overlay/qemu/guest into the initramfs"
+	# The aesd user, from the users table an image without the BR2_EXTERNAL
+	# package names in BR2_ROOTFS_USERS_TABLES (Buildroot's mkusers adds it).
+	bash "$repo/buildroot-overlay/tests/mkusers.sh" "$repo/buildroot-overlay/users.table" "$root" ||
+		build_fail "could not add the users of buildroot-overlay/users.table to the initramfs"
+	say "users: $(awk -F: '$3 >= 100 && $3 < 65534 { printf "%s%s (uid %s)", sep, $1, $3; sep = ", " }' "$root/etc/passwd") from buildroot-overlay/users.table"
 	pack_initramfs "$root"
 }
 

@@ -95,7 +95,15 @@ check_init_scripts() {
 		fail "S50aesd is not executable (mode ${noexec##*mode=} in the overlay): busybox init's rcS could not run it (exit $s50), so aesd was never started; install it with mode 0755 (assemble.sh does)"
 	fi
 	case "$s50" in
-		0) say "S50aesd start: OK" ;;
+		0)
+			# aesd runs as its own user (S50aesd, users.table), not root.
+			who="$(marker 'aesd uid ')"
+			read -r _ _ ruid euid suid fsuid _ user <<<"$who"
+			want="${user#aesd=}"
+			[[ -n "$want" && "$want" != 0 && "$ruid $euid $suid $fsuid" == "$want $want $want $want" ]] ||
+				fail "aesd does not run as the aesd user: the guest says '${who:-nothing}' (want uid ${want:-?} four times)"
+			say "S50aesd start: OK; aesd runs as user aesd (uid $want)"
+			;;
 		6)
 			# aesd's reason: the rest of its line and the lines after it, without
 			# the TOML excerpt (gutter lines such as "90 | key = 1"), joined.

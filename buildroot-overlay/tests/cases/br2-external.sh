@@ -60,6 +60,20 @@ t_br2_package_missing_binary() {
 
 harness_test "br2-external: package fails clearly without the prebuilt binary" t_br2_package_missing_binary
 
+# The package adds the aesd user S50aesd runs aesd as: the same line as the
+# users table an image without the package names (and the tests apply).
+t_br2_package_user() {
+	local users table
+	users=$(make -s -f "$here/br2-harness.mk" BR2_EXTERNAL_AESD_PATH="$overlay_dir/br2-external" print-users)
+	table=$(grep -v '^#' "$overlay_dir/users.table")
+	[ "$users" = "$table" ] || die "AESD_USERS '$users' differs from users.table '$table'"
+	read -r name uid group gid password home shell _ <<<"$users"
+	[ "$name $uid $group $gid $password $home $shell" = "aesd -1 aesd -1 * - -" ] ||
+		die "not a system user aesd without login, home or shell: $users"
+}
+
+harness_test "br2-external: AESD_USERS adds the system user aesd (as users.table)" t_br2_package_user
+
 t_kconfig() {
 	[ -x "$venv/bin/python" ] || die "no kconfiglib venv at $venv: run buildroot-overlay/tests/setup.sh"
 	"$venv/bin/python" "$here/kconfig_check.py" "$overlay_dir/br2-external"

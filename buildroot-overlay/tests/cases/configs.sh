@@ -20,10 +20,13 @@ t_metrics_enabled() {
 	local file=$overlay_dir/rootfs/etc/aesd/aesd.toml output
 	output=$("$bin_dir/aesd" --check-config "$file")
 	expect_match '^metrics-listen = "0\.0\.0\.0:9878"$' "$output" "metrics-listen"
+	# Scrapes from the local networks only: the lab's 192.168.1.0/24 and
+	# loopback, never every address.
+	expect_match '^metrics-allow = "127\.0\.0\.0/8,10\.0\.0\.0/8,172\.16\.0\.0/12,192\.168\.0\.0/16,169\.254\.0\.0/16,::1/128,fc00::/7,fe80::/10"$' "$output" "metrics-allow"
 	expect_match '^temperature = "auto"$' "$output" "temperature"
 }
 
-harness_test "the shipped aesd.toml enables metrics on 0.0.0.0:9878 with temperature auto" t_metrics_enabled
+harness_test "the shipped aesd.toml enables metrics on 0.0.0.0:9878 for local networks only (metrics-allow), temperature auto" t_metrics_enabled
 
 # The sysctl keys exist in this kernel (read only) and BusyBox's sysctl -p
 # writes the intended values into a fake /proc/sys in a chroot without /proc.

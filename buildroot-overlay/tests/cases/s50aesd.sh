@@ -7,15 +7,20 @@
 t_sandbox() {
 	[ -d "$overlay_out/usr/bin" ] || die "no assembled overlay (assemble test failed)"
 	rm -rf "$sandbox"
-	mkdir -p "$sandbox"/{bin,sbin,usr/bin,usr/sbin,proc,dev,tmp,var/run,var/log,opt}
+	mkdir -p "$sandbox"/{bin,sbin,usr/bin,usr/sbin,proc,dev,tmp,var/run,var/log,opt,etc}
 	chmod 1777 "$sandbox/tmp"
+	# The users of a Buildroot image (skeleton), plus the aesd package's.
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$sandbox/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$sandbox/etc/group"
+	bash "$here/mkusers.sh" "$overlay_dir/users.table" "$sandbox"
+	[ -n "$(sandbox_id aesd)" ] || die "users.table made no aesd user"
 	cp "$(command -v busybox)" "$sandbox/bin/busybox"
 	: >"$sandbox/dev/null"
 	sbx /bin/busybox --install -s /bin
 	cp -a "$overlay_out/." "$sandbox/"
 	sed -i -e "s/^listen = .*/listen = \"127.0.0.1:$port\"/" \
 		-e "s/^metrics-listen = .*/metrics-listen = \"127.0.0.1:0\"/" "$sandbox/etc/aesd/aesd.toml"
-	for tool in sh start-stop-daemon sed tail grep date sleep kill cat wc mv cp mkdir; do
+	for tool in sh start-stop-daemon sed tail grep date sleep kill cat wc mv cp mkdir id chown chmod; do
 		[ -e "$sandbox/bin/$tool" ] || die "busybox in the sandbox lacks $tool"
 	done
 	sbx /usr/bin/aesd --check-config /etc/aesd/aesd.toml
@@ -47,6 +52,29 @@ t_start() {
 }
 
 harness_test "S50aesd start: OK, pid file names aesd" t_start
+
+# aesd runs as the aesd user (all four uids and gids), without
+# capabilities; it owns its run directory, while the supervisor, the log
+# and the supervisor's files stay root's.
+t_runs_as_its_user() {
+	local pid uid gid supervisor
+	pid=$(sandbox_pid)
+	uid=$(sandbox_id aesd)
+	gid=$(awk -F: '$1 == "aesd" { print $4 }' "$sandbox/etc/passwd")
+	[ "$uid" -gt 0 ] || die "no aesd user"
+	[ "$(status_field "$pid" Uid)" = "$uid $uid $uid $uid" ] || die "aesd's uids: $(status_field "$pid" Uid), want $uid"
+	[ "$(status_field "$pid" Gid)" = "$gid $gid $gid $gid" ] || die "aesd's gids: $(status_field "$pid" Gid), want $gid"
+	[ "$(status_field "$pid" CapEff)" = 0000000000000000 ] || die "aesd has capabilities: $(status_field "$pid" CapEff)"
+	[ "$(stat -c '%u %a' "$sandbox/var/run/aesd")" = "$uid 755" ] || die "run dir: $(stat -c '%u %a' "$sandbox/var/run/aesd")"
+	[ "$(stat -c %u "$sandbox/var/run/aesd/aesd.pid")" = "$uid" ] || die "the pid file is not aesd's own"
+	[ "$(stat -c %u "$sandbox/var/log/aesd.log")" = 0 ] || die "the log is not root's"
+	supervisor=$(cat "$sandbox/var/run/aesd.supervisor")
+	[ "$(stat -c %u "$sandbox/var/run/aesd.supervisor")" = 0 ] || die "the supervisor's pid file is not root's"
+	[ "$(status_field "$supervisor" Uid)" = "0 0 0 0" ] || die "the supervisor is not root's"
+	echo "aesd pid $pid runs as uid $uid gid $gid, no capabilities; supervisor $supervisor as root"
+}
+
+harness_test "S50aesd runs aesd as user aesd (Buildroot users table), no capabilities; run dir aesd's, log root's" t_runs_as_its_user
 
 t_open_file_limit() {
 	local pid
@@ -128,7 +156,7 @@ t_stop() {
 	expect_rc 0 "$rc" "stop"
 	expect_match '^Stopping aesd: OK$' "$out" "stop"
 	gone "$pid" || die "aesd $pid still running"
-	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+	[ ! -e "$sandbox/var/run/aesd/aesd.pid" ] || die "pid file left behind"
 	grep -q 'SIGTERM received' "$sandbox/var/log/aesd.log" || die "aesd did not log SIGTERM"
 }
 
@@ -138,7 +166,7 @@ t_status_after_stop() {
 	init_script status
 	expect_rc 3 "$rc" "status"
 	expect_match '^aesd is stopped$' "$out" "status"
-	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file exists"
+	[ ! -e "$sandbox/var/run/aesd/aesd.pid" ] || die "pid file exists"
 }
 
 harness_test "S50aesd status after stop: stopped, exit 3" t_status_after_stop
@@ -206,7 +234,7 @@ bad_config() {
 	expect_match '^Starting aesd: FAIL$' "$out" "start"
 	expect_match "^aesd: not started: invalid configuration: " "$out" "message"
 	expect_match "$reason" "$out" "aesd's reason"
-	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+	[ ! -e "$sandbox/var/run/aesd/aesd.pid" ] || die "pid file left behind"
 	nothing_running
 	grep -q "S50aesd: not started: invalid configuration" "$sandbox/var/log/aesd.log" || die "reason not in the log"
 }
@@ -234,10 +262,11 @@ harness_test "missing binary: start refused, exit 5" t_missing_binary
 
 t_stale_pidfile() {
 	# pid 1 is alive but is not aesd.
-	echo 1 >"$sandbox/var/run/aesd.pid"
+	mkdir -p "$sandbox/var/run/aesd"
+	echo 1 >"$sandbox/var/run/aesd/aesd.pid"
 	init_script status
 	expect_rc 1 "$rc" "status with a stale pid file"
-	expect_match '^aesd is dead, but /var/run/aesd.pid exists$' "$out" "status"
+	expect_match '^aesd is dead, but /var/run/aesd/aesd.pid exists$' "$out" "status"
 	init_script start
 	expect_rc 0 "$rc" "start over a stale pid file"
 	expect_match '^Starting aesd: OK$' "$out" "start"
@@ -250,13 +279,14 @@ harness_test "stale pid file: status exit 1, start replaces it" t_stale_pidfile
 # A second instance on the same port passes the config check but cannot
 # bind: start must notice it died and report aesd's reason.
 t_start_failure_reported() {
-	init_script AESD_PIDFILE=/var/run/aesd-b.pid AESD_LOGFILE=/var/log/aesd-b.log start
+	init_script AESD_RUNDIR=/var/run/aesd-b AESD_LOGFILE=/var/log/aesd-b.log start
 	echo "$out"
 	expect_rc 1 "$rc" "second instance"
 	expect_match '^Starting aesd: FAIL$' "$out" "start"
 	expect_match 'exited during startup' "$out" "message"
 	expect_match '(in use|AddrInUse)' "$out" "aesd's reason"
-	[ ! -e "$sandbox/var/run/aesd-b.pid" ] || die "pid file of the failed instance left behind"
+	[ ! -e "$sandbox/var/run/aesd-b/aesd.pid" ] || die "pid file of the failed instance left behind"
+	[ ! -e "$sandbox/var/run/aesd-b.supervisor" ] || die "supervisor file of the failed instance left behind"
 	init_script status
 	expect_rc 0 "$rc" "the first instance"
 	init_script stop
@@ -265,6 +295,75 @@ t_start_failure_reported() {
 }
 
 harness_test "startup failure (port in use) is detected and explained" t_start_failure_reported
+
+# The secrets aesd reads, made by root (aesd --tls-self-signed, a token
+# file, both mode 600): start hands them to the aesd user, and a job runs
+# over TLS with the token.
+t_secrets_handed_to_the_user() {
+	local made pin uid
+	rm -rf "$sandbox/etc/aesd/tls"
+	made=$(sbx /usr/bin/aesd --tls-self-signed /etc/aesd/tls 2>&1)
+	pin=$(sed -n 's/^pin: //p' <<<"$made")
+	[[ $pin == sha256:* ]] || die "no pin printed:" "$made"
+	head -c 24 /dev/urandom | base64 >"$sandbox/etc/aesd/token"
+	chmod 600 "$sandbox/etc/aesd/token"
+	[ "$(stat -c '%u %a' "$sandbox/etc/aesd/tls/aesd-key.pem")" = "0 600" ] || die "the key is not root's, mode 600"
+	{
+		cat "$sandbox/etc/aesd/aesd.toml"
+		echo 'tls-cert = "/etc/aesd/tls/aesd-cert.pem"'
+		echo 'tls-key = "/etc/aesd/tls/aesd-key.pem"'
+		echo 'token-file = "/etc/aesd/token"'
+	} >"$sandbox/etc/aesd/secret.toml"
+	init_script AESD_CONFIG=/etc/aesd/secret.toml start
+	echo "$out"
+	expect_rc 0 "$rc" "start"
+	uid=$(sandbox_id aesd)
+	[ "$(stat -c '%u %a' "$sandbox/etc/aesd/tls/aesd-key.pem")" = "$uid 600" ] || die "key: $(stat -c '%u %a' "$sandbox/etc/aesd/tls/aesd-key.pem")"
+	[ "$(stat -c '%u %a' "$sandbox/etc/aesd/token")" = "$uid 600" ] || die "token: $(stat -c '%u %a' "$sandbox/etc/aesd/token")"
+	[ "$(stat -c %u "$sandbox/etc/aesd/tls/aesd-cert.pem")" = 0 ] || die "the certificate (public) changed hands"
+	head -c 100000 /dev/urandom >"$test_tmp/tls.plain"
+	aescrypt encrypt --server "127.0.0.1:$port" --tls-pin "$pin" --tls-server-name localhost \
+		--token-file "$sandbox/etc/aesd/token" --password-file "$work/pw" -i "$test_tmp/tls.plain" -o "$test_tmp/tls.enc"
+	openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$test_tmp/tls.enc" -out "$test_tmp/tls.dec"
+	cmp "$test_tmp/tls.plain" "$test_tmp/tls.dec"
+	if grep -q 'readable by others' "$sandbox/var/log/aesd.log"; then
+		die "aesd warned about its secrets:" "$(grep 'readable by others' "$sandbox/var/log/aesd.log")"
+	fi
+	init_script AESD_CONFIG=/etc/aesd/secret.toml stop
+	expect_rc 0 "$rc" "stop"
+	nothing_running
+}
+
+harness_test "S50aesd hands the TLS key and token to the aesd user (owner, mode 600); a TLS job with the token runs" t_secrets_handed_to_the_user
+
+# The configuration is checked as the aesd user: a key it cannot reach (in
+# a folder only root may enter) is refused before aesd starts, with aesd's
+# reason and the user named.
+t_check_as_the_user() {
+	mkdir -p "$sandbox/etc/aesd/private"
+	cp "$sandbox/etc/aesd/tls/aesd-key.pem" "$sandbox/etc/aesd/tls/aesd-cert.pem" "$sandbox/etc/aesd/private/"
+	chmod 700 "$sandbox/etc/aesd/private"
+	sed 's,/etc/aesd/tls/,/etc/aesd/private/,' "$sandbox/etc/aesd/secret.toml" >"$sandbox/etc/aesd/private.toml"
+	init_script AESD_CONFIG=/etc/aesd/private.toml start
+	echo "$out"
+	expect_rc 6 "$rc" "start"
+	expect_match 'Permission denied' "$out" "aesd's reason"
+	expect_match 'checked as user aesd' "$out" "the user"
+	nothing_running
+	rm -rf "$sandbox/etc/aesd/private" "$sandbox/etc/aesd/private.toml"
+}
+
+harness_test "S50aesd checks the configuration as the aesd user: an unreadable key is refused (exit 6)" t_check_as_the_user
+
+t_missing_user() {
+	init_script AESD_USER=nosuchuser start
+	echo "$out"
+	expect_rc 6 "$rc" "start"
+	expect_match '^aesd: not started: user nosuchuser does not exist' "$out" "message"
+	nothing_running
+}
+
+harness_test "S50aesd with a user that does not exist: start refused naming it, exit 6" t_missing_user
 
 t_defaults_file() {
 	cat >"$sandbox/etc/default/aesd-test" <<'EOF'
@@ -318,10 +417,10 @@ t_log_cap_while_running() {
 	size=$(wc -c <"$sandbox/var/log/aesd.log")
 	echo "log after 300 probes: $size bytes, aesd.log.1 $(wc -c <"$sandbox/var/log/aesd.log.1") bytes"
 	[ "$size" -le 4096 ] || die "the log holds $size bytes"
-	[ -e "$sandbox/var/run/aesd.pid.logcap" ] || die "no watcher pid file"
+	[ -e "$sandbox/var/run/aesd.logcap" ] || die "no watcher pid file"
 	init_script "${env[@]}" stop
 	expect_rc 0 "$rc" "stop"
-	[ ! -e "$sandbox/var/run/aesd.pid.logcap" ] || die "watcher pid file left behind"
+	[ ! -e "$sandbox/var/run/aesd.logcap" ] || die "watcher pid file left behind"
 	nothing_running
 }
 
@@ -359,7 +458,7 @@ EOF
 	expect_match '^Stopping aesd: still running after 2s, sending SIGKILL: OK$' "$out" "stop"
 	[ "$elapsed" -ge 1000 ] || die "SIGKILL after only ${elapsed} ms"
 	gone "$pid" || die "fake aesd survived"
-	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
+	[ ! -e "$sandbox/var/run/aesd/aesd.pid" ] || die "pid file left behind"
 }
 
 harness_test "S50aesd stop escalates to SIGKILL after grace + margin" t_stop_escalates_to_kill
@@ -371,7 +470,7 @@ t_never_ready() {
 	cat >"$sandbox/opt/mute/aesd" <<'EOF'
 #!/bin/sh
 case "$*" in
-	*--check-config*) echo "fake: ok"; exit 0 ;;
+	*--check-config* | *--print-config*) echo "fake: ok"; exit 0 ;;
 esac
 echo "mute aesd: starting, never ready" >&2
 while :; do sleep 1; done
@@ -384,8 +483,8 @@ EOF
 	expect_match '^Starting aesd: FAIL$' "$out" "start"
 	expect_match 'not ready \(no pid file\) within AESD_START_WAIT=1s, killed' "$out" "reason"
 	expect_match 'mute aesd: starting, never ready' "$out" "last words"
-	[ ! -e "$sandbox/var/run/aesd.pid" ] || die "pid file left behind"
-	[ ! -e "$sandbox/var/run/aesd.pid.supervisor" ] || die "supervisor file left behind"
+	[ ! -e "$sandbox/var/run/aesd/aesd.pid" ] || die "pid file left behind"
+	[ ! -e "$sandbox/var/run/aesd.supervisor" ] || die "supervisor file left behind"
 	for _ in $(seq 1 20); do
 		[ -z "$(sandbox_pids)" ] && return 0
 		sleep 0.2
@@ -418,7 +517,7 @@ t_respawn_after_a_crash() {
 	expect_rc 0 "$rc" "stop"
 	sleep 2
 	[ -z "$(sandbox_pids)" ] || die "something was started again after stop: $(sandbox_pids)"
-	[ ! -e "$sandbox/var/run/aesd.pid.supervisor" ] || die "supervisor file left behind"
+	[ ! -e "$sandbox/var/run/aesd.supervisor" ] || die "supervisor file left behind"
 }
 
 harness_test "S50aesd starts aesd again after a crash (SIGABRT, as a panic), stop stops it for good" t_respawn_after_a_crash

@@ -3,7 +3,7 @@
 //! `scripts/bench/attacks.sh` runs it (release build).
 //!
 //! ```text
-//! attacks AESD_BINARY [SECONDS]
+//! attacks AESD_BINARY [SECONDS [NAME,...] [LANE_MIB]]]
 //! ```
 //!
 //! * log flood: failed begins (1 PBKDF2 iteration, under `min-iter`) from
@@ -22,13 +22,24 @@
 //!   probes with 1 MiB jobs for at most SECONDS × 4 (40 s by default);
 //!   prints when its first job started and finished, or how many probes got
 //!   `busy`.
-//! * lane sharing (`--workers 1`): two 128 MiB encryptions at once from
-//!   127.0.0.1, nobody else; prints the lane engine's occupancy from the
-//!   metrics (`aesd_cipher_lane_blocks_total` over
-//!   `aesd_cipher_lane_capacity_blocks_total`) and the lanes per worker.
+//! * lane sharing (`--workers 1`): two encryptions of LANE_MIB (default
+//!   128) MiB at once from 127.0.0.1, nobody else; prints the lane
+//!   engine's occupancy from the metrics: of the lanes the two jobs could
+//!   fill (`aesd_cipher_lane_blocks_total` over
+//!   `aesd_cipher_lane_fillable_blocks_total`, when the aesd has it) and
+//!   of every lane (over `aesd_cipher_lane_capacity_blocks_total`), and
+//!   the lanes per worker.
+//! * TLS handshake flood (`--workers 1`, TLS with a certificate made by
+//!   `aesd_server::tls_init`): 16 connections at a time from 127.0.0.1
+//!   make full TLS handshakes (a new client configuration each, so never
+//!   resumed) for SECONDS, while 127.0.0.2 runs a 1 MiB TLS job every
+//!   second; prints the attacker's handshakes served and refused, aesd's
+//!   CPU seconds over the flood (`process_cpu_seconds_total`) and the
+//!   other address's slowest job.
 //!
-//! `attacks AESD_BINARY [SECONDS [NAME,...]]` runs only the named attacks
-//! (`log`, `memory`, `metrics`, `lockout`, `lanes`; default all).
+//! `attacks AESD_BINARY [SECONDS [NAME,...] [LANE_MIB]]]` runs only the
+//! named attacks (`log`, `memory`, `metrics`, `lockout`, `lanes`, `tls`;
+//! default all). AESD_BINARY may be a script that runs aesd (e.g. under qemu-user).
 //!
 //! Only loopback addresses; every count and duration is bounded.
 
@@ -46,13 +57,20 @@ use zeroize::Zeroizing;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let binary = args.next().expect("usage: attacks AESD_BINARY [SECONDS]");
+    let binary = args
+        .next()
+        .expect("usage: attacks AESD_BINARY [SECONDS [NAME,...] [LANE_MIB]]]");
     let seconds: u64 = args
         .next()
         .map(|s| s.parse().expect("SECONDS: a number"))
         .unwrap_or(10)
         .min(60);
     let names = args.next().unwrap_or_else(|| "all".into());
+    let lane_mib: usize = args
+        .next()
+        .map(|s| s.parse().expect("LANE_MIB: a number"))
+        .unwrap_or(128)
+        .clamp(1, 1024);
     let wanted = |name: &str| names == "all" || names.split(',').any(|n| n == name);
     let binary = Path::new(&binary);
     if wanted("log") {
@@ -68,8 +86,109 @@ async fn main() {
         lock_out(binary, seconds * 4).await;
     }
     if wanted("lanes") {
-        lane_sharing(binary).await;
+        lane_sharing(binary, lane_mib << 20).await;
     }
+    if wanted("tls") {
+        handshake_flood(binary, seconds).await;
+    }
+}
+
+/// Scrapes `aesd`'s metrics once (from 127.0.0.1).
+async fn scrape(aesd: &AesdProcess) -> String {
+    let metrics = aesd.metrics.expect("metrics address");
+    let mut stream = connect_from("127.0.0.1", metrics).await;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
+        .await
+        .expect("scrape");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(6), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+async fn handshake_flood(binary: &Path, seconds: u64) {
+    let dir = aesd_testkit::TempDir::new("attack-tls");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    let made = aesd_server::tls_init::make(
+        &dir.join("tls"),
+        &["localhost".to_owned()],
+        &["127.0.0.1".parse().expect("ip")],
+        now,
+    )
+    .expect("TLS identity");
+    let (cert, key) = (
+        made.cert.display().to_string(),
+        made.key.display().to_string(),
+    );
+    let aesd = AesdProcess::start(
+        binary,
+        &[
+            "--workers",
+            "1",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
+    );
+    let addr = aesd.addr.to_string();
+    let pin = aesd_client::cert_pin::parse_pin(&made.pin).expect("pin");
+    let options = |source: &str| aesd_client::ConnectOptions {
+        token: None,
+        tls: Some(aesd_client::tls::TlsSettings::with_pins(&[pin])),
+        bind: Some(source.parse().expect("source address")),
+    };
+    let cpu_before = metric(&scrape(&aesd).await, "process_cpu_seconds_total");
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let refused = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let attackers: Vec<_> = (0..16)
+        .map(|_| {
+            let (addr, options) = (addr.clone(), options("127.0.0.1"));
+            let (served, refused) = (served.clone(), refused.clone());
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    // A fresh client configuration: a full handshake.
+                    match aesd_client::Client::connect_with(&addr, &options).await {
+                        Ok(_) => served.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                        Err(_) => refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    let mut jobs = 0;
+    let spec = aesd_testkit::job_spec(Operation::Encrypt, "flood");
+    while Instant::now() + Duration::from_secs(1) < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let started = Instant::now();
+        let mut client = aesd_client::Client::connect_with(&addr, &options("127.0.0.2"))
+            .await
+            .expect("the other address connects");
+        let mut output = Vec::new();
+        client
+            .run_job(&spec, &mut &vec![7u8; 1 << 20][..], &mut output)
+            .await
+            .expect("the other address's job");
+        slowest = slowest.max(started.elapsed());
+        jobs += 1;
+    }
+    for attacker in attackers {
+        let _ = attacker.await;
+    }
+    let cpu = metric(&scrape(&aesd).await, "process_cpu_seconds_total") - cpu_before;
+    let served = served.load(std::sync::atomic::Ordering::Relaxed);
+    let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "TLS handshake flood: 16 at a time from 127.0.0.1 for {seconds} s: {served} handshakes served ({:.0}/s), {refused} refused; aesd used {cpu:.2} CPU s; 127.0.0.2's {jobs} TLS jobs of 1 MiB took at most {:.3} s",
+        served as f64 / seconds as f64,
+        slowest.as_secs_f64()
+    );
 }
 
 /// A begin with a client-derived key (no PBKDF2 on the server).
@@ -217,8 +336,7 @@ fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-async fn lane_sharing(binary: &Path) {
-    const SIZE: usize = 128 << 20;
+async fn lane_sharing(binary: &Path, size: usize) {
     let aesd = AesdProcess::start(
         binary,
         &["--workers", "1", "--metrics-listen", "127.0.0.1:0"],
@@ -235,7 +353,7 @@ async fn lane_sharing(binary: &Path) {
                     .expect("begin");
                 let upload = tokio::spawn(async move {
                     let chunk = vec![6u8; 64 << 10];
-                    for _ in 0..SIZE / chunk.len() {
+                    for _ in 0..size / chunk.len() {
                         writer.send_data(&chunk).await.expect("data");
                     }
                     writer.send(&Message::End).await.expect("end");
@@ -262,22 +380,21 @@ async fn lane_sharing(binary: &Path) {
         }
     }
     let took = began.elapsed();
-    let metrics = aesd.metrics.expect("metrics address");
-    let mut stream = connect_from("127.0.0.1", metrics).await;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
-        .await
-        .expect("scrape");
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(6), stream.read_to_end(&mut answer)).await;
-    let text = String::from_utf8_lossy(&answer);
+    let text = scrape(&aesd).await;
     let used = metric(&text, "aesd_cipher_lane_blocks_total");
     let offered = metric(&text, "aesd_cipher_lane_capacity_blocks_total");
+    let fillable = metric(&text, "aesd_cipher_lane_fillable_blocks_total");
     let lanes = metric(&text, "aesd_cipher_lanes");
+    let jobs_per_call = lanes * used / offered;
+    let of_fillable = if fillable.is_nan() {
+        "not counted by this aesd".to_owned()
+    } else {
+        format!("{:.1} %", 100.0 * used / fillable)
+    };
     println!(
-        "lane sharing: 2 × 128 MiB from one address on 1 worker: {queued} queued, lane occupancy {:.1} % of {lanes} lanes ({:.2} jobs per engine call), {:.2} s",
+        "lane sharing: 2 × {} MiB from one address on 1 worker: {queued} queued, {jobs_per_call:.2} jobs per engine call; lane occupancy of the lanes the jobs could fill: {of_fillable}; of all {lanes} lanes: {:.1} %; {:.2} s",
+        size >> 20,
         100.0 * used / offered,
-        lanes * used / offered,
         took.as_secs_f64()
     );
 }

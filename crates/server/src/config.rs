@@ -22,7 +22,7 @@ use crate::auth::AccessToken;
 use crate::backend::AesBackend;
 use crate::defaults;
 use crate::metrics::temperature::TemperatureSource;
-use crate::proxy::{CidrError, TrustedProxies};
+use crate::proxy::{CidrError, CidrList, TrustedProxies};
 use crate::tls::TlsIdentity;
 
 /// Smallest data chunk the server can be configured to accept (the
@@ -175,6 +175,15 @@ pub struct ConfigLayer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
 
+    /// TLS handshakes one client may start per minute (a token bucket
+    /// holding a minute's worth); a connection over it is closed before
+    /// any cryptography and counted in
+    /// aesd_connections_refused_total{reason="tls_handshake_rate"}. 0 turns
+    /// it off
+    #[arg(long, value_name = "HANDSHAKES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_rate: Option<u64>,
+
     /// Require clients to send this access token before any job: the file's
     /// first line, 16 to 256 bytes (clients: --token-file)
     #[arg(long, value_name = "FILE")]
@@ -192,6 +201,14 @@ pub struct ConfigLayer {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<SocketAddr>,
+
+    /// Networks that may scrape the metrics (CIDR[,CIDR...]); a connection
+    /// from any other address is closed before its request is read and
+    /// counted in aesd_connections_refused_total{reason="metrics_not_allowed"}.
+    /// 0.0.0.0/0,::/0 allows every address
+    #[arg(long, value_name = "CIDR,...")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_allow: Option<String>,
 
     /// Board temperature for the metrics: auto (first hwmon sensor, if any),
     /// off, hwmon:PATH (a temp*_input file) or xadc:0xADDR (LiteX XADC
@@ -357,6 +374,8 @@ pub struct Config {
     pub access_token: Option<AccessToken>,
     /// TLS on the job port, when configured.
     pub tls: Option<TlsIdentity>,
+    /// TLS handshakes per client and minute (0: no limit).
+    pub tls_handshake_rate: u64,
     /// First delay before answering a failed authentication.
     pub auth_failure_delay: Duration,
     /// Peers that must send a PROXY header (empty: none).
@@ -365,6 +384,8 @@ pub struct Config {
     pub log: String,
     /// Address of the metrics endpoint, if any.
     pub metrics_listen: Option<SocketAddr>,
+    /// Who may scrape the metrics.
+    pub metrics_allow: CidrList,
     /// Where the board temperature comes from.
     pub temperature: TemperatureSource,
     /// Which AES implementation to use.
@@ -555,6 +576,9 @@ impl Config {
                     });
                 }
             },
+            tls_handshake_rate: layer
+                .tls_handshake_rate
+                .unwrap_or(defaults::TLS_HANDSHAKE_RATE),
             access_token: match &layer.token_file {
                 Some(path) => {
                     Some(
@@ -582,6 +606,7 @@ impl Config {
                 })?,
             log: layer.log.unwrap_or_else(|| defaults::LOG.to_owned()),
             metrics_listen: layer.metrics_listen,
+            metrics_allow: metrics_allow(layer.metrics_allow.as_deref())?,
             temperature: match layer
                 .temperature
                 .as_deref()
@@ -722,6 +747,7 @@ impl Config {
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
             tls_cert: self.tls.as_ref().map(|tls| tls.cert_path().to_owned()),
             tls_key: self.tls.as_ref().map(|tls| tls.key_path().to_owned()),
+            tls_handshake_rate: Some(self.tls_handshake_rate),
             token_file: self
                 .access_token
                 .as_ref()
@@ -731,6 +757,7 @@ impl Config {
                 .then(|| self.trusted_proxies.to_string()),
             log: Some(self.log.clone()),
             metrics_listen: self.metrics_listen,
+            metrics_allow: Some(self.metrics_allow.to_string()),
             temperature: Some(match &self.temperature {
                 TemperatureSource::Auto => "auto".to_owned(),
                 TemperatureSource::Off => "off".to_owned(),
@@ -741,6 +768,26 @@ impl Config {
             device_tree: Some(self.device_tree.clone()),
         }
     }
+}
+
+/// The `metrics-allow` networks (the default when unset); an empty list
+/// is refused: no scraper could reach the endpoint.
+fn metrics_allow(value: Option<&str>) -> Result<CidrList, ConfigError> {
+    let invalid = |reason| ConfigError::Invalid {
+        key: "metrics-allow",
+        reason,
+    };
+    let networks: CidrList = value
+        .unwrap_or(defaults::METRICS_ALLOW)
+        .parse()
+        .map_err(|err: CidrError| invalid(err.to_string()))?;
+    if networks.is_empty() {
+        return Err(invalid(
+            "no network given: nobody could scrape the metrics (0.0.0.0/0,::/0 allows every address)"
+                .into(),
+        ));
+    }
+    Ok(networks)
 }
 
 fn seconds(key: &'static str, value: Option<f64>, default: f64) -> Result<Duration, ConfigError> {
@@ -909,6 +956,59 @@ mod tests {
                 .trusted_proxies
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn metrics_allow_defaults_to_local_networks_and_cannot_be_empty() {
+        let config = Config::resolve(ConfigLayer::default()).expect("valid");
+        for local in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.31.0.1",
+            "192.168.1.9",
+            "169.254.3.4",
+        ] {
+            let ip = local.parse().expect("ip");
+            assert!(config.metrics_allow.contains(ip), "{local}");
+        }
+        for local in ["::1", "fd12::1", "fe80::1", "::ffff:192.168.0.7"] {
+            let ip = local.parse().expect("ip");
+            assert!(config.metrics_allow.contains(ip), "{local}");
+        }
+        for remote in ["8.8.8.8", "172.32.0.1", "100.64.0.1", "2001:db8::1"] {
+            let ip = remote.parse().expect("ip");
+            assert!(!config.metrics_allow.contains(ip), "{remote}");
+        }
+        let environment =
+            ConfigLayer::from_env(env(&[("AESD_METRICS_ALLOW", "192.0.2.0/24")])).expect("env");
+        let config = Config::resolve(environment).expect("valid");
+        assert!(
+            config
+                .metrics_allow
+                .contains("192.0.2.9".parse().expect("ip"))
+        );
+        assert!(
+            !config
+                .metrics_allow
+                .contains("127.0.0.1".parse().expect("ip"))
+        );
+        for bad in ["", " , ", "10.0.0.1/8"] {
+            let err = Config::resolve(ConfigLayer {
+                metrics_allow: Some(bad.into()),
+                ..ConfigLayer::default()
+            })
+            .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ConfigError::Invalid {
+                        key: "metrics-allow",
+                        ..
+                    }
+                ),
+                "{bad:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -57,6 +57,17 @@ pub const KDF_BUDGET: u64 = 100_000;
 /// run per minute: four clients' budgets.
 pub const KDF_BUDGET_TOTAL: u64 = 400_000;
 
+/// TLS handshakes one client may start per minute: ten a second on
+/// average, and a minute's worth at once (a host opening a few hundred
+/// connections together). The board's aesd.toml: 120.
+pub const TLS_HANDSHAKE_RATE: u64 = 600;
+
+/// Networks that may scrape the metrics: loopback, the private IPv4
+/// networks (RFC 1918), IPv4 link-local, IPv6 unique local and link-local
+/// addresses. A management network is one of these; the internet is not.
+pub const METRICS_ALLOW: &str =
+    "127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,::1/128,fc00::/7,fe80::/10";
+
 /// Slots one client keeps while another client waits (alone it uses them
 /// all, see `admission`): all slots but one, and never more than an equal
 /// part of them among the clients with jobs. At least 1.
@@ -104,9 +115,11 @@ pub fn shown() -> Vec<(&'static str, String)> {
         ),
         ("tls-cert", "none".to_owned()),
         ("tls-key", "none".to_owned()),
+        ("tls-handshake-rate", TLS_HANDSHAKE_RATE.to_string()),
         ("token-file", "none".to_owned()),
         ("auth-failure-delay", AUTH_FAILURE_DELAY_SECS.to_string()),
         ("metrics-listen", "off".to_owned()),
+        ("metrics-allow", METRICS_ALLOW.to_owned()),
         ("temperature", TEMPERATURE.to_owned()),
         ("aes-backend", AES_BACKEND.to_owned()),
         ("device-tree", DEVICE_TREE.to_owned()),

@@ -6,6 +6,7 @@ use aesd_proto::{ErrorCode, ErrorFrame, FrameError, ProtoError};
 
 use crate::admission::Refused;
 use crate::cipher::CipherError;
+use crate::handshake_rate::RateExceeded;
 use crate::input_rate::TooSlow;
 use crate::kdf_budget::BudgetExceeded;
 use crate::limits::ConnectionRefused;
@@ -92,6 +93,10 @@ pub enum JobError {
         "this port requires TLS: connect with --tls or --tls-ca FILE (the server's certificate or its CA)"
     )]
     TlsRequired,
+    /// The client started more TLS handshakes than `tls-handshake-rate`
+    /// allows (nobody to tell: no channel before the handshake).
+    #[error(transparent)]
+    HandshakeRate(#[from] RateExceeded),
     /// The TLS handshake failed or timed out (nobody to tell: no channel).
     #[error("TLS handshake failed: {0}")]
     TlsHandshake(String),
@@ -154,9 +159,10 @@ impl JobError {
             JobError::Cipher(CipherError::Rng(_)) => ErrorCode::Internal,
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
             JobError::Age(err) => age_error_code(err),
-            JobError::Busy(_) | JobError::ConnectionsFull(_) | JobError::KdfBudget(_) => {
-                ErrorCode::Busy
-            }
+            JobError::Busy(_)
+            | JobError::ConnectionsFull(_)
+            | JobError::KdfBudget(_)
+            | JobError::HandshakeRate(_) => ErrorCode::Busy,
             JobError::Unauthorized { .. } => ErrorCode::Unauthorized,
             JobError::Proxy(err) => err.code(),
             JobError::ShuttingDown => ErrorCode::ShuttingDown,
@@ -200,7 +206,10 @@ impl JobError {
     pub fn peer_reachable(&self) -> bool {
         !matches!(
             self,
-            JobError::Io(_) | JobError::Aborted | JobError::TlsHandshake(_)
+            JobError::Io(_)
+                | JobError::Aborted
+                | JobError::TlsHandshake(_)
+                | JobError::HandshakeRate(_)
         )
     }
 }

@@ -12,22 +12,11 @@
 //! nothing here. Beside the clients' buckets, one bucket for everyone
 //! (`kdf-budget-total`) bounds what many addresses can ask together.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::client_buckets::{Bucket, ClientBuckets, Shortfall};
 use crate::client_key::ClientKey;
-
-/// Clients tracked at most. When the table is full, clients whose bucket
-/// has refilled are forgotten (a sweep, at most once per
-/// [`SWEEP_INTERVAL`]); while it is still full, a client it does not know
-/// is refused as if its bucket were empty, until the next sweep can free
-/// a place. Memory and the work under the lock stay bounded whatever the
-/// number of addresses asking.
-const TRACKED_CLIENTS: usize = 4096;
-
-/// Shortest time between two sweeps of a full table.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A begin frame that asks for more key derivation than its client has left.
 #[derive(Debug, thiserror::Error)]
@@ -52,35 +41,16 @@ pub struct BudgetExceeded {
 /// Every client's bucket of PBKDF2 iterations.
 #[derive(Debug)]
 pub struct KdfBudget {
-    per_minute: u64,
-    table: Mutex<Table>,
+    clients: ClientBuckets,
     /// The bucket of all clients together (`kdf-budget-total`), if on.
     total: Option<(u64, Mutex<Bucket>)>,
-}
-
-/// The buckets, and when a full table may be swept next.
-#[derive(Debug, Default)]
-struct Table {
-    buckets: HashMap<ClientKey, Bucket>,
-    /// No sweep before this (set by the last sweep of a full table).
-    next_sweep: Option<Instant>,
-    /// Sweeps run so far (for tests).
-    sweeps: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    /// Iterations left; negative after a job larger than the budget.
-    tokens: f64,
-    updated: Instant,
 }
 
 impl KdfBudget {
     /// `per_minute` iterations per client and minute; 0 turns the budget off.
     pub fn new(per_minute: u64) -> Self {
         KdfBudget {
-            per_minute,
-            table: Mutex::new(Table::default()),
+            clients: ClientBuckets::new(per_minute),
             total: None,
         }
     }
@@ -91,10 +61,7 @@ impl KdfBudget {
         self.total = (per_minute > 0).then(|| {
             (
                 per_minute,
-                Mutex::new(Bucket {
-                    tokens: per_minute as f64,
-                    updated: Instant::now(),
-                }),
+                Mutex::new(Bucket::full(per_minute, Instant::now())),
             )
         });
         self
@@ -102,125 +69,36 @@ impl KdfBudget {
 
     /// Takes `iterations` from the bucket of all clients, or says when it
     /// holds enough again.
-    fn take_total(
-        &self,
-        client: ClientKey,
-        iterations: u32,
-        now: Instant,
-    ) -> Result<(), BudgetExceeded> {
+    fn take_total(&self, iterations: u32, now: Instant) -> Result<(), Shortfall> {
         let Some((per_minute, bucket)) = &self.total else {
             return Ok(());
         };
         let Ok(mut bucket) = bucket.lock() else {
             return Ok(());
         };
-        let capacity = *per_minute as f64;
-        let per_second = capacity / 60.0;
-        let level = bucket.level(now, per_second, capacity);
-        let wanted = f64::from(iterations);
-        let needed = wanted.min(capacity);
-        if level + 1e-6 < needed {
-            return Err(BudgetExceeded {
-                client,
-                iterations,
-                available: level.max(0.0) as u64,
-                per_minute: *per_minute,
-                retry: Duration::from_secs_f64((needed - level) / per_second),
-            });
-        }
-        *bucket = Bucket {
-            tokens: level - wanted,
-            updated: now,
-        };
-        Ok(())
+        bucket.take(u64::from(iterations), now, *per_minute)
     }
 
     /// Takes `iterations` from `client`'s bucket at `now`, or says why not.
+    /// Everyone's bucket too; the client's is only charged when both have
+    /// enough. Each of the two is off at 0, independently of the other.
     pub fn take(
         &self,
         client: ClientKey,
         iterations: u32,
         now: Instant,
     ) -> Result<(), BudgetExceeded> {
-        if self.per_minute == 0 {
-            return Ok(());
-        }
-        let capacity = self.per_minute as f64;
-        let per_second = capacity / 60.0;
-        let Ok(mut table) = self.table.lock() else {
-            // A poisoned lock (a panic elsewhere) must not stop every job.
-            return Ok(());
-        };
-        if !table.buckets.contains_key(&client) && table.buckets.len() >= TRACKED_CLIENTS {
-            if table.next_sweep.is_none_or(|next| now >= next) {
-                table.sweep(now, per_second, capacity);
-            }
-            if table.buckets.len() >= TRACKED_CLIENTS {
-                let retry = table
-                    .next_sweep
-                    .map_or(SWEEP_INTERVAL, |next| next.saturating_duration_since(now));
-                return Err(BudgetExceeded {
-                    client,
-                    iterations,
-                    available: 0,
-                    per_minute: self.per_minute,
-                    retry,
-                });
-            }
-        }
-        let bucket = table.buckets.entry(client).or_insert(Bucket {
-            tokens: capacity,
-            updated: now,
-        });
-        let level = bucket.level(now, per_second, capacity);
-        let wanted = f64::from(iterations);
-        // A job larger than the whole budget needs a full bucket.
-        let needed = wanted.min(capacity);
-        if level + 1e-6 < needed {
-            return Err(BudgetExceeded {
+        self.clients
+            .take_with(client, u64::from(iterations), now, || {
+                self.take_total(iterations, now)
+            })
+            .map_err(|short| BudgetExceeded {
                 client,
                 iterations,
-                available: level.max(0.0) as u64,
-                per_minute: self.per_minute,
-                retry: Duration::from_secs_f64((needed - level) / per_second),
-            });
-        }
-        // Everyone's bucket too; the client's is only charged when both
-        // have enough.
-        self.take_total(client, iterations, now)?;
-        *bucket = Bucket {
-            tokens: level - wanted,
-            updated: now,
-        };
-        Ok(())
-    }
-}
-
-impl Table {
-    /// Forgets the clients whose bucket is full at `now`; the next sweep
-    /// may run when the first remaining bucket is full again, and not
-    /// within [`SWEEP_INTERVAL`].
-    fn sweep(&mut self, now: Instant, per_second: f64, capacity: f64) {
-        self.sweeps += 1;
-        self.buckets
-            .retain(|_, bucket| bucket.level(now, per_second, capacity) < capacity);
-        let first_full = self
-            .buckets
-            .values()
-            .map(|bucket| (capacity - bucket.level(now, per_second, capacity)) / per_second)
-            .fold(f64::INFINITY, f64::min);
-        let wait = Duration::try_from_secs_f64(first_full)
-            .unwrap_or(Duration::from_secs(3600))
-            .max(SWEEP_INTERVAL);
-        self.next_sweep = Some(now + wait);
-    }
-}
-
-impl Bucket {
-    /// The bucket's level at `now`, refilled since its last update.
-    fn level(&self, now: Instant, per_second: f64, capacity: f64) -> f64 {
-        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
-        (self.tokens + elapsed * per_second).min(capacity)
+                available: short.available,
+                per_minute: short.per_minute,
+                retry: short.retry,
+            })
     }
 }
 
@@ -309,53 +187,17 @@ mod tests {
     }
 
     #[test]
-    fn zero_turns_the_budget_off_and_the_table_stays_bounded() {
-        let off = KdfBudget::new(0);
+    fn zero_turns_each_budget_off_on_its_own() {
+        let off = KdfBudget::new(0).with_total(0);
         let start = Instant::now();
         for _ in 0..100 {
             off.take(client(4), 100_000, start).expect("no budget");
         }
-        let budget = KdfBudget::new(1000);
-        for n in 0..(TRACKED_CLIENTS as u32 + 10) {
-            let key = ClientKey::of(IpAddr::from(n.to_be_bytes()), 64);
-            let taken = budget.take(key, 1, start);
-            // The table is full of buckets not yet refilled.
-            assert_eq!(taken.is_ok(), n < TRACKED_CLIENTS as u32, "client {n}");
-        }
-        // Every bucket refills within a minute; then the table is swept.
-        let later = start + Duration::from_secs(61);
-        budget.take(client(5), 1, later).expect("new client");
-        let tracked = budget.table.lock().expect("lock").buckets.len();
-        assert!(tracked <= TRACKED_CLIENTS, "{tracked} buckets");
-    }
-
-    #[test]
-    fn clients_in_debt_cannot_grow_the_table_or_make_every_begin_sweep_it() {
-        // Every address takes a job larger than the budget: no bucket
-        // refills for two minutes and a sweep frees nothing.
-        let budget = KdfBudget::new(1000);
-        let start = Instant::now();
-        let key = |n: u32| ClientKey::of(IpAddr::from(n.to_be_bytes()), 64);
-        for n in 0..TRACKED_CLIENTS as u32 {
-            budget.take(key(n), 2000, start).expect("first job");
-        }
-        let mut refused = 0;
-        for n in 0..1000u32 {
-            let at = start + Duration::from_millis(u64::from(n));
-            if let Err(err) = budget.take(key(1_000_000 + n), 1, at) {
-                assert_eq!(err.available, 0);
-                assert!(err.retry >= Duration::from_millis(1), "{err}");
-                refused += 1;
-            }
-        }
-        let table = budget.table.lock().expect("lock");
-        assert_eq!(table.buckets.len(), TRACKED_CLIENTS, "the table is bounded");
-        assert_eq!(refused, 1000, "new clients wait for a place");
-        assert!(table.sweeps <= 1, "{} sweeps in one second", table.sweeps);
-        drop(table);
-        // A known client is served from its own bucket as before.
-        budget
-            .take(key(7), 1, start + Duration::from_secs(600))
-            .expect("refilled");
+        let total_only = KdfBudget::new(0).with_total(1000);
+        total_only.take(client(4), 1000, start).expect("the total");
+        assert!(
+            total_only.take(client(5), 1, start).is_err(),
+            "total used up"
+        );
     }
 }

@@ -15,6 +15,9 @@
 //! * [`session`]: one connection: handshake, then jobs one after another.
 //! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
 //! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
+//! * [`tls_accept`]: a TLS connection's handshake, rate-limited per client
+//!   ([`handshake_rate`]) and bounded ([`tls_gate`]), on a thread of its
+//!   own, never on the async runtime's threads.
 //! * [`auth`]: the optional pre-shared access token, compared in constant
 //!   time, with failures slowed down per client address.
 //! * [`job`]: one job: admission, then the read → cipher → write pipeline;
@@ -28,6 +31,8 @@
 //! * [`input_rate`]: the minimum input rate of a running job.
 //! * [`kdf_budget`]: how much PBKDF2 (key source 1) one client may make
 //!   the server run per minute.
+//! * [`client_buckets`]: token buckets per client in a bounded table (the
+//!   PBKDF2 budget, the TLS handshake rate).
 //! * [`proxy`]: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
 //! * [`pool`]: the worker threads that do all cryptographic work, so the
@@ -50,11 +55,13 @@ pub mod admission;
 pub mod auth;
 pub mod backend;
 pub mod cipher;
+pub mod client_buckets;
 pub mod client_key;
 pub mod config;
 pub mod defaults;
 pub mod error;
 pub mod fd_limit;
+pub mod handshake_rate;
 pub mod input_rate;
 pub mod job;
 pub mod kdf_budget;
@@ -71,6 +78,7 @@ pub mod session;
 pub mod shared;
 pub mod shutdown;
 pub mod tls;
+pub mod tls_accept;
 pub mod tls_gate;
 pub mod tls_init;
 

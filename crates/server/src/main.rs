@@ -93,7 +93,12 @@ fn main() -> ExitCode {
             }
         };
         if let Some(addr) = server.metrics_addr() {
-            info!(metrics = %addr, "metrics on http://{addr}/metrics");
+            info!(
+                metrics = %addr,
+                allow = %config.metrics_allow,
+                "metrics on http://{addr}/metrics for {}",
+                config.metrics_allow
+            );
         }
         info!(
             listen = %server.local_addr(),

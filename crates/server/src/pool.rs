@@ -5,10 +5,10 @@
 //! flight, so the pool's backlog is bounded by the number of admitted jobs.
 //!
 //! The queue holds two kinds of work, in one FIFO: closures ([`WorkerPool::run`])
-//! and CBC-encryption chunks ([`WorkerPool::encrypt_chunk`]). A worker that
-//! takes a chunk runs the [lane engine](crate::lanes), which encrypts it
-//! together with the chunks of other jobs queued before the oldest
-//! waiting closure.
+//! and encryptions with a chunk to encrypt ([`EncryptLane`], a
+//! [`Feed`]). A worker that takes an encryption runs the
+//! [lane engine](crate::lanes), which encrypts it together with the
+//! encryptions of other jobs queued before the oldest waiting closure.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -16,11 +16,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::cipher::ChunkBuf;
 use crate::job::core::EncryptCore;
-use crate::lanes::{self, LaneDone, LaneJob, LaneStats};
+use crate::lanes::{self, Backlog, Feed, LaneDone, LaneQueue, LaneStats};
 use crate::metrics::wide::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
 
@@ -34,7 +34,7 @@ pub struct PoolError;
 /// One piece of queued work.
 enum Work {
     Task(Task),
-    Lane(Box<LaneJob>),
+    Lane(Arc<Feed>),
 }
 
 /// The FIFO the workers take work from.
@@ -120,6 +120,18 @@ impl WorkerPool {
         (stats.used_blocks.get(), stats.offered_blocks.get())
     }
 
+    /// Blocks the lane engine could have encrypted in the same calls had
+    /// every encryption job with data had a lane (at most every lane).
+    pub fn lane_fillable_blocks(&self) -> u64 {
+        self.inner.lane_stats.fillable_blocks.get()
+    }
+
+    /// The backlog of an encryption job, for the lane statistics (see
+    /// [`Backlog`]).
+    pub fn backlog(&self) -> Backlog<'_> {
+        self.inner.lane_stats.backlog()
+    }
+
     /// Runs `task` on a worker and waits for its result without blocking
     /// the async runtime.
     pub async fn run<T, F>(&self, task: F) -> Result<Timed<T>, PoolError>
@@ -146,26 +158,19 @@ impl WorkerPool {
         })
     }
 
-    /// Encrypts one chunk of a job's encryption (as
-    /// [`EncryptCore::update`]) on a worker, in a lane beside other
-    /// jobs' chunks; returns the job's encryption and the encrypted chunk.
-    pub async fn encrypt_chunk(
-        &self,
-        core: EncryptCore,
-        buf: ChunkBuf,
-    ) -> Result<Timed<(EncryptCore, ChunkBuf)>, PoolError> {
-        let (reply, done) = oneshot::channel();
-        self.submit(Work::Lane(Box::new(LaneJob {
-            core,
-            buf,
-            submitted: Instant::now(),
-            reply,
-        })))?;
-        let LaneDone { core, buf, elapsed } = done.await.map_err(|_| PoolError)?;
-        Ok(Timed {
-            value: (core, buf),
-            elapsed,
-        })
+    /// A job's encryption on the lane engine: chunks submitted to it are
+    /// encrypted in order (as [`EncryptCore::update`]), in a lane beside
+    /// other jobs' chunks.
+    pub fn encryption(&self, core: EncryptCore) -> EncryptLane<'_> {
+        let (feed, done) = Feed::new(core);
+        EncryptLane {
+            pool: self,
+            feed,
+            done,
+            in_flight: 0,
+            busy_since: None,
+            busy: Duration::ZERO,
+        }
     }
 
     fn submit(&self, work: Work) -> Result<(), PoolError> {
@@ -206,20 +211,92 @@ impl Inner {
             queue = self.ready.wait(queue).ok()?;
         }
     }
+}
 
-    /// Up to `max` chunks from the front of the queue, stopping at the
+impl LaneQueue for &Inner {
+    /// Up to `max` encryptions from the front of the queue, stopping at the
     /// first closure (it has waited longer than anything behind it).
-    fn take_lanes(&self, max: usize) -> Vec<LaneJob> {
+    fn take_feeds(&mut self, max: usize) -> Vec<Arc<Feed>> {
         let Ok(mut queue) = self.queue.lock() else {
             return Vec::new();
         };
         let mut taken = Vec::new();
         while taken.len() < max && matches!(queue.work.front(), Some(Work::Lane(_))) {
-            if let Some(Work::Lane(job)) = queue.work.pop_front() {
-                taken.push(*job);
+            if let Some(Work::Lane(feed)) = queue.work.pop_front() {
+                taken.push(feed);
             }
         }
         taken
+    }
+
+    fn others_waiting(&mut self) -> bool {
+        self.queue.lock().is_ok_and(|queue| !queue.work.is_empty())
+    }
+
+    fn requeue(&mut self, feed: Arc<Feed>) {
+        if let Ok(mut queue) = self.queue.lock() {
+            queue.work.push_back(Work::Lane(feed));
+        }
+        self.ready.notify_one();
+    }
+}
+
+/// A job's encryption on the lane engine ([`WorkerPool::encryption`]):
+/// submitted chunks come back encrypted, in order, from
+/// [`EncryptLane::next`]; several may be in flight, so the job's lane can
+/// go on with its next chunk while the last one travels back to it.
+pub struct EncryptLane<'p> {
+    pool: &'p WorkerPool,
+    feed: Arc<Feed>,
+    done: mpsc::UnboundedReceiver<LaneDone>,
+    in_flight: usize,
+    busy_since: Option<Instant>,
+    busy: Duration,
+}
+
+impl EncryptLane<'_> {
+    /// Submits the next chunk (queues the encryption for a worker when no
+    /// lane holds it).
+    pub fn submit(&mut self, buf: ChunkBuf) -> Result<(), PoolError> {
+        if self.feed.push(buf) {
+            self.pool.submit(Work::Lane(Arc::clone(&self.feed)))?;
+        }
+        self.in_flight += 1;
+        self.busy_since.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Chunks submitted and not yet back.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The next encrypted chunk (cancel safe); an error when the pool lost
+    /// it (a worker panicked, or the pool shut down).
+    pub async fn next(&mut self) -> Result<ChunkBuf, PoolError> {
+        let done = self.done.recv().await.ok_or(PoolError)?;
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self.in_flight == 0
+            && let Some(since) = self.busy_since.take()
+        {
+            self.busy += since.elapsed();
+        }
+        Ok(done.buf)
+    }
+
+    /// Once every chunk is back: the encryption's chain and the time
+    /// chunks were in flight (submission to completion, waiting for a
+    /// worker included, overlapping chunks counted once).
+    pub fn finish(self) -> Result<(EncryptCore, Duration), PoolError> {
+        let core = self.feed.take_core().ok_or(PoolError)?;
+        Ok((core, self.busy))
+    }
+}
+
+impl Drop for EncryptLane<'_> {
+    /// A job that stops early: the chunks not begun are not encrypted.
+    fn drop(&mut self) {
+        self.feed.abandon();
     }
 }
 
@@ -232,9 +309,8 @@ fn worker_loop(inner: &Inner) {
             Work::Task(task) => task(),
             Work::Lane(first) => {
                 let started = Instant::now();
-                lanes::run(*first, inner.lanes, &inner.lane_stats, |max| {
-                    inner.take_lanes(max)
-                });
+                let mut queue = inner;
+                lanes::run(first, inner.lanes, &inner.lane_stats, &mut queue);
                 inner.count_busy(started);
             }
         }));

@@ -113,6 +113,7 @@ impl Server {
                 metrics::http::Admission {
                     connections: Arc::clone(&shared.connections),
                     ipv6_prefix: shared.config.client_ipv6_prefix,
+                    allow: shared.config.metrics_allow.clone(),
                 },
             ));
         }

@@ -29,10 +29,10 @@ use crate::input_rate::{ByteCounter, Metered};
 use crate::job;
 use crate::limits::ConnectionSlot;
 use crate::log_limit::Decision;
-use crate::metrics::Metrics;
 use crate::proxy::ProxyError;
 use crate::shared::Shared;
 use crate::tls::TLS_HANDSHAKE_BYTE;
+use crate::tls_accept;
 
 /// How long a refused connection is given to take its error frame.
 const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
@@ -43,7 +43,7 @@ const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 pub async fn refuse(stream: TcpStream, peer: SocketAddr, error: JobError, shared: Arc<Shared>) {
     let mut writer = FrameWriter::new(stream);
     if matches!(error, JobError::ClientGone) {
-        report_unreachable(peer, &error, &shared.metrics);
+        report_unreachable(peer, &error, &shared);
     } else {
         report(&mut writer, peer, &error, REFUSAL_WRITE_LIMIT, &shared).await;
     }
@@ -91,38 +91,15 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, slo
     let peeked = timeout(limit, stream.peek(&mut first)).await;
     let error = match peeked {
         Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_BYTE => {
-            let pass = match shared.tls_handshakes.enter(shared.client_key(peer.ip())) {
-                Ok(pass) => pass,
-                Err(full) => {
-                    // No channel to tell the client: close before any
-                    // cryptography.
-                    let error = JobError::TlsHandshake(format!("refused: {full}"));
-                    report_unreachable(peer, &error, &shared.metrics);
-                    return;
-                }
-            };
-            let accepted = timeout(limit, tls.acceptor().accept(stream)).await;
-            drop(pass);
-            match accepted {
-                Ok(Ok(tls_stream)) => {
+            match tls_accept::accept(stream, peer, &shared, &tls).await {
+                Ok(tls_stream) => {
                     let (read, write) = tokio::io::split(tls_stream);
                     serve_io_in(read, write, peer, &shared, Some(&slot)).await;
-                    return;
                 }
-                Ok(Err(err)) => {
-                    let error = JobError::TlsHandshake(err.to_string());
-                    report_unreachable(peer, &error, &shared.metrics);
-                    return;
-                }
-                Err(_) => {
-                    let error = JobError::TlsHandshake(format!(
-                        "not finished within {:.1} s",
-                        limit.as_secs_f64()
-                    ));
-                    report_unreachable(peer, &error, &shared.metrics);
-                    return;
-                }
+                // No channel to tell the client.
+                Err(error) => report_unreachable(peer, &error, &shared),
             }
+            return;
         }
         Ok(Ok(0)) | Ok(Err(_)) => JobError::ClientGone,
         Ok(Ok(_)) => JobError::TlsRequired,
@@ -161,15 +138,18 @@ fn log_error(peer: SocketAddr, error: &JobError, shared: &Shared) {
         {
             debug!(%peer, %code, "refused: {error}");
         }
+        // Failed handshakes: probes and broken clients, as before TLS.
+        JobError::TlsHandshake(_) => debug!(%peer, "connection closed: {error}"),
         error if !error.closes_connection() => info!(%peer, %code, "job failed: {error}"),
         error => warn!(%peer, %code, "connection closed: {error}"),
     }
 }
 
-/// Counts and logs an error the client cannot be told (no channel to it).
-fn report_unreachable(peer: SocketAddr, error: &JobError, metrics: &Metrics) {
-    metrics.error(error.kind());
-    debug!(%peer, "connection closed: {error}");
+/// Counts and logs an error the client cannot be told (no channel to it),
+/// within the client's share of log lines.
+fn report_unreachable(peer: SocketAddr, error: &JobError, shared: &Shared) {
+    shared.metrics.error(error.kind());
+    log_error(peer, error, shared);
 }
 
 /// Serves one connection over any pair of byte streams (the halves of a

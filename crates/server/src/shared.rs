@@ -14,12 +14,14 @@ use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
 use crate::client_key::ClientKey;
 use crate::config::Config;
+use crate::handshake_rate::HandshakeRate;
 use crate::kdf_budget::KdfBudget;
 use crate::limits::ConnectionLimits;
 use crate::log_limit::LogLimiter;
 use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::shutdown::Shutdown;
+use crate::tls_accept::HandshakeThread;
 use crate::tls_gate::HandshakeGate;
 
 /// State every connection shares.
@@ -46,11 +48,16 @@ pub struct Shared {
     pub log_limit: LogLimiter,
     /// TLS handshakes in progress, bounded in all and per client.
     pub tls_handshakes: Arc<HandshakeGate>,
+    /// TLS handshakes each client may still start.
+    pub tls_rate: HandshakeRate,
+    /// The thread TLS handshakes run on (when the job port speaks TLS).
+    pub tls_thread: Option<HandshakeThread>,
 }
 
 impl Shared {
-    /// The state for `config`: starts the worker pool, sets up admission,
-    /// the connection caps and the metrics.
+    /// The state for `config`: starts the worker pool (and, with TLS, the
+    /// handshake thread), sets up admission, the connection caps and the
+    /// metrics.
     pub fn new(config: Config) -> std::io::Result<Shared> {
         let pool = WorkerPool::new(config.workers, crate::cipher::LANES)?;
         let admission = Admission::new(
@@ -69,6 +76,10 @@ impl Shared {
         });
         let connections =
             ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
+        let tls_thread = match config.tls {
+            Some(_) => Some(HandshakeThread::start()?),
+            None => None,
+        };
         Ok(Shared {
             pool,
             admission,
@@ -78,6 +89,8 @@ impl Shared {
             kdf_budget: KdfBudget::new(config.kdf_budget).with_total(config.kdf_budget_total),
             log_limit: LogLimiter::default(),
             tls_handshakes: Arc::default(),
+            tls_rate: HandshakeRate::new(config.tls_handshake_rate),
+            tls_thread,
             config,
             metrics,
             connections,

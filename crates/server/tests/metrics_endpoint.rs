@@ -115,3 +115,46 @@ async fn scrapes_count_under_the_servers_connection_cap() {
     assert!(refused.contains("too many connections"), "{refused}");
     server.shutdown().await;
 }
+
+/// `metrics-allow`: a connection from another address is closed before
+/// its request is read (no answer at all, no scrape place taken) and
+/// counted; an allowed address is served and sees the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrapes_from_outside_metrics_allow_are_closed_unanswered_and_counted() {
+    let server = start_server(ConfigLayer {
+        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        metrics_allow: Some("127.0.0.1/32,::1/128".into()),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let metrics = server.metrics_addr().expect("metrics port");
+    // More than every scrape place, all from an address outside the list.
+    let mut outsiders = Vec::new();
+    for _ in 0..MAX_CONNECTIONS + 2 {
+        outsiders.push(connect_from("127.0.0.2", metrics).await);
+    }
+    let mut stream = connect_from("127.0.0.2", metrics).await;
+    let _ = stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
+        .await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("closed in time");
+    assert!(
+        answer.is_empty(),
+        "nothing answered to 127.0.0.2 ({read:?}): {}",
+        String::from_utf8_lossy(&answer)
+    );
+    let served = scrape(connect_from("127.0.0.1", metrics).await).await;
+    assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
+    let refused = MAX_CONNECTIONS + 3;
+    assert!(
+        served.contains(&format!(
+            "aesd_connections_refused_total{{reason=\"metrics_not_allowed\"}} {refused}"
+        )),
+        "{served}"
+    );
+    drop(outsiders);
+    server.shutdown().await;
+}

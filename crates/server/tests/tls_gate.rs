@@ -1,7 +1,10 @@
 //! TLS handshakes in progress are bounded per client (`tls_gate`): one
 //! address holding handshakes open gets no more places, its further
 //! connections are closed at once, and another address's TLS jobs run.
+//! Handshakes started are rate-limited per client (`tls-handshake-rate`):
+//! an address over its rate is closed at once, another is served.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use aesd_client::cert_pin::parse_pin;
@@ -9,16 +12,19 @@ use aesd_client::tls::TlsSettings;
 use aesd_client::{Client, ConnectOptions};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
+use aesd_server::RunningServer;
 use aesd_server::tls_gate::MAX_PER_CLIENT;
 use aesd_testkit::{TempDir, connect_from, job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// The start of a TLS ClientHello record (type 22, TLS 1.0 record version,
 /// 512 bytes announced), never completed.
 const PARTIAL_HELLO: [u8; 6] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_address_holding_handshakes_gets_no_more_and_others_are_served() {
+/// A server with a TLS identity made for 127.0.0.1, the settings of
+/// `layer` besides, and the identity's directory and pin.
+async fn tls_server(layer: ConfigLayer) -> (RunningServer, TempDir, String) {
     let dir = TempDir::new("tls-gate");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -33,6 +39,56 @@ async fn one_address_holding_handshakes_gets_no_more_and_others_are_served() {
     let server = start_server(ConfigLayer {
         tls_cert: Some(made.cert.clone()),
         tls_key: Some(made.key.clone()),
+        ..layer
+    })
+    .await;
+    (server, dir, made.pin)
+}
+
+/// Options for a client that pins `pin`, connecting from `bind`.
+fn pinned(pin: &str, bind: &str) -> ConnectOptions {
+    ConnectOptions {
+        token: None,
+        tls: Some(TlsSettings::with_pins(&[parse_pin(pin).expect("pin")])),
+        bind: Some(bind.parse().expect("source address")),
+    }
+}
+
+/// A TLS job from 127.0.0.1: the server serves other clients.
+async fn tls_job(addr: SocketAddr, pin: &str) {
+    let mut client = Client::connect_with(&addr.to_string(), &pinned(pin, "127.0.0.1"))
+        .await
+        .expect("TLS from 127.0.0.1");
+    let mut output = Vec::new();
+    client
+        .run_job(
+            &job_spec(Operation::Encrypt, "pw"),
+            &mut &[5u8; 1000][..],
+            &mut output,
+        )
+        .await
+        .expect("job");
+}
+
+/// A connection from `source` that starts a handshake: `None` when the
+/// server closed it within 2 s (a refused one is closed at once), else the
+/// connection, still open (the caller keeps it: it holds its place).
+async fn refused_at_once(source: &str, addr: SocketAddr) -> Option<TcpStream> {
+    let mut stream = connect_from(source, addr).await;
+    stream
+        .write_all(&PARTIAL_HELLO)
+        .await
+        .expect("partial hello");
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut byte)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => None,
+        _ => Some(stream),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holding_handshakes_gets_no_more_and_others_are_served() {
+    let (server, _dir, pin) = tls_server(ConfigLayer {
         // Long, so that a handshake held open is not ended by it here.
         handshake_timeout: Some(60.0),
         ..ConfigLayer::default()
@@ -50,43 +106,63 @@ async fn one_address_holding_handshakes_gets_no_more_and_others_are_served() {
     }
     // The next handshake of 127.0.0.2 is refused: closed at once, long
     // before the handshake timeout. (Retried while the held ones are still
-    // being taken up by the server.)
+    // being taken up by the server; one that got a place in the meantime,
+    // when one of the first four did not, is held too.)
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut extra = connect_from("127.0.0.2", addr).await;
-        extra
+    while let Some(open) = refused_at_once("127.0.0.2", addr).await {
+        held.push(open);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a handshake over the per-client bound was not refused"
+        );
+    }
+    // Another address's TLS job runs.
+    tls_job(addr, &pin).await;
+    drop(held);
+}
+
+/// `tls-handshake-rate` 3 a minute: after 3 handshakes started from
+/// 127.0.0.2, its further connections are closed at once (a real TLS
+/// client's too) and counted, while 127.0.0.1's TLS jobs run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_over_its_handshake_rate_is_refused_and_another_is_served() {
+    let (server, _dir, pin) = tls_server(ConfigLayer {
+        tls_handshake_rate: Some(3),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let addr = server.addr();
+    // Three handshakes started and abandoned, then more: refused at once
+    // once the server has counted the three.
+    for _ in 0..3 {
+        let mut abandoned = connect_from("127.0.0.2", addr).await;
+        abandoned
             .write_all(&PARTIAL_HELLO)
             .await
             .expect("partial hello");
-        let mut byte = [0u8; 1];
-        match tokio::time::timeout(Duration::from_secs(2), extra.read(&mut byte)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            other => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "a handshake over the per-client bound was not refused: {other:?}"
-                );
-            }
-        }
     }
-    // Another address's TLS job runs.
-    let pin = parse_pin(&made.pin).expect("pin");
-    let options = ConnectOptions {
-        token: None,
-        tls: Some(TlsSettings::with_pins(&[pin])),
-        bind: None,
-    };
-    let mut client = Client::connect_with(&addr.to_string(), &options)
-        .await
-        .expect("TLS from 127.0.0.1");
-    let mut output = Vec::new();
-    client
-        .run_job(
-            &job_spec(Operation::Encrypt, "pw"),
-            &mut &[5u8; 1000][..],
-            &mut output,
-        )
-        .await
-        .expect("job");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut held = Vec::new();
+    while let Some(open) = refused_at_once("127.0.0.2", addr).await {
+        held.push(open);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "handshakes over the rate were not refused"
+        );
+    }
+    let refused = Client::connect_with(&addr.to_string(), &pinned(&pin, "127.0.0.2")).await;
+    assert!(refused.is_err(), "a TLS client over its rate was served");
+    tls_job(addr, &pin).await;
+    tls_job(addr, &pin).await;
     drop(held);
+    let metrics = server.shared().metrics.encode();
+    let count: u64 = metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("aesd_connections_refused_total{reason=\"tls_handshake_rate\"} ")
+        })
+        .and_then(|value| value.trim().parse().ok())
+        .expect("the refusal counter");
+    assert!(count >= 2, "{count} refusals counted:\n{metrics}");
+    server.shutdown().await;
 }

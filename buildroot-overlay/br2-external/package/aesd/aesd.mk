@@ -25,6 +25,14 @@
 
 AESD_LICENSE = MIT or Apache-2.0
 
+# S50aesd runs aesd as this unprivileged user (makeusers syntax: a system
+# uid and group chosen by Buildroot, no login, no home). The same line as
+# buildroot-overlay/users.table, which an image without this package names
+# in BR2_ROOTFS_USERS_TABLES.
+define AESD_USERS
+	aesd -1 aesd -1 * - - - aesd encryption server
+endef
+
 AESD_PREBUILT_BIN = $(call qstrip,$(BR2_PACKAGE_AESD_PREBUILT_DIR))/aesd
 AESD_OVERLAY_DIR = $(BR2_EXTERNAL_AESD_PATH)/../rootfs
 AESD_SYSTEMD_UNIT = $(BR2_EXTERNAL_AESD_PATH)/../systemd/aesd.service

@@ -16,13 +16,14 @@
 
 pub mod age;
 pub mod core;
+mod encrypt;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, Done, Format, FrameKind, FrameReader, FrameWriter, KeySource, Message, ProtoError,
-    Queued, Started,
+    Begin, Done, Format, FrameKind, FrameReader, FrameWriter, KeySource, Message, Operation,
+    ProtoError, Queued, Started,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -37,8 +38,9 @@ use crate::cipher::{BLOCK, ChunkBuf, DerivedKey, HEADER_LEN};
 use crate::client_key::ClientKey;
 use crate::error::JobError;
 use crate::input_rate::{ByteCounter, InputRate};
+use crate::lanes::Backlog;
 use crate::metrics::{Metrics, StreamLabels};
-use crate::pool::{Timed, WorkerPool};
+use crate::pool::WorkerPool;
 use crate::shared::{JobContext, JobLimits};
 use crate::shutdown::Shutdown;
 
@@ -171,6 +173,11 @@ where
     }
     let (input_tx, input_rx) = mpsc::channel(BUFFERS_PER_JOB);
     let (output_tx, output_rx) = mpsc::channel(BUFFERS_PER_JOB);
+    // An encryption's chunks read and not yet encrypted, for the lane
+    // occupancy of the jobs with data.
+    let backlog = (begin.operation == Operation::Encrypt
+        && begin.format == Format::OpensslSaltedPbkdf2)
+        .then(|| ctx.pool.backlog());
 
     // Set when a stage fails: a key derivation stops at its next slice, the
     // read stage at the next frame boundary, so the session can tell the
@@ -192,17 +199,26 @@ where
                 reader,
                 free_rx,
                 input_tx,
+                backlog.as_ref(),
                 limits,
                 rate,
-                ctx.shutdown,
-                &cancel,
+                (ctx.shutdown, &cancel),
             )
             .await;
             cancel_on_error(result.is_err());
             result
         },
         async {
-            let result = cipher_stage(input_rx, output_tx, begin, queue_us, &cancel, ctx).await;
+            let result = cipher_stage(
+                input_rx,
+                output_tx,
+                begin,
+                queue_us,
+                &cancel,
+                backlog.as_ref(),
+                ctx,
+            )
+            .await;
             cancel_on_error(result.is_err());
             result
         },
@@ -298,17 +314,18 @@ enum ReadEnd {
     Stopped,
 }
 
-/// Reads the job's frames into free chunk buffers until its end frame.
-/// Stops between frames (never inside one: the stream stays in step for
-/// the session) when another stage failed or running jobs are cut off.
+/// Reads the job's frames into free chunk buffers until its end frame
+/// (counting an encryption's chunks in its `backlog`). Stops between
+/// frames (never inside one: the stream stays in step for the session)
+/// when another stage failed (`cancel`) or running jobs are cut off.
 async fn read_stage<R: AsyncRead + Unpin>(
     reader: &mut FrameReader<R>,
     mut free: mpsc::Receiver<ChunkBuf>,
     input: mpsc::Sender<Input>,
+    backlog: Option<&Backlog<'_>>,
     limits: JobLimits,
     mut rate: InputRate,
-    shutdown: &Shutdown,
-    cancel: &CancellationToken,
+    (shutdown, cancel): (&Shutdown, &CancellationToken),
 ) -> Result<ReadEnd, JobError> {
     let (idle, max_file_size) = (limits.idle_timeout, limits.max_file_size);
     let mut bytes_in = 0u64;
@@ -354,6 +371,9 @@ async fn read_stage<R: AsyncRead + Unpin>(
                         limit: max_file_size,
                     });
                 }
+                if let Some(backlog) = backlog {
+                    backlog.read();
+                }
                 if input.send(Input::Chunk(buf)).await.is_err() {
                     return Ok(ReadEnd::Stopped);
                 }
@@ -391,6 +411,7 @@ async fn cipher_stage(
     begin: Begin,
     queue_us: u64,
     cancel: &CancellationToken,
+    backlog: Option<&Backlog<'_>>,
     ctx: JobContext<'_>,
 ) -> Result<(), JobError> {
     if begin.format == Format::Age {
@@ -408,7 +429,7 @@ async fn cipher_stage(
         .await
         .map_err(|err| JobError::Internal(err.to_string()))?;
     processing += started.elapsed;
-    let (mut core, header) = match started.value? {
+    let (core, header) = match started.value? {
         Start::Ready { core, header } => (core, header),
         // Key source 1, encryption: PBKDF2 in slices, then the stream.
         Start::DeriveKey(pending) => {
@@ -425,6 +446,19 @@ async fn cipher_stage(
             .await
             .map_err(|_| JobError::Aborted)?;
     }
+    let mut core = match core {
+        // Encryption: the lane engine, beside other jobs' encryptions.
+        JobCore::Encrypt(encrypt) => {
+            let stages = encrypt::Stages {
+                input,
+                output: &output,
+                labels: &stream,
+                backlog,
+            };
+            return encrypt::run(stages, encrypt, processing, queue_us, ctx).await;
+        }
+        decrypt @ JobCore::Decrypt(_) => decrypt,
+    };
     loop {
         let next = tokio::select! {
             biased;
@@ -442,29 +476,14 @@ async fn cipher_stage(
                     processing += elapsed;
                     core.provide_key(derived, salt);
                 }
-                let timed = match core {
-                    // Encryption goes to the lane engine, beside other jobs'.
-                    JobCore::Encrypt(encrypt) => {
-                        let timed = pool
-                            .encrypt_chunk(encrypt, buf)
-                            .await
-                            .map_err(|err| JobError::Internal(err.to_string()))?;
-                        let (encrypt, buf) = timed.value;
-                        Timed {
-                            value: (JobCore::Encrypt(encrypt), buf, Ok(())),
-                            elapsed: timed.elapsed,
-                        }
-                    }
-                    decrypt @ JobCore::Decrypt(_) => {
-                        let mut decrypt = decrypt;
-                        pool.run(move || {
-                            let result = decrypt.update(&mut buf);
-                            (decrypt, buf, result)
-                        })
-                        .await
-                        .map_err(|err| JobError::Internal(err.to_string()))?
-                    }
-                };
+                let mut decrypt = core;
+                let timed = pool
+                    .run(move || {
+                        let result = decrypt.update(&mut buf);
+                        (decrypt, buf, result)
+                    })
+                    .await
+                    .map_err(|err| JobError::Internal(err.to_string()))?;
                 processing += timed.elapsed;
                 let (returned, buf, result) = timed.value;
                 core = returned;
@@ -474,36 +493,46 @@ async fn cipher_stage(
                     .await
                     .map_err(|_| JobError::Aborted)?;
             }
-            Input::End => {
-                let timed = pool
-                    .run(move || {
-                        let mut last = ChunkBuf::with_capacity(BLOCK);
-                        let result = core.finish(&mut last);
-                        (last, result)
-                    })
-                    .await
-                    .map_err(|err| JobError::Internal(err.to_string()))?;
-                processing += timed.elapsed;
-                let (last, bytes_in) = timed.value;
-                let bytes_in = bytes_in?;
-                output
-                    .send(Output::Bytes(last))
-                    .await
-                    .map_err(|_| JobError::Aborted)?;
-                let done = Done {
-                    bytes_in,
-                    bytes_out: 0,
-                    queue_us,
-                    processing_us: micros(processing),
-                };
-                output
-                    .send(Output::Done(done))
-                    .await
-                    .map_err(|_| JobError::Aborted)?;
-                return Ok(());
-            }
+            Input::End => return finish(core, &output, processing, queue_us, pool).await,
         }
     }
+}
+
+/// The end of a job in the openssl format: the last block (the padding,
+/// or its check) on the worker pool, then the last bytes and the done
+/// figures to the write stage. `processing` is the job's time on the pool
+/// so far.
+async fn finish(
+    core: JobCore,
+    output: &mpsc::Sender<Output>,
+    processing: Duration,
+    queue_us: u64,
+    pool: &WorkerPool,
+) -> Result<(), JobError> {
+    let timed = pool
+        .run(move || {
+            let mut last = ChunkBuf::with_capacity(BLOCK);
+            let result = core.finish(&mut last);
+            (last, result)
+        })
+        .await
+        .map_err(|err| JobError::Internal(err.to_string()))?;
+    let (last, bytes_in) = timed.value;
+    let bytes_in = bytes_in?;
+    output
+        .send(Output::Bytes(last))
+        .await
+        .map_err(|_| JobError::Aborted)?;
+    let done = Done {
+        bytes_in,
+        bytes_out: 0,
+        queue_us,
+        processing_us: micros(processing + timed.elapsed),
+    };
+    output
+        .send(Output::Done(done))
+        .await
+        .map_err(|_| JobError::Aborted)
 }
 
 /// The cipher stage of an age job (format 2): each chunk through

@@ -10,7 +10,10 @@
 //! blind the scrapes of another; and each counts under the server's
 //! connection caps (`max-connections`,
 //! `max-connections-per-client`) like a job connection: past either, the
-//! scraper gets `503 Service Unavailable` and the connection closes. A full
+//! scraper gets `503 Service Unavailable` and the connection closes. Only
+//! addresses in `metrics-allow` are served: a connection from anywhere
+//! else is closed at once, before its request is read, and counted in
+//! `aesd_connections_refused_total{reason="metrics_not_allowed"}`. A full
 //! HTTP stack would be wasted on a board that Prometheus scrapes once every
 //! few seconds.
 
@@ -25,6 +28,7 @@ use tracing::{debug, warn};
 use super::Metrics;
 use crate::client_key::ClientKey;
 use crate::limits::{ConnectionLimits, ConnectionSlot};
+use crate::proxy::CidrList;
 use crate::shutdown::Shutdown;
 
 /// Largest request head read.
@@ -44,6 +48,8 @@ pub struct Admission {
     pub connections: Arc<ConnectionLimits>,
     /// `client-ipv6-prefix`, to key the per-client cap.
     pub ipv6_prefix: u8,
+    /// `metrics-allow`: the networks that may scrape.
+    pub allow: CidrList,
 }
 /// OpenMetrics text, which Prometheus asks for in its Accept header.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -62,6 +68,11 @@ pub async fn serve(
         tokio::select! {
             () = shutdown.stopping() => return,
             accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) if !admission.allow.contains(peer.ip()) => {
+                    // Not a byte read, no place taken: closed by the drop.
+                    metrics.connection_refused("metrics_not_allowed");
+                    drop(stream);
+                }
                 Ok((stream, peer)) => {
                     let client = ClientKey::of(peer.ip(), admission.ipv6_prefix);
                     let slot = admission.connections.admit(client);

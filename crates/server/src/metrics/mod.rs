@@ -92,6 +92,10 @@ pub const REFUSAL_REASONS: [&str; 5] = [
     "displaced",
 ];
 
+/// Every `reason` of `aesd_connections_refused_total`: connections closed
+/// before anything was read from them.
+pub const CONNECTION_REFUSAL_REASONS: [&str; 2] = ["metrics_not_allowed", "tls_handshake_rate"];
+
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
 fn time_histogram() -> Histogram {
@@ -106,6 +110,7 @@ pub struct Metrics {
     jobs: Family<JobLabels, WideCounter>,
     errors: Family<ErrorLabel, WideCounter>,
     jobs_refused: Family<RefusalLabel, WideCounter>,
+    connections_refused: Family<RefusalLabel, WideCounter>,
     connections: WideCounter,
     connections_open: Gauge,
     queue_wait: TimeFamily,
@@ -134,6 +139,7 @@ impl Metrics {
             jobs: Family::default(),
             errors: Family::default(),
             jobs_refused: Family::default(),
+            connections_refused: Family::default(),
             connections: WideCounter::default(),
             connections_open: Gauge::default(),
             queue_wait: Family::new_with_constructor(time_histogram),
@@ -167,6 +173,11 @@ impl Metrics {
             metrics.jobs_refused.clone(),
         );
         registry.register(
+            "aesd_connections_refused",
+            "Connections closed before anything was read from them, by reason (metrics_not_allowed: a scrape from outside metrics-allow; tls_handshake_rate: a client over its TLS handshake rate)",
+            metrics.connections_refused.clone(),
+        );
+        registry.register(
             "aesd_connections",
             "Connections accepted",
             metrics.connections.clone(),
@@ -197,6 +208,13 @@ impl Metrics {
         // would read as flat.
         for reason in REFUSAL_REASONS {
             drop(metrics.jobs_refused.get_or_create(&RefusalLabel { reason }));
+        }
+        for reason in CONNECTION_REFUSAL_REASONS {
+            drop(
+                metrics
+                    .connections_refused
+                    .get_or_create(&RefusalLabel { reason }),
+            );
         }
         for operation in ["encrypt", "decrypt"] {
             let label = OperationLabel { operation };
@@ -271,6 +289,14 @@ impl Metrics {
     /// [`REFUSAL_REASONS`]).
     pub fn job_refused(&self, reason: &'static str) {
         self.jobs_refused
+            .get_or_create(&RefusalLabel { reason })
+            .inc();
+    }
+
+    /// Counts a connection closed before anything was read from it, for
+    /// `reason` (see [`CONNECTION_REFUSAL_REASONS`]).
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.connections_refused
             .get_or_create(&RefusalLabel { reason })
             .inc();
     }
@@ -431,6 +457,12 @@ impl Collector for LiveCollector {
             "aesd_cipher_lane_capacity_blocks",
             "Blocks the lane engine could have encrypted in the same calls with every lane busy",
             offered,
+        )?;
+        counter(
+            &mut encoder,
+            "aesd_cipher_lane_fillable_blocks",
+            "Blocks the lane engine could have encrypted in the same calls had every encryption job with data (chunks read from its client, not yet encrypted) had a lane (at most every lane); lane occupancy of the jobs with data = aesd_cipher_lane_blocks_total / this",
+            self.pool.lane_fillable_blocks(),
         )?;
 
         let stats = ProcessStats::read();

@@ -1,5 +1,6 @@
-//! The `trusted-proxies` setting: IP networks in CIDR notation whose
-//! connections must start with a PROXY protocol header.
+//! IP networks in CIDR notation, and lists of them: the `trusted-proxies`
+//! setting (networks whose connections must start with a PROXY protocol
+//! header) and `metrics-allow` (networks that may scrape the metrics).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -134,24 +135,29 @@ impl fmt::Display for Cidr {
     }
 }
 
-/// The networks of `trusted-proxies`; empty when no proxy is trusted.
+/// A list of networks (`CIDR[,CIDR...]`); the empty list holds no address.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<Cidr>);
+pub struct CidrList(Vec<Cidr>);
 
-impl TrustedProxies {
-    /// Whether a connection from `addr` comes from a trusted proxy.
+/// The networks of `trusted-proxies`; empty when no proxy is trusted.
+pub type TrustedProxies = CidrList;
+
+impl CidrList {
+    /// Whether `addr` is in one of the networks (for `trusted-proxies`:
+    /// whether a connection from `addr` comes from a trusted proxy).
     pub fn contains(&self, addr: IpAddr) -> bool {
         self.0.iter().any(|cidr| cidr.contains(addr))
     }
 
-    /// Whether no proxy is trusted.
+    /// Whether the list is empty (no proxy is trusted).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    /// A warning for each network that trusts a whole address family
-    /// (`0.0.0.0/0`, `::/0`): every client there may say it is any
-    /// address it likes, which defeats the per-client limits and the log.
+    /// As `trusted-proxies`: a warning for each network that trusts a
+    /// whole address family (`0.0.0.0/0`, `::/0`): every client there may
+    /// say it is any address it likes, which defeats the per-client limits
+    /// and the log.
     pub fn warnings(&self) -> Vec<String> {
         self.0
             .iter()
@@ -166,7 +172,7 @@ impl TrustedProxies {
     }
 }
 
-impl FromStr for TrustedProxies {
+impl FromStr for CidrList {
     type Err = CidrError;
 
     /// A comma-separated list (spaces around commas allowed); the empty
@@ -177,11 +183,11 @@ impl FromStr for TrustedProxies {
             .filter(|part| !part.is_empty())
             .map(str::parse)
             .collect::<Result<Vec<_>, _>>()
-            .map(TrustedProxies)
+            .map(CidrList)
     }
 }
 
-impl fmt::Display for TrustedProxies {
+impl fmt::Display for CidrList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (index, cidr) in self.0.iter().enumerate() {
             if index > 0 {

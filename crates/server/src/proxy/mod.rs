@@ -24,7 +24,7 @@ use aesd_proto::ErrorCode;
 use tokio::net::TcpStream;
 use tracing::debug;
 
-pub use cidr::{Cidr, CidrError, TrustedProxies};
+pub use cidr::{Cidr, CidrError, CidrList, TrustedProxies};
 pub use header::{HeaderError, ProxyHeader};
 
 use crate::error::JobError;

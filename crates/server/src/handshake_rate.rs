@@ -1,0 +1,97 @@
+//! How many TLS handshakes one client may start per minute
+//! (`tls-handshake-rate`).
+//!
+//! A full handshake costs the server a certificate signature and a key
+//! exchange (8.9 M instructions on the rv32 board). [`crate::tls_gate`]
+//! bounds how many run at once; this bounds how often one client (its
+//! address, IPv6 by prefix) may start one: a token bucket of one minute's
+//! worth per client (see [`crate::client_buckets`]). A connection over it
+//! is closed before any cryptography, counted in
+//! `aesd_connections_refused_total{reason="tls_handshake_rate"}` and
+//! logged (at debug, within the client's share of log lines). Resumed
+//! handshakes are cheaper but count the same: aesd cannot tell them apart
+//! before reading the ClientHello.
+
+use std::time::{Duration, Instant};
+
+use crate::client_buckets::ClientBuckets;
+use crate::client_key::ClientKey;
+
+/// A client started more TLS handshakes than `tls-handshake-rate` allows.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "TLS handshake refused: {client} started its {per_minute} handshakes a minute \
+     (tls-handshake-rate); the next in {:.0} s",
+    retry.as_secs_f64().ceil()
+)]
+pub struct RateExceeded {
+    /// Who started them.
+    pub client: ClientKey,
+    /// The `tls-handshake-rate` setting.
+    pub per_minute: u64,
+    /// When the client may start another.
+    pub retry: Duration,
+}
+
+/// Every client's bucket of TLS handshakes.
+#[derive(Debug)]
+pub struct HandshakeRate {
+    buckets: ClientBuckets,
+}
+
+impl HandshakeRate {
+    /// `per_minute` handshakes per client and minute; 0 turns the rate off.
+    pub fn new(per_minute: u64) -> Self {
+        HandshakeRate {
+            buckets: ClientBuckets::new(per_minute),
+        }
+    }
+
+    /// Counts a handshake of `client` at `now`, or says when it may start
+    /// one.
+    pub fn take(&self, client: ClientKey, now: Instant) -> Result<(), RateExceeded> {
+        self.buckets
+            .take(client, 1, now)
+            .map_err(|short| RateExceeded {
+                client,
+                per_minute: short.per_minute,
+                retry: short.retry,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(last: u8) -> ClientKey {
+        ClientKey::of([192, 0, 2, last].into(), 64)
+    }
+
+    #[test]
+    fn a_client_over_its_rate_waits_and_others_are_not_charged() {
+        let rate = HandshakeRate::new(120);
+        let start = Instant::now();
+        for _ in 0..120 {
+            rate.take(client(1), start)
+                .expect("within the minute's worth");
+        }
+        let refused = rate.take(client(1), start).expect_err("over the rate");
+        // 120 a minute: the next one after half a second.
+        assert!(
+            (refused.retry.as_secs_f64() - 0.5).abs() < 1e-6,
+            "{refused}"
+        );
+        assert!(
+            refused.to_string().contains("tls-handshake-rate"),
+            "{refused}"
+        );
+        rate.take(client(2), start).expect("another client");
+        rate.take(client(1), start + Duration::from_millis(500))
+            .expect("refilled");
+        let off = HandshakeRate::new(0);
+        for _ in 0..10_000 {
+            off.take(client(3), start).expect("off");
+        }
+    }
+}
