@@ -60,8 +60,10 @@ step "cross: VexRiscv's AES instruction: riscv32 machine code under qemu, emulat
 step "cross: Zkne/Zknd: riscv32 machine code on a qemu CPU with the extensions (qemu runs them natively)"
 (cd "$root" && AESD_EXPECT_ZKNE=1 AESD_QEMU_CPU="rv32,f=false,d=false,c=true,zkne=true,zknd=true" \
   cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --test zkne)
-step "cross: aesd-age on riscv32imac under qemu: the scalar ChaCha20-Poly1305 the board's payload uses (Wycheproof, RustCrypto), age CLI interop"
+step "cross: aesd-age on riscv32imac under qemu: the scalar ChaCha20-Poly1305 and the X25519 the board uses (Wycheproof, RFC 7748, RustCrypto, x25519-dalek), age CLI interop"
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-age --lib --tests)
+step "cross: aesd-age on aarch64 under qemu: RustCrypto's NEON ChaCha20 with the radix-2^64 Poly1305 the Pi's payload uses (Wycheproof, RustCrypto)"
+(cd "$root" && cargo test --quiet --locked --target aarch64-unknown-linux-musl -p aesd-age --lib --tests)
 step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated), Zkne in the shipped aesd, the fallbacks"
 "$here/vexriscv-emulated.sh" "$profile" "$dir/debug"
 step "cross: bench: whole riscv32 aesd process, 2 concurrent jobs on one worker: instructions/byte"

@@ -94,8 +94,7 @@ impl Identity {
 
     /// The recipient (public key) of this identity.
     pub fn recipient(&self) -> Recipient {
-        let secret = x25519_dalek::StaticSecret::from(self.0);
-        Recipient(x25519_dalek::PublicKey::from(&secret).to_bytes())
+        Recipient(crate::x25519::public_key(&self.0))
     }
 
     /// The identity as the `age` command writes it (uppercase Bech32):

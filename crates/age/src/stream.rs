@@ -22,16 +22,23 @@ pub const NONCE_LEN: usize = 16;
 /// a real stream; past it the stream fails instead of wrapping.
 const MAX_COUNTER: u64 = u64::MAX;
 
-/// The payload's AEAD: on riscv32 the scalar ChaCha20-Poly1305 written
-/// for it, elsewhere RustCrypto's (SIMD where the CPU has it); chosen by
-/// measurement (docs/performance.md, "age on the boards").
+/// The payload's AEAD: on riscv32 the scalar ChaCha20 and radix-2^32
+/// Poly1305 written for it, on aarch64 RustCrypto's NEON ChaCha20 with the
+/// radix-2^64 Poly1305 written here, elsewhere RustCrypto's
+/// `chacha20poly1305` (SIMD where the CPU has it); chosen by measurement
+/// (docs/performance.md, "age on the boards").
 #[cfg(target_arch = "riscv32")]
-struct Aead(crate::scalar_aead::ChaChaPoly);
+type BoardAead = crate::aead::ChaChaPoly<crate::aead::ScalarChaCha, crate::aead::Radix32>;
+#[cfg(target_arch = "aarch64")]
+type BoardAead = crate::aead::ChaChaPoly<crate::aead::RustCryptoChaCha, crate::aead::Radix64>;
 
-#[cfg(target_arch = "riscv32")]
+#[cfg(any(target_arch = "riscv32", target_arch = "aarch64"))]
+struct Aead(BoardAead);
+
+#[cfg(any(target_arch = "riscv32", target_arch = "aarch64"))]
 impl Aead {
     fn new(key: &[u8; 32]) -> Self {
-        Aead(crate::scalar_aead::ChaChaPoly::new(key))
+        Aead(BoardAead::new(key))
     }
 
     fn seal(&self, nonce: &[u8; 12], data: &mut [u8]) -> [u8; TAG_LEN] {
@@ -43,10 +50,10 @@ impl Aead {
     }
 }
 
-#[cfg(not(target_arch = "riscv32"))]
+#[cfg(not(any(target_arch = "riscv32", target_arch = "aarch64")))]
 struct Aead(chacha20poly1305::ChaCha20Poly1305);
 
-#[cfg(not(target_arch = "riscv32"))]
+#[cfg(not(any(target_arch = "riscv32", target_arch = "aarch64")))]
 impl Aead {
     fn new(key: &[u8; 32]) -> Self {
         use chacha20poly1305::{Key, KeyInit};
