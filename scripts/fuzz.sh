@@ -2,19 +2,20 @@
 # Fuzzes aesd with cargo-fuzz (libFuzzer + AddressSanitizer, nightly):
 #   frame_decoder  arbitrary bytes through the protocol's FrameReader; every
 #                  accepted frame must re-encode to exactly its bytes
-#   session        arbitrary client byte streams through the server's real
-#                  session and job state machine (with and without a
-#                  required access token); the server must answer only with
-#                  valid frames and leave no admission slot taken
+#   session        arbitrary client byte streams through the connection
+#                  state machine the server runs (aesd-core's, with its job
+#                  transform and lane engine, served from memory; with and
+#                  without a required access token); the server must answer
+#                  only with valid frames and leave no job holding a slot
 #   proxy_header   arbitrary connection starts through the PROXY protocol
 #                  header parser (v1 and v2); a header never takes bytes
 #                  past its end, re-encodes to the same addresses
 #   client         arbitrary server byte streams (welcome included) against
 #                  the client library running one job: it must end within
 #                  its idle timeout, and a done job's counts must be true
-#   job_core       arbitrary inputs, in chunks of every size, through the
-#                  server's sans-I/O job core: an encryption decrypts back,
-#                  a file that decrypts re-encrypts to exactly itself
+#   job_core       arbitrary inputs, in chunks of every size, through
+#                  aesd-core's format-1 job transform: an encryption decrypts
+#                  back, a file that decrypts re-encrypts to exactly itself
 #
 #   scripts/fuzz.sh                      # CI: 20 s per target
 #   scripts/fuzz.sh --time 600           # a longer run for a person

@@ -1,5 +1,5 @@
-//! Fuzzes the server's job core (`aesd_server::job::core`), the sans-I/O
-//! state machine the server's pipeline and the cost benchmark drive: the
+//! Fuzzes the job transform of format 1 (`aesd_core::job::OpensslJob`),
+//! the sans-I/O code the server and the cost benchmark drive: the
 //! input's first byte picks the operation and its chunking, the rest is
 //! the job's input, fed in chunks of varying size.
 //!
@@ -14,11 +14,9 @@
 #![no_main]
 
 use aesd_proto::{Begin, Format, KeySource, Operation, Password};
-use aesd_server::cipher::{
-    ChunkBuf, HEADER_LEN, SALT_LEN, decrypt_buffer, derive_key, encrypt_buffer,
-};
-use aesd_server::job::core::JobCore;
-use aesd_server::shared::JobLimits;
+use aesd_core::ChunkBuf;
+use aesd_core::job::{JobError, OpensslJob};
+use aesd_core::openssl_enc::{HEADER_LEN, SALT_LEN, decrypt_buffer, derive_key, encrypt_buffer};
 use libfuzzer_sys::fuzz_target;
 
 const PASSWORD: &[u8] = b"fuzz";
@@ -35,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     };
     // Chunk sizes 1..=64, varying along the input.
     let step = usize::from(control >> 1) % 64 + 1;
-    let (core, header) = JobCore::start_derived(begin(operation), &limits()).expect("start");
+    let (core, header) = OpensslJob::start_derived(begin(operation)).expect("start");
     let (output, result) = run(core, header, input, step);
     match operation {
         Operation::Encrypt => {
@@ -67,26 +65,15 @@ fn begin(operation: Operation) -> Begin {
     }
 }
 
-fn limits() -> JobLimits {
-    JobLimits {
-        chunk_size: 4096,
-        idle_timeout: std::time::Duration::from_secs(60),
-        max_file_size: u64::MAX,
-        iterations: (ITERATIONS, ITERATIONS),
-        min_input_rate: 0,
-        input_rate_window: std::time::Duration::from_secs(10),
-    }
-}
-
 /// Feeds `input` in chunks of `step`, `step + 1`, ... bytes (wrapping at
 /// 64), deriving a decryption's key when the core asks, as the server
 /// does. The output, and the core's result (bytes taken in, or why not).
 fn run(
-    mut core: JobCore,
+    mut core: OpensslJob,
     header: Option<[u8; HEADER_LEN]>,
     input: &[u8],
     mut step: usize,
-) -> (Vec<u8>, Result<u64, aesd_server::error::JobError>) {
+) -> (Vec<u8>, Result<u64, JobError>) {
     let mut output = header.map(|h| h.to_vec()).unwrap_or_default();
     let mut rest = input;
     while !rest.is_empty() {

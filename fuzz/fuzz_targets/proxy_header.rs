@@ -1,4 +1,4 @@
-//! Fuzzes the PROXY protocol header parser (`aesd_server::proxy::header`)
+//! Fuzzes the PROXY protocol header parser (`aesd_core::proxy_header`)
 //! with arbitrary connection starts. Checks, besides "never panics":
 //! * a complete header takes no more bytes than it was given, and parses
 //!   the same from exactly those bytes;
@@ -10,8 +10,8 @@
 
 #![no_main]
 
-use aesd_server::proxy::header::{
-    self, Parsed, ProxyHeader, V1_MAX_LEN, V2_FIXED_LEN, V2_MAX_PAYLOAD,
+use aesd_core::proxy_header::{
+    self as header, Parsed, ProxyHeader, V1_MAX_LEN, V2_FIXED_LEN, V2_MAX_PAYLOAD,
 };
 use libfuzzer_sys::fuzz_target;
 

@@ -1,145 +1,98 @@
-//! Fuzzes the server's session and job state machine: arbitrary bytes as
-//! everything a client sends on one connection (hello, auth, begin, data,
-//! end, in any order and shape), served by the real session code over an
-//! in-memory stream.
+//! Fuzzes the connection state machine the server runs (aesd-core's
+//! `Connection`, with its job transform and lane engine): arbitrary bytes
+//! as everything a client sends on one connection (hello, auth, begin,
+//! data, end, in any order and shape), served from memory by aesd-core's
+//! in-memory driver (work run in place, jobs admitted at once, time
+//! jumping to the next deadline when nothing else can happen).
 //!
 //! The first input byte picks the server: even, one without an access
 //! token; odd, one that requires the token `0123456789abcdef` (the auth
-//! vector of PROTOCOL.md, so seeds from it authenticate). The rest
-//! is the client's byte stream. Checks, besides "never panics":
+//! vector of PROTOCOL.md, so seeds from it authenticate). The rest is the
+//! client's byte stream. Checks, besides "never panics":
 //! * everything the server sent is whole, valid server-to-client frames;
-//! * once the connection is over, no admission slot or queue place is
-//!   left taken (a leak would starve every later client).
+//! * every job that asked for admission ended (its slot would be freed:
+//!   a leak would starve every later client), and a job that ended well
+//!   sent its done frame.
 
 #![no_main]
 
-use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use aesd_core::access_token::AccessToken;
+use aesd_core::connection::Settings;
+use aesd_core::job::JobLimits;
+use aesd_core::memory;
+use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
-use aesd_proto::{FrameKind, FrameReader};
-use aesd_server::config::{Config, ConfigLayer};
-use aesd_server::server::Server;
-use aesd_server::session::serve_io;
-use aesd_server::shared::Shared;
+use aesd_proto::{FrameHeader, FrameKind, Message};
 use libfuzzer_sys::fuzz_target;
-use tokio::runtime::Runtime;
 
 /// The token the odd-mode server requires.
 const TOKEN: &str = "0123456789abcdef";
 
-struct Harness {
-    runtime: Runtime,
-    /// Bound but never accepting: only their shared state is used.
-    _servers: Vec<Server>,
-    open: Arc<Shared>,
-    guarded: Arc<Shared>,
-}
-
-fn harness() -> &'static Harness {
-    static HARNESS: OnceLock<Harness> = OnceLock::new();
-    HARNESS.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let token_file =
-            std::env::temp_dir().join(format!("aesd-fuzz-token-{}", std::process::id()));
-        std::fs::write(&token_file, TOKEN).expect("token file");
-        let layer = |token: bool| ConfigLayer {
-            listen: Some("127.0.0.1:0".parse().expect("address")),
-            workers: Some(1),
-            max_active: Some(1),
-            max_queue: Some(1),
-            chunk_size: Some(4096),
-            // PBKDF2 stays cheap: a begin may ask for 1..=4 iterations.
-            min_iter: Some(1),
-            max_iter: Some(4),
-            max_file_size: Some(1 << 20),
-            max_jobs_per_connection: Some(8),
-            handshake_timeout: Some(1.0),
-            idle_timeout: Some(1.0),
-            temperature: Some("off".into()),
-            log: Some("off".into()),
-            token_file: token.then(|| token_file.clone()),
-            auth_failure_delay: Some(0.000_001),
-            ..ConfigLayer::default()
-        };
-        let servers: Vec<Server> = [false, true]
-            .into_iter()
-            .map(|token| {
-                let config = Config::resolve(layer(token)).expect("valid fuzz config");
-                runtime.block_on(Server::bind(config)).expect("bind")
-            })
-            .collect();
-        // The token is read when the configuration resolves: the file is
-        // no longer needed (and is not left in the temporary directory).
-        let _ = std::fs::remove_file(&token_file);
-        Harness {
-            open: servers[0].shared(),
-            guarded: servers[1].shared(),
-            _servers: servers,
-            runtime,
-        }
+fn settings(token: bool) -> Arc<Settings> {
+    Arc::new(Settings {
+        server_name: "aesd fuzz".into(),
+        chunk_size: 4096,
+        access_token: token.then(|| AccessToken::new(TOKEN.as_bytes())),
+        handshake_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
+        max_jobs: 8,
+        // PBKDF2 stays cheap: a begin may ask for 1..=4 iterations.
+        job: JobLimits {
+            max_file_size: 1 << 20,
+            iterations: (1, 4),
+        },
     })
 }
 
 fuzz_target!(|data: &[u8]| {
+    static SERVERS: OnceLock<[Arc<Settings>; 2]> = OnceLock::new();
     let Some((&mode, client)) = data.split_first() else {
         return;
     };
-    let harness = harness();
-    let shared = if mode % 2 == 0 {
-        &harness.open
-    } else {
-        &harness.guarded
-    };
-    let peer: SocketAddr = "127.0.0.1:9".parse().expect("address");
-    let mut sent = Vec::new();
-    harness
-        .runtime
-        .block_on(serve_io(client, &mut sent, peer, shared));
-    check_server_frames(&sent, &harness.runtime);
-    check_no_slot_left(shared);
+    let servers = SERVERS.get_or_init(|| [settings(false), settings(true)]);
+    let settings = &servers[usize::from(mode % 2)];
+    let mut outputs = vec![Vec::new()];
+    let (outcomes, _) = memory::serve(settings, &[client], &mut outputs, 2);
+    let done_frames = check_server_frames(&outputs[0]);
+    let outcome = &outcomes[0];
+    let ok = outcome.jobs.iter().filter(|job| job.result.is_ok()).count();
+    assert_eq!(ok, done_frames, "jobs that ended well and done frames sent");
+    assert!(
+        !outcome.slot_held,
+        "a job that asked for a slot never ended: {outcome:?}"
+    );
 });
 
 /// Everything the server wrote parses as server-to-client frames, to the
-/// last byte.
-fn check_server_frames(sent: &[u8], runtime: &Runtime) {
-    runtime.block_on(async {
-        let mut reader = FrameReader::new(sent, MAX_FRAME_PAYLOAD);
-        loop {
-            match reader.read_message().await {
-                Ok(Some(message)) => assert!(
-                    !matches!(
-                        message.kind(),
-                        FrameKind::Begin | FrameKind::End | FrameKind::Auth
-                    ),
-                    "the server sent a client frame: {}",
-                    message.kind().name()
-                ),
-                Ok(None) => return,
-                Err(err) => panic!("the server sent bytes that are not a frame: {err}"),
-            }
-        }
-    });
-}
-
-/// Admission is back to empty; slots are released as the job's stages
-/// finish, so allow them a moment.
-fn check_no_slot_left(shared: &Shared) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let occupancy = shared.admission.occupancy();
-        if occupancy.active == 0 && occupancy.waiting == 0 {
-            return;
-        }
+/// last byte; returns the number of done frames.
+fn check_server_frames(mut sent: &[u8]) -> usize {
+    let mut done = 0;
+    while !sent.is_empty() {
+        let header: &[u8; HEADER_LEN] = sent
+            .get(..HEADER_LEN)
+            .and_then(|bytes| bytes.try_into().ok())
+            .expect("the server sent a partial frame header");
+        let header = FrameHeader::decode(header, MAX_FRAME_PAYLOAD)
+            .unwrap_or_else(|err| panic!("the server sent a bad frame header: {err}"));
+        let end = HEADER_LEN + header.len as usize;
+        let payload = sent
+            .get(HEADER_LEN..end)
+            .expect("the server sent a partial frame");
+        let message = Message::decode(header.kind, payload)
+            .unwrap_or_else(|err| panic!("the server sent a frame that does not decode: {err}"));
         assert!(
-            Instant::now() < deadline,
-            "slots left taken after the connection ended: {occupancy:?}"
+            !matches!(
+                message.kind(),
+                FrameKind::Begin | FrameKind::End | FrameKind::Auth
+            ),
+            "the server sent a client frame: {}",
+            message.kind().name()
         );
-        std::thread::sleep(Duration::from_millis(1));
+        done += usize::from(matches!(message, Message::Done(_)));
+        sent = &sent[end..];
     }
+    done
 }

@@ -8,7 +8,7 @@
 //! cost encrypt BYTES [--chunk BYTES]     EncryptStream, in place, + padding
 //! cost decrypt BYTES [--chunk BYTES]     DecryptStream, in place, + padding check
 //! cost pbkdf2 ITERATIONS                 one derive_key (0: none)
-//! cost job BYTES [--chunk BYTES] [--iter N]   a whole encryption job, framed
+//! cost job BYTES [--chunk BYTES] [--iter N] [--jobs N]   whole encryption jobs, framed
 //! cost check                             self-check of every workload
 //! ```
 //!
@@ -30,8 +30,9 @@ workloads:
   encrypt BYTES   encrypt BYTES through the server's EncryptStream in place, then pad
   decrypt BYTES   decrypt a file of BYTES (a multiple of 16) through DecryptStream
   pbkdf2 ITER     derive one key and IV with ITER PBKDF2-HMAC-SHA256 iterations (0: none)
-  job BYTES       one whole encryption job: begin frame, data frames, end frame in;
-                  started, data and done frames out (key derivation included)
+  job BYTES       whole encryption jobs through the server's connection state machine:
+                  hello, begin frame, data frames, end frame in; welcome, started,
+                  data and done frames out (key derivation included)
   check           check every workload's output on small sizes (also the default
                   without a workload, as cargo bench and cargo test --benches run it)
   BYTES and ITER of 0 are the baselines (same start-up, no per-byte work).
@@ -40,6 +41,8 @@ workloads:
 options:
   --chunk BYTES   chunk (data frame) size, a multiple of 16 up to 1M (default 64K)
   --iter N        job: PBKDF2 iterations (default 10000)
+  --jobs N        job: N jobs of BYTES at once, one connection each, their CBC chains
+                  encrypted together by the lane engine (default 1)
   --bench         ignored (cargo bench passes it); with it, arguments that are not a
                   workload (criterion's options and filters) mean the check
   -h, --help      this help
@@ -134,7 +137,8 @@ fn describe(workload: &Workload) -> String {
             bytes,
             chunk,
             iterations,
-        } => format!("job bytes={bytes} chunk={chunk} iterations={iterations}"),
+            jobs,
+        } => format!("job bytes={bytes} chunk={chunk} iterations={iterations} jobs={jobs}"),
     }
 }
 
@@ -163,6 +167,7 @@ fn parse(args: &[String]) -> Result<Command, UsageError> {
             bytes: size("job BYTES", value("job")?)?,
             chunk: DEFAULT_CHUNK,
             iterations: DEFAULT_JOB_ITERATIONS,
+            jobs: 1,
         }),
         // `cargo bench` with criterion options or a filter: not for us.
         _ if by_cargo_bench => return Ok(Command::Check),
@@ -190,6 +195,9 @@ fn parse(args: &[String]) -> Result<Command, UsageError> {
             }
             ("--iter", Command::Run(Workload::Job { iterations, .. })) => {
                 *iterations = number("--iter", value("--iter")?)?;
+            }
+            ("--jobs", Command::Run(Workload::Job { jobs, .. })) => {
+                *jobs = number("--jobs", value("--jobs")?)?;
             }
             (other, _) => return Err(UsageError::Unexpected(other.into())),
         }

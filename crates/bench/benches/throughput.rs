@@ -22,11 +22,11 @@ use aesd_bench::{
     CIPHER_SIZES, DecryptFixture, EncryptFixture, PASSWORD, PBKDF2_ITERATIONS, SALT, begin_frame,
     check_round_trip, data_frame, run_clients,
 };
+use aesd_core::engine::{Chain, Engine, encrypt_chains};
+use aesd_core::openssl_enc::derive_key;
 use aesd_proto::frame::HEADER_LEN;
 use aesd_proto::{FrameHeader, Message};
 use aesd_server::ConfigLayer;
-use aesd_server::cipher::derive_key;
-use aesd_server::cipher::engine::{Chain, Engine, encrypt_chains};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_main};
 
 fn aes256cbc(c: &mut Criterion) {
@@ -134,7 +134,9 @@ fn loopback(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let server = runtime.block_on(aesd_testkit::start_server(ConfigLayer::default()));
+    let server = runtime
+        .block_on(aesd_server::start_loopback(ConfigLayer::default()))
+        .expect("the bench server starts");
     let addr = server.addr();
     let mut group = c.benchmark_group("loopback_encrypt_1MiB");
     group.sample_size(10);

@@ -6,21 +6,23 @@
 //!
 //! * [`Workload::Encrypt`] / [`Workload::Decrypt`]: `bytes` through the
 //!   server's [`EncryptStream`] / [`DecryptStream`], in place in one
-//!   [`ChunkBuf`] of `chunk` bytes, as the server's cipher stage does, then
+//!   [`ChunkBuf`] of `chunk` bytes, as the server's job work does, then
 //!   `finish` (padding, and its check when decrypting).
 //! * [`Workload::Pbkdf2`]: one [`derive_key`] (key and IV, 48 bytes of
 //!   PBKDF2-HMAC-SHA256) with `iterations`; `0` derives nothing.
-//! * [`Workload::Job`]: a whole encryption job as the server sees it: the
-//!   begin frame parsed by [`FrameReader`], the key derived by
-//!   [`JobCore::start_derived`] (random salt, `iterations` of PBKDF2): the
-//!   server's own job core, which its pipeline drives too; every data
-//!   frame's payload read into a [`ChunkBuf`], transformed in place and sent
-//!   back with [`FrameWriter::send_data`], then the padded last block and
-//!   the done frame. Input comes from memory and output goes to a sink, on
-//!   one thread with no runtime: the tokio scheduling, channels, worker
-//!   pool hand-offs and metrics of the real server are left out, and so is
-//!   the kernel's network stack (under qemu-user system calls cost no guest
-//!   instructions anyway).
+//! * [`Workload::Job`]: `jobs` whole encryption jobs at once, each on its
+//!   own connection, as the server runs them: the client's bytes (hello,
+//!   begin, data frames, end) fed to aesd-core's connection state machine
+//!   (the server's own) by aesd-core's in-memory driver
+//!   ([`aesd_core::memory`]): the begin frame checked, the key derived in
+//!   slices (random salt, `iterations` of PBKDF2), every data payload read
+//!   into a [`ChunkBuf`], encrypted in place through the lane engine (the
+//!   jobs' chains together, as a server worker runs them) and framed back,
+//!   then the padded last block and the done frame. Input comes from memory
+//!   and output goes to a sink, on one thread: the tokio scheduling,
+//!   worker-pool hand-offs and metrics of the real server are left out,
+//!   and so is the kernel's network stack (under qemu-user system calls
+//!   cost no guest instructions anyway).
 //!
 //! A workload with `bytes` (or `iterations`) 0 is the baseline: the same
 //! program start, set-up and finish without the per-byte work, so that
@@ -33,23 +35,21 @@
 //! workload's output on small sizes.
 
 use std::fmt;
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::time::Duration;
 
+use aesd_core::ChunkBuf;
+use aesd_core::connection::{SessionError, Settings};
+use aesd_core::job::JobLimits;
+use aesd_core::memory::{self, Discard, Sink};
+use aesd_core::openssl_enc::{
+    self as key, BLOCK, CipherError, DecryptStream, EncryptStream, decrypt_buffer, derive_key,
+};
 use aesd_proto::frame::HEADER_LEN as FRAME_HEADER_LEN;
 use aesd_proto::{
-    Begin, Done, Format, FrameError, FrameHeader, FrameKind, FrameReader, FrameWriter, KeySource,
-    Message, Operation, Password, Started,
+    Begin, Done, Format, FrameHeader, FrameKind, Hello, KeySource, Message, Operation, Password,
+    ProtoError,
 };
-use aesd_server::cipher::{
-    BLOCK, ChunkBuf, CipherError, DecryptStream, EncryptStream, decrypt_buffer, derive_key, key,
-};
-use aesd_server::error::JobError;
-use aesd_server::job::core::JobCore;
-use aesd_server::shared::JobLimits;
-use tokio::io::AsyncWrite;
 
 use crate::{PASSWORD, SALT};
 
@@ -94,24 +94,27 @@ pub enum Workload {
         /// PBKDF2-HMAC-SHA256 iterations.
         iterations: u32,
     },
-    /// One encryption job of `bytes`, framed as a client sends it.
+    /// `jobs` encryption jobs of `bytes` at once, each framed as a client
+    /// sends it on its own connection.
     Job {
-        /// File bytes.
+        /// File bytes per job.
         bytes: u64,
         /// Data frame (and chunk buffer) size.
         chunk: usize,
-        /// PBKDF2 iterations of the job's key derivation.
+        /// PBKDF2 iterations of each job's key derivation.
         iterations: u32,
+        /// Jobs (connections) at once, sharing the lane engine.
+        jobs: usize,
     },
 }
 
 /// What a workload did, for its one line of output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
-    /// Bytes (or PBKDF2 iterations) that went in.
+    /// Bytes (or PBKDF2 iterations) that went in (for jobs: of all jobs).
     pub input: u64,
-    /// Bytes that came out (for a job: every byte the server sent,
-    /// frames included).
+    /// Bytes that came out (for jobs: every byte the server sent, frames
+    /// included, on all connections).
     pub output: u64,
 }
 
@@ -140,27 +143,22 @@ pub enum CostError {
         /// The cipher's error.
         source: CipherError,
     },
-    /// The job core refused the job or its input.
+    /// The connection refused the job or its input.
     Job {
-        /// What was being done.
-        stage: &'static str,
-        /// The job's error.
-        source: JobError,
+        /// The connection's error.
+        source: SessionError,
     },
-    /// Reading or writing a frame failed.
+    /// The job did not end with its done frame.
+    NoDone,
+    /// The server's output did not parse as frames.
     Frame {
         /// What was being done.
         stage: &'static str,
-        /// The frame layer's error.
-        source: FrameError,
+        /// The protocol's error.
+        source: ProtoError,
     },
-    /// The job's input held a frame the server would not accept there.
-    UnexpectedFrame {
-        /// The frame's kind.
-        got: &'static str,
-        /// What the job expected.
-        expected: &'static str,
-    },
+    /// A job count of 0.
+    NoJobs,
     /// A workload produced the wrong amount of output.
     WrongLength {
         /// Which output.
@@ -175,8 +173,6 @@ pub enum CostError {
         /// What was compared.
         what: String,
     },
-    /// In-memory I/O reported "not ready", which it never should.
-    Stalled,
 }
 
 impl fmt::Display for CostError {
@@ -196,18 +192,16 @@ impl fmt::Display for CostError {
                 write!(f, "decrypt needs a multiple of 16 bytes, not {bytes}")
             }
             CostError::Cipher { stage, source } => write!(f, "{stage}: {source}"),
-            CostError::Job { stage, source } => write!(f, "{stage}: {source}"),
+            CostError::Job { source } => write!(f, "job: {source}"),
+            CostError::NoDone => write!(f, "job: no done frame"),
             CostError::Frame { stage, source } => write!(f, "{stage}: {source}"),
-            CostError::UnexpectedFrame { got, expected } => {
-                write!(f, "job input: got a {got} frame, expected {expected}")
-            }
+            CostError::NoJobs => write!(f, "--jobs must be at least 1"),
             CostError::WrongLength {
                 what,
                 expected,
                 got,
             } => write!(f, "{what}: {got} bytes, expected {expected}"),
             CostError::Mismatch { what } => write!(f, "self-check failed: {what}"),
-            CostError::Stalled => write!(f, "in-memory I/O stalled (a bug in the workload)"),
         }
     }
 }
@@ -216,7 +210,7 @@ impl std::error::Error for CostError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CostError::Cipher { source, .. } => Some(source),
-            CostError::Job { source, .. } => Some(source),
+            CostError::Job { source } => Some(source),
             CostError::Frame { source, .. } => Some(source),
             _ => None,
         }
@@ -243,16 +237,20 @@ impl Workload {
                 bytes,
                 chunk,
                 iterations,
+                jobs,
             } => {
                 if bytes > MAX_JOB_BYTES {
                     return Err(CostError::JobTooLarge { bytes });
                 }
+                if jobs == 0 {
+                    return Err(CostError::NoJobs);
+                }
                 let input = job_input(bytes, check_chunk(chunk)?, iterations);
-                let mut sink = Discard::default();
-                let done = serve_job(&input, chunk, &mut sink)?;
+                let mut sinks = vec![Discard::default(); jobs];
+                let done = serve_jobs(&vec![input.as_slice(); jobs], chunk, &mut sinks)?;
                 Ok(Outcome {
-                    input: done.bytes_in,
-                    output: sink.bytes,
+                    input: done.iter().map(|done| done.bytes_in).sum(),
+                    output: sinks.iter().map(|sink| sink.bytes).sum(),
                 })
             }
         }
@@ -372,23 +370,23 @@ pub fn begin_message(iterations: u32) -> Message {
     })
 }
 
-/// What a client sends for one encryption job of `bytes` zeros: begin
-/// frame, data frames of `chunk` bytes, end frame. The buffer starts zeroed
-/// (fresh pages from the allocator) and only the frame headers are
+/// What a client sends for one encryption job of `bytes` zeros: hello,
+/// begin frame, data frames of `chunk` bytes, end frame. The buffer starts
+/// zeroed (fresh pages from the allocator) and only the frame headers are
 /// written, so building it costs next to nothing per byte.
 ///
 /// # Panics
 /// If the input does not fit in memory (callers cap `bytes` at
 /// [`MAX_JOB_BYTES`]).
 pub fn job_input(bytes: u64, chunk: usize, iterations: u32) -> Vec<u8> {
-    let mut begin = Vec::new();
+    let mut start = Hello::current().encode().to_vec();
     // A begin frame with the fixed test password always encodes.
-    let _ = begin_message(iterations).encode(&mut begin);
+    let _ = begin_message(iterations).encode(&mut start);
     let frames = chunks(bytes, chunk).count();
-    let total = begin.len() + bytes as usize + (frames + 1) * FRAME_HEADER_LEN;
+    let total = start.len() + bytes as usize + (frames + 1) * FRAME_HEADER_LEN;
     let mut input = vec![0u8; total];
-    input[..begin.len()].copy_from_slice(&begin);
-    let mut at = begin.len();
+    input[..start.len()].copy_from_slice(&start);
+    let mut at = start.len();
     for len in chunks(bytes, chunk) {
         let header = FrameHeader {
             kind: FrameKind::Data,
@@ -405,168 +403,45 @@ pub fn job_input(bytes: u64, chunk: usize, iterations: u32) -> Vec<u8> {
     input
 }
 
-/// Serves one job from `input` (a begin frame, data frames, an end frame)
-/// the way the server's job does, writing every frame the server would send
-/// (started, data, done) to `output`. Returns the done frame's figures.
-pub fn serve_job<W: AsyncWrite + Unpin>(
-    input: &[u8],
+/// Serves one connection per input (each a client's bytes from
+/// [`job_input`]) at once through aesd-core's connection state machine,
+/// the jobs' CBC chains together in the lane engine, writing everything
+/// the server sends (welcome, started, data, done) to the outputs. Returns
+/// each job's done figures.
+pub fn serve_jobs<S: Sink + Default>(
+    inputs: &[&[u8]],
     chunk: usize,
-    output: W,
-) -> Result<Done, CostError> {
+    outputs: &mut [S],
+) -> Result<Vec<Done>, CostError> {
     let chunk = check_chunk(chunk)?;
-    block_on(serve_job_async(input, chunk, output))?
+    let (outcomes, _) = memory::serve(&job_settings(chunk), inputs, outputs, aesd_core::LANES);
+    outcomes
+        .into_iter()
+        .map(|mut outcome| {
+            if let Some(error) = outcome.errors.pop() {
+                return Err(CostError::Job { source: error });
+            }
+            match outcome.jobs.first().map(|job| job.result) {
+                Some(Ok(done)) => Ok(done),
+                _ => Err(CostError::NoDone),
+            }
+        })
+        .collect()
 }
 
-async fn serve_job_async<W: AsyncWrite + Unpin>(
-    input: &[u8],
-    chunk: usize,
-    output: W,
-) -> Result<Done, CostError> {
-    let frame_error = |stage| move |source| CostError::Frame { stage, source };
-    let job_error = |stage| move |source| CostError::Job { stage, source };
-    let mut reader = FrameReader::new(input, chunk as u32);
-    let mut writer = FrameWriter::new(output);
-    let begin = match reader
-        .read_message()
-        .await
-        .map_err(frame_error("read begin"))?
-    {
-        Some(Message::Begin(begin)) => begin,
-        Some(other) => {
-            return Err(CostError::UnexpectedFrame {
-                got: other.kind().name(),
-                expected: "begin",
-            });
-        }
-        None => {
-            return Err(CostError::UnexpectedFrame {
-                got: "end of input",
-                expected: "begin",
-            });
-        }
-    };
-    let (mut core, header) =
-        JobCore::start_derived(begin, &job_limits(chunk)).map_err(job_error("start"))?;
-    writer
-        .send(&Message::Started(Started { queue_us: 0 }))
-        .await
-        .map_err(frame_error("send started"))?;
-    let mut bytes_out = 0u64;
-    if let Some(header) = header {
-        writer
-            .send_data(&header)
-            .await
-            .map_err(frame_error("send header"))?;
-        bytes_out += header.len() as u64;
-    }
-    let mut buf = ChunkBuf::with_capacity(chunk);
-    loop {
-        let header = reader
-            .next_header()
-            .await
-            .map_err(frame_error("read frame header"))?
-            .ok_or(CostError::UnexpectedFrame {
-                got: "end of input",
-                expected: "data or end",
-            })?;
-        match header.kind {
-            FrameKind::Data => {
-                reader
-                    .read_payload(buf.payload_mut(header.len as usize))
-                    .await
-                    .map_err(frame_error("read data"))?;
-                core.update(&mut buf).map_err(job_error("update"))?;
-                writer
-                    .send_data(buf.as_slice())
-                    .await
-                    .map_err(frame_error("send data"))?;
-                bytes_out += buf.len() as u64;
-            }
-            FrameKind::End => {
-                reader
-                    .read_body(header)
-                    .await
-                    .map_err(frame_error("read end"))?;
-                break;
-            }
-            other => {
-                return Err(CostError::UnexpectedFrame {
-                    got: other.name(),
-                    expected: "data or end",
-                });
-            }
-        }
-    }
-    let mut last = ChunkBuf::with_capacity(BLOCK);
-    let bytes_in = core.finish(&mut last).map_err(job_error("finish"))?;
-    writer
-        .send_data(last.as_slice())
-        .await
-        .map_err(frame_error("send last block"))?;
-    bytes_out += last.len() as u64;
-    let done = Done {
-        bytes_in,
-        bytes_out,
-        queue_us: 0,
-        processing_us: 0,
-    };
-    writer
-        .send(&Message::Done(done))
-        .await
-        .map_err(frame_error("send done"))?;
-    Ok(done)
-}
-
-/// What the workload's job may do: anything its input asks for (any
-/// iteration count, any size), as a server configured for it would allow.
-fn job_limits(chunk: usize) -> JobLimits {
-    JobLimits {
+/// What the workload's connections may do: any job their input asks for
+/// (any iteration count, any size), as a server configured for it would
+/// allow, with data frames up to `chunk`.
+fn job_settings(chunk: usize) -> Arc<Settings> {
+    Arc::new(Settings {
+        server_name: "aesd cost".into(),
         chunk_size: chunk as u32,
-        idle_timeout: std::time::Duration::MAX,
-        max_file_size: u64::MAX,
-        iterations: (0, u32::MAX),
-        min_input_rate: 0,
-        input_rate_window: std::time::Duration::MAX,
-    }
-}
-
-/// Polls a future that only does in-memory I/O to completion on this
-/// thread. Such a future never waits; if it ever did, nothing could wake
-/// it, so that is an error rather than a hang.
-fn block_on<F: Future>(future: F) -> Result<F::Output, CostError> {
-    let mut future = std::pin::pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    match future.as_mut().poll(&mut cx) {
-        Poll::Ready(output) => Ok(output),
-        Poll::Pending => Err(CostError::Stalled),
-    }
-}
-
-/// An output that counts and discards bytes, like a socket whose copy into
-/// the kernel is not counted.
-#[derive(Debug, Default)]
-pub struct Discard {
-    /// Bytes written so far.
-    pub bytes: u64,
-}
-
-impl AsyncWrite for Discard {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.bytes += buf.len() as u64;
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+        access_token: None,
+        handshake_timeout: Duration::from_secs(3600),
+        idle_timeout: Duration::from_secs(3600),
+        max_jobs: 1,
+        job: JobLimits::UNLIMITED,
+    })
 }
 
 /// Checks every workload on small sizes (and odd chunkings) against
@@ -596,9 +471,10 @@ pub fn self_check() -> Result<Vec<String>, CostError> {
             ));
         }
         let iterations = 2;
-        let mut sent = Vec::new();
         let input = job_input(bytes, chunk, iterations);
-        let done = serve_job(&input, chunk, &mut sent)?;
+        let mut sent = vec![Vec::new()];
+        let done = serve_jobs(&[&input], chunk, &mut sent)?[0];
+        let sent = sent.remove(0);
         let file = job_file(&sent)?;
         let plain = decrypt_buffer(PASSWORD, iterations, &file, 4096).map_err(|source| {
             CostError::Cipher {
@@ -618,6 +494,7 @@ pub fn self_check() -> Result<Vec<String>, CostError> {
             bytes,
             chunk,
             iterations,
+            jobs: 1,
         }
         .run()?;
         if counted.output != sent.len() as u64 {
@@ -634,15 +511,33 @@ pub fn self_check() -> Result<Vec<String>, CostError> {
             sent.len()
         ));
     }
+    // Two jobs at once, sharing the lane engine: each decrypts to its input.
+    let input = job_input(70_000, DEFAULT_CHUNK, 2);
+    let mut sent = vec![Vec::new(), Vec::new()];
+    serve_jobs(&[&input, &input], DEFAULT_CHUNK, &mut sent)?;
+    for (index, sent) in sent.iter().enumerate() {
+        let file = job_file(sent)?;
+        let plain =
+            decrypt_buffer(PASSWORD, 2, &file, 4096).map_err(|source| CostError::Cipher {
+                stage: "self-check: decrypt a concurrent job's output",
+                source,
+            })?;
+        if plain.len() != 70_000 || plain.iter().any(|byte| *byte != 0) {
+            return Err(CostError::Mismatch {
+                what: format!("concurrent job {index} does not decrypt to its input"),
+            });
+        }
+    }
+    report.push("2 jobs at once (lanes): each decrypts to its input".into());
     Ok(report)
 }
 
-/// The `openssl enc` file carried by a job's output frames (started, data
-/// frames, done).
+/// The `openssl enc` file carried by a job's output frames (welcome,
+/// started, data frames, done).
 fn job_file(mut sent: &[u8]) -> Result<Vec<u8>, CostError> {
-    let frame_error = |source: aesd_proto::ProtoError| CostError::Frame {
+    let frame_error = |source: ProtoError| CostError::Frame {
         stage: "self-check: parse the job's output",
-        source: source.into(),
+        source,
     };
     let mut file = Vec::new();
     let mut kinds = Vec::new();
@@ -665,12 +560,13 @@ fn job_file(mut sent: &[u8]) -> Result<Vec<u8>, CostError> {
         kinds.push(header.kind.name());
         sent = &sent[end..];
     }
-    let shape_ok = kinds.first() == Some(&"started")
+    let shape_ok = kinds.len() >= 3
+        && kinds[..2] == ["welcome", "started"]
         && kinds.last() == Some(&"done")
-        && kinds[1..kinds.len() - 1].iter().all(|kind| *kind == "data");
+        && kinds[2..kinds.len() - 1].iter().all(|kind| *kind == "data");
     if !shape_ok {
         return Err(CostError::Mismatch {
-            what: format!("job output frames {kinds:?}, expected started, data..., done"),
+            what: format!("job output frames {kinds:?}, expected welcome, started, data..., done"),
         });
     }
     Ok(file)

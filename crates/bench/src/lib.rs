@@ -19,11 +19,13 @@ pub mod cost;
 
 use std::net::SocketAddr;
 
-use aesd_client::JobSpec;
-use aesd_proto::{Message, Operation, Password};
-use aesd_server::cipher::{
-    ChunkBuf, DecryptStream, EncryptStream, SALT_LEN, decrypt_buffer, encrypt_buffer, key,
+use aesd_client::{Client, JobSpec};
+use aesd_core::ChunkBuf;
+use aesd_core::openssl_enc::{
+    self as key, DecryptStream, EncryptStream, SALT_LEN, decrypt_buffer, encrypt_buffer,
 };
+use aesd_pattern::{Pattern, PatternSource, VerifyingSink};
+use aesd_proto::{Message, Operation, Password};
 
 /// Chunk sizes of the AES-256-CBC benches: 64 B, 1 KiB, 16 KiB, 64 KiB
 /// (the server's default chunk) and 1 MiB (its largest).
@@ -46,7 +48,9 @@ pub const PBKDF2_ITERATIONS: u32 = 10_000;
 
 /// A deterministic, non-trivial plaintext of `len` bytes.
 pub fn plaintext(len: usize) -> Vec<u8> {
-    aesd_testkit::pattern_bytes(0x00ae_5d00, len)
+    let mut bytes = vec![0u8; len];
+    Pattern::new(0x00ae_5d00).fill(&mut bytes);
+    bytes
 }
 
 /// Encrypts `plain` through [`EncryptStream`] in chunks of `chunk` bytes
@@ -105,7 +109,7 @@ impl EncryptFixture {
         EncryptFixture { stream, buf, size }
     }
 
-    /// Encrypts the next chunk in place, as the server's cipher stage does
+    /// Encrypts the next chunk in place, as the server's job work does
     /// (`payload_mut` then `update`): the buffer's previous content, so
     /// the stream keeps one CBC chain over a long input. Returns the bytes
     /// of ciphertext produced (`size`).
@@ -148,7 +152,7 @@ impl DecryptFixture {
     }
 
     /// Decrypts the next `size` bytes of ciphertext in place, as the
-    /// server's cipher stage does: the stream prepends the block it held
+    /// server's job work does: the stream prepends the block it held
     /// back last time and holds back the new last block (only the final
     /// block carries padding), so `size` bytes of plaintext come out.
     /// CBC decryption costs the same whatever the bytes, so the buffer's
@@ -189,25 +193,32 @@ pub fn loopback_spec() -> JobSpec {
 
 /// Runs `clients` encryption jobs of `size` bytes each at once against the
 /// server at `addr` (one connection each, on the current tokio runtime),
-/// each result verified by the client; returns the file bytes processed.
+/// the pattern for the client's number as input, each result checked by
+/// the independent verifier (`aesd-pattern`); returns the file bytes
+/// processed.
 ///
 /// # Panics
 /// If a job fails or its output does not verify.
 pub async fn run_clients(addr: SocketAddr, clients: usize, size: u64) -> u64 {
     let addr = addr.to_string();
     let spec = loopback_spec();
-    let jobs: Vec<_> = (0..clients)
-        .map(|client| {
+    let jobs: Vec<_> = (0..clients as u64)
+        .map(|seed| {
             let (addr, spec) = (addr.clone(), spec.clone());
             tokio::spawn(async move {
-                aesd_testkit::encrypt_verified(&addr, &spec, client as u64, size).await
+                let mut client = Client::connect(&addr).await.expect("connect");
+                let mut sink =
+                    VerifyingSink::new(PASSWORD, FIXTURE_ITERATIONS, Pattern::new(seed), size);
+                client
+                    .run_job(&spec, &mut PatternSource::new(seed, size), &mut sink)
+                    .await
+                    .expect("loopback job");
+                sink.finish().expect("loopback job verified");
             })
         })
         .collect();
     for job in jobs {
-        job.await
-            .expect("client task")
-            .expect("loopback job verified");
+        job.await.expect("client task");
     }
     clients as u64 * size
 }

@@ -37,6 +37,19 @@ pub struct JobSpec {
     pub key_derivation: KeyDerivation,
 }
 
+impl JobSpec {
+    /// `operation` with `password` and `iterations` of PBKDF2, the key
+    /// derived where it suits ([`KeyDerivation::Auto`]).
+    pub fn with_password(operation: Operation, password: &str, iterations: u32) -> JobSpec {
+        JobSpec {
+            operation,
+            password: Password::new(password.as_bytes().to_vec()),
+            iterations,
+            key_derivation: KeyDerivation::Auto,
+        }
+    }
+}
+
 /// A step of a running job, reported to the observer of
 /// [`Client::run_job_observed`] (for live progress displays: the
 /// [`JobReport`] only arrives at the end).

@@ -54,11 +54,10 @@ impl std::str::FromStr for KeyDerivation {
     }
 }
 
-/// The `Salted__` magic of `openssl enc -salt` files.
-const SALTED_MAGIC: &[u8; 8] = b"Salted__";
-
-/// Length of the `Salted__` + salt header.
-pub const HEADER_LEN: usize = 16;
+/// Length of the `Salted__` + salt header (the format's, as the server
+/// reads it: aesd-core's [`openssl_enc`](aesd_core::openssl_enc)).
+pub use aesd_core::openssl_enc::HEADER_LEN;
+use aesd_core::openssl_enc::{SALT_LEN, SALTED_MAGIC};
 
 /// A job's key source, chosen (and derived, when this client derives it)
 /// before the job runs: [`Client::prepare_key`], then
@@ -180,17 +179,15 @@ pub fn fresh_salt() -> Result<[u8; 8], ClientError> {
 
 /// Key and IV from `password` and `salt`, as
 /// `openssl enc -aes-256-cbc -pbkdf2 -iter <iterations>` derives them.
-pub fn derive(password: &[u8], salt: [u8; 8], iterations: u32) -> DerivedKeyParams {
-    let mut material = zeroize::Zeroizing::new([0u8; 48]);
-    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, &salt, iterations, material.as_mut());
-    let mut params = DerivedKeyParams {
+/// The same derivation as the server's (aesd-core's
+/// [`derive_key`](aesd_core::openssl_enc::derive_key)).
+pub fn derive(password: &[u8], salt: [u8; SALT_LEN], iterations: u32) -> DerivedKeyParams {
+    let derived = aesd_core::openssl_enc::derive_key(password, &salt, iterations);
+    DerivedKeyParams {
         salt,
-        key: [0u8; 32].into(),
-        iv: [0u8; 16].into(),
-    };
-    params.key.copy_from_slice(&material[..32]);
-    params.iv.copy_from_slice(&material[32..]);
-    params
+        key: derived.key.into(),
+        iv: derived.iv.into(),
+    }
 }
 
 /// Runs [`derive`] on tokio's blocking pool, so a load run's many clients
@@ -221,11 +218,12 @@ async fn salt_from_input<R: AsyncRead + Unpin>(
         filled += n;
     }
     header.truncate(filled);
-    let salt = (filled == HEADER_LEN && header[..8] == SALTED_MAGIC[..]).then(|| {
-        let mut salt = [0u8; 8];
-        salt.copy_from_slice(&header[8..]);
-        salt
-    });
+    let salt =
+        (filled == HEADER_LEN && header[..SALTED_MAGIC.len()] == SALTED_MAGIC[..]).then(|| {
+            let mut salt = [0u8; 8];
+            salt.copy_from_slice(&header[8..]);
+            salt
+        });
     Ok((salt, header))
 }
 

@@ -3,9 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use aesd_server::ConfigLayer;
 use aesd_testkit::{
-    TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes, start_server,
+    AesdProcess, TempDir, aesd_binary, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes,
 };
 
 fn aescrypt(args: &[&str]) -> Output {
@@ -33,8 +32,8 @@ fn one_line_error(output: &Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     let dir = TempDir::new("aescrypt");
     let password = dir.password_file("s3cret");
     let plain = pattern_bytes(42, 300_001);
@@ -107,7 +106,7 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
     let fixed = dir.join("fixed-salt.enc");
     std::fs::write(
         &fixed,
-        aesd_server::cipher::stream::encrypt_buffer(b"s3cret", &[5; 8], 10_000, &plain, 1 << 16),
+        aesd_core::openssl_enc::encrypt_buffer(b"s3cret", &[5; 8], 10_000, &plain, 1 << 16),
     )
     .expect("write");
     let failed = dir.join("failed.out");
@@ -174,13 +173,13 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(one_line_error(&out).contains("cannot open input"));
-    server.shutdown().await;
+    drop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aescrypt_streams_stdin_to_stdout() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     let dir = TempDir::new("aescrypt-pipe");
     let password = dir.password_file("pipe");
     let plain = pattern_bytes(7, 100_000);
@@ -217,7 +216,7 @@ async fn aescrypt_streams_stdin_to_stdout() {
     .await
     .expect("pipe");
     assert!(output.0 == output.1, "stdin → stdout round trip differs");
-    server.shutdown().await;
+    drop(server);
 }
 
 #[test]
@@ -300,7 +299,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// `--key-derivation server` does send it, which shows the check can see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aescrypt_never_sends_the_password_by_default() {
-    let server = start_server(ConfigLayer::default()).await;
+    let server = AesdProcess::start(&aesd_binary(), &[]);
     let secret = "a password that must stay here 7f3a";
     let dir = TempDir::new("no-password-on-the-wire");
     let password = dir.password_file(secret);
@@ -309,7 +308,7 @@ async fn aescrypt_never_sends_the_password_by_default() {
     std::fs::write(&pt, &plain).expect("write");
 
     for (derivation, expect_password) in [("auto", false), ("client", false), ("server", true)] {
-        let (relay, sent) = recording_relay(server.addr()).await;
+        let (relay, sent) = recording_relay(server.addr).await;
         let relay = relay.to_string();
         let (password, pt, enc, out) = (password.clone(), pt.clone(), enc.clone(), dec.clone());
         let outputs = tokio::task::spawn_blocking(move || {
@@ -351,5 +350,5 @@ async fn aescrypt_never_sends_the_password_by_default() {
             "{derivation}: password bytes on the wire"
         );
     }
-    server.shutdown().await;
+    drop(server);
 }

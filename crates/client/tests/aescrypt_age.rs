@@ -7,8 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, pattern_bytes, start_server};
+use aesd_testkit::{AesdProcess, TempDir, aesd_binary, pattern_bytes};
 
 fn run(program: &str, args: &[&str]) -> Output {
     let program = if program == "aescrypt" {
@@ -56,8 +55,8 @@ fn sizes() -> Vec<usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn age_and_aescrypt_read_each_others_files_through_aesd() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     let dir = TempDir::new("aescrypt-age");
     tokio::task::spawn_blocking(move || {
         let (key, recipient) = keygen(&dir.join("key.txt"));
@@ -124,8 +123,8 @@ async fn age_and_aescrypt_read_each_others_files_through_aesd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_and_cut_age_files_fail_closed() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     let dir = TempDir::new("aescrypt-age-bad");
     tokio::task::spawn_blocking(move || {
         let (key, recipient) = keygen(&dir.join("key.txt"));

@@ -5,8 +5,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, start_server};
+use aesd_testkit::{AesdProcess, TempDir, aesd_binary};
 
 fn aescrypt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aescrypt"))
@@ -100,12 +99,11 @@ async fn a_missing_and_a_wrong_token_read_alike() {
     let dir = TempDir::new("aescrypt-token");
     let token = dir.secret_file("token", "0123456789abcdef-right");
     let wrong = dir.secret_file("wrong", "0123456789abcdef-wrong");
-    let server = start_server(ConfigLayer {
-        token_file: Some(token),
-        ..ConfigLayer::default()
-    })
-    .await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(
+        &aesd_binary(),
+        &["--token-file", token.to_str().expect("utf-8 path")],
+    );
+    let addr = server.addr.to_string();
     let (missing, refused) = tokio::task::spawn_blocking(move || {
         let base = [
             "encrypt", "--server", &addr, "--pass", "pass:x", "-i", "-", "-o", "-",
@@ -127,5 +125,5 @@ async fn a_missing_and_a_wrong_token_read_alike() {
             && refused.ends_with("refused the access token: check --token-file"),
         "{refused}"
     );
-    server.shutdown().await;
+    drop(server);
 }

@@ -7,8 +7,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, openssl_decrypt_file, pattern_bytes, start_server};
+use aesd_testkit::{
+    AesdProcess, TempDir, aesd_binary, metrics_text, openssl_decrypt_file, pattern_bytes,
+};
 
 fn path(path: &Path) -> String {
     path.display().to_string()
@@ -80,8 +81,8 @@ fn fixture(label: &str) -> Fixture {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_new_paths_and_symlinks_are_replaced_whole() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     tokio::task::spawn_blocking(move || {
         let f = fixture("aescrypt-out-files");
         let existing = f.dir.join("existing.enc");
@@ -110,13 +111,13 @@ async fn files_new_paths_and_symlinks_are_replaced_whole() {
     })
     .await
     .expect("test");
-    server.shutdown().await;
+    drop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_character_device_a_fifo_and_stdout_are_written_through() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     tokio::task::spawn_blocking(move || {
         let f = fixture("aescrypt-out-nodes");
         let device = f.dir.join("null");
@@ -171,15 +172,15 @@ async fn a_character_device_a_fifo_and_stdout_are_written_through() {
     })
     .await
     .expect("test");
-    server.shutdown().await;
+    drop(server);
 }
 
 /// `aescrypt -o - | head -c 16`: the reader closes the pipe after 16
 /// bytes; aescrypt ends quietly (no message) with SIGPIPE's status, 141.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closed_stdout_pipe_ends_quietly() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     let f = fixture("aescrypt-closed-pipe");
     let big = f.dir.join("big");
     std::fs::write(&big, pattern_bytes(5, 8 << 20)).expect("write");
@@ -212,7 +213,7 @@ async fn a_closed_stdout_pipe_ends_quietly() {
         "quiet: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    server.shutdown().await;
+    drop(server);
 }
 
 /// Bad output paths are refused before anything else: no server listens
@@ -240,9 +241,16 @@ fn a_directory_or_a_missing_directory_is_refused_before_any_work() {
 /// OUT keeps its old bytes, the exit status is 130.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_removes_the_temporary_file_and_exits_130() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
-    let admission = std::sync::Arc::clone(&server.shared().admission);
+    let server = AesdProcess::start(&aesd_binary(), &["--metrics-listen", "127.0.0.1:0"]);
+    let addr = server.addr.to_string();
+    let metrics = server.metrics.expect("the metrics endpoint");
+    let active = move || {
+        metrics_text(metrics)
+            .lines()
+            .find_map(|line| line.strip_prefix("aesd_active_jobs "))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     tokio::task::spawn_blocking(move || {
         let f = fixture("aescrypt-sigint");
         let out = f.dir.join("out.enc");
@@ -262,7 +270,7 @@ async fn sigint_removes_the_temporary_file_and_exits_130() {
         // The job runs once the server has admitted it (its temporary file
         // exists then too; aescrypt catches signals before it connects).
         let mut polls = 0;
-        while admission.occupancy().active == 0 {
+        while active() == 0.0 {
             assert!(child.try_wait().expect("wait").is_none(), "aescrypt ended");
             polls += 1;
             assert!(polls < 4000, "the job was never admitted");
@@ -290,5 +298,5 @@ async fn sigint_removes_the_temporary_file_and_exits_130() {
     })
     .await
     .expect("test");
-    server.shutdown().await;
+    drop(server);
 }

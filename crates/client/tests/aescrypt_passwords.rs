@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, openssl, pattern_bytes, start_server};
+use aesd_testkit::{AesdProcess, TempDir, aesd_binary, openssl, pattern_bytes};
 
 const PASSWORD: &str = "correct horse";
 
@@ -57,8 +56,8 @@ fn encrypt(addr: &str, input: &Path, output: &Path, extra: &[&str]) -> Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_password_source_gives_the_password() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     tokio::task::spawn_blocking(move || {
         let dir = TempDir::new("aescrypt-pass");
         let plain = pattern_bytes(11, 5_000);
@@ -119,7 +118,7 @@ async fn every_password_source_gives_the_password() {
     })
     .await
     .expect("test");
-    server.shutdown().await;
+    drop(server);
 }
 
 #[test]
@@ -173,8 +172,8 @@ fn bad_sources_and_no_terminal_are_one_clear_line() {
 /// encrypt); two different answers are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_terminal_prompt_asks_twice_to_encrypt_and_refuses_a_mismatch() {
-    let server = start_server(ConfigLayer::default()).await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
     tokio::task::spawn_blocking(move || {
         let dir = TempDir::new("aescrypt-prompt");
         let plain = pattern_bytes(12, 3_000);
@@ -216,5 +215,5 @@ async fn the_terminal_prompt_asks_twice_to_encrypt_and_refuses_a_mismatch() {
     })
     .await
     .expect("test");
-    server.shutdown().await;
+    drop(server);
 }

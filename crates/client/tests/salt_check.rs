@@ -3,10 +3,9 @@
 //! salt it sent. A server answering under another salt would otherwise
 //! leave a file no password decrypts, reported as a success.
 
-use aesd_client::{Client, ClientError};
+use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::{Done, KeySource, Message, Operation, Started};
 use aesd_testkit::fake_server::{Reader, Writer, fake_server_with_derived_keys};
-use aesd_testkit::job_spec;
 
 /// Takes one encryption and answers `Salted__`, the begin's salt with its
 /// bytes xor-ed with `flip`, 16 more bytes and honest counts.
@@ -53,7 +52,7 @@ async fn encrypt_with(flip: u8) -> Result<Vec<u8>, ClientError> {
     let mut output = Vec::new();
     client
         .run_job(
-            &job_spec(Operation::Encrypt, "pw"),
+            &JobSpec::with_password(Operation::Encrypt, "pw", 1000),
             &mut &[1u8; 10][..],
             &mut output,
         )

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use aesd_client::tls::TlsSettings;
-use aesd_client::{Client, ClientError, ConnectOptions};
+use aesd_client::{Client, ClientError, ConnectOptions, JobSpec};
 use aesd_proto::{ErrorCode, Operation};
-use aesd_server::{Config, ConfigLayer};
-use aesd_testkit::{TempDir, job_spec, openssl, openssl_decrypt_file, pattern_bytes, start_server};
+use aesd_testkit::{
+    AesdProcess, TempDir, aesd_binary, openssl, openssl_decrypt_file, pattern_bytes,
+};
 
 /// A CA (`NAME-ca.pem`) and a server certificate it signed for 127.0.0.1
 /// (`NAME.pem`, key `NAME.key`).
@@ -103,13 +104,8 @@ async fn jobs_run_over_tls_and_every_mismatch_gets_a_clear_error() {
     let dir = TempDir::new("tls");
     let (ca, cert, key) = make_certificates(&dir, "server");
     let (other_ca, _, _) = make_certificates(&dir, "other");
-    let server = start_server(ConfigLayer {
-        tls_cert: Some(cert.clone()),
-        tls_key: Some(key.clone()),
-        ..ConfigLayer::default()
-    })
-    .await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start_tls(&cert, &key);
+    let addr = server.addr.to_string();
 
     // aescrypt over TLS; openssl decrypts the result.
     let plain = pattern_bytes(7, 300_001);
@@ -149,8 +145,8 @@ async fn jobs_run_over_tls_and_every_mismatch_gets_a_clear_error() {
     assert!(err.to_string().contains("--tls"), "{err}");
 
     // A TLS client on a plain port is told the server does not speak TLS.
-    let plain_server = start_server(ConfigLayer::default()).await;
-    let err = Client::connect_with(&plain_server.addr().to_string(), &tls_to(&ca))
+    let plain_server = AesdProcess::start(&aesd_binary(), &[]);
+    let err = Client::connect_with(&plain_server.addr.to_string(), &tls_to(&ca))
         .await
         .err()
         .expect("TLS on plain");
@@ -163,44 +159,42 @@ async fn jobs_run_over_tls_and_every_mismatch_gets_a_clear_error() {
     let mut out = Vec::new();
     let report = client
         .run_job(
-            &job_spec(Operation::Encrypt, "again"),
+            &JobSpec::with_password(Operation::Encrypt, "again", 1000),
             &mut &plain[..1000],
             &mut out,
         )
         .await
         .expect("job over TLS");
     assert_eq!(report.bytes_sent, 1000);
-    plain_server.shutdown().await;
-    server.shutdown().await;
+    drop(plain_server);
+    drop(server);
 }
 
 #[test]
 fn a_half_configured_or_broken_tls_setting_is_refused_at_start() {
     let dir = TempDir::new("tls-config");
     let (_, cert, key) = make_certificates(&dir, "config");
-    let only_cert = Config::resolve(ConfigLayer {
-        tls_cert: Some(cert.clone()),
-        ..ConfigLayer::default()
-    })
-    .expect_err("cert without key");
+    // aesd's effective settings: exit 2 and the reason for a bad pair.
+    let settings = |args: &[&std::path::Path]| {
+        let mut command = Command::new(aesd_binary());
+        for (flag, path) in ["--tls-cert", "--tls-key"].iter().zip(args) {
+            command.arg(flag).arg(path);
+        }
+        let output = command.arg("--print-config").output().expect("run aesd");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (status, only_cert) = settings(&[&cert]);
+    assert_eq!(status, Some(2), "cert without key");
     assert!(
-        only_cert.to_string().contains("--tls-cert needs --tls-key"),
+        only_cert.contains("--tls-cert needs --tls-key"),
         "{only_cert}"
     );
-    let swapped = Config::resolve(ConfigLayer {
-        tls_cert: Some(key.clone()),
-        tls_key: Some(cert.clone()),
-        ..ConfigLayer::default()
-    })
-    .expect_err("key as certificate");
-    assert!(
-        swapped.to_string().contains("no PEM certificate"),
-        "{swapped}"
-    );
-    Config::resolve(ConfigLayer {
-        tls_cert: Some(cert),
-        tls_key: Some(key),
-        ..ConfigLayer::default()
-    })
-    .expect("a matching pair");
+    let (status, swapped) = settings(&[&key, &cert]);
+    assert_eq!(status, Some(2), "key as certificate");
+    assert!(swapped.contains("no PEM certificate"), "{swapped}");
+    let (status, matching) = settings(&[&cert, &key]);
+    assert_eq!(status, Some(0), "a matching pair: {matching}");
 }

@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 
 use aesd_client::cert_pin::{parse_pin, pin_of};
 use aesd_client::tls::TlsSettings;
-use aesd_client::{Client, ClientError, ConnectOptions};
+use aesd_client::{Client, ClientError, ConnectOptions, JobSpec};
 use aesd_proto::Operation;
-use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, job_spec, openssl, pattern_bytes, start_server};
+use aesd_testkit::{AesdProcess, TempDir, openssl, pattern_bytes};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -50,7 +49,7 @@ async fn encrypt_over(addr: &str, tls: TlsSettings) -> Result<(), ClientError> {
     let mut output = Vec::new();
     client
         .run_job(
-            &job_spec(Operation::Encrypt, "pw"),
+            &JobSpec::with_password(Operation::Encrypt, "pw", 1000),
             &mut &plain[..],
             &mut output,
         )
@@ -74,13 +73,8 @@ async fn a_self_signed_ca_certificate_is_accepted_as_pinned_and_still_checked() 
         String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
         "the test needs a CA:TRUE certificate"
     );
-    let server = start_server(ConfigLayer {
-        tls_cert: Some(cert.clone()),
-        tls_key: Some(key),
-        ..ConfigLayer::default()
-    })
-    .await;
-    let addr = server.addr().to_string();
+    let server = AesdProcess::start_tls(&cert, &key);
+    let addr = server.addr.to_string();
 
     // --tls-ca with the server's own certificate: accepted as pinned
     // (before: `invalid peer certificate: ... CaUsedAsEndEntity`).

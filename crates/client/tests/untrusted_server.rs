@@ -8,11 +8,11 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use aesd_client::{Client, ClientError};
+use aesd_client::{Client, ClientError, JobSpec};
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{Done, Message, Operation};
+use aesd_testkit::TempDir;
 use aesd_testkit::fake_server::{Reader, Writer, fake_server, silent_after_started, take_job};
-use aesd_testkit::{TempDir, job_spec};
 
 /// Answers every job with 32 bytes of output and a done frame whose
 /// counts are off by `lie_in` and `lie_out`.
@@ -38,7 +38,7 @@ async fn run_one(addr: SocketAddr, timeout: Option<Duration>) -> Result<Vec<u8>,
     if let Some(limit) = timeout {
         client.set_idle_timeout(limit);
     }
-    let spec = job_spec(Operation::Encrypt, "pw");
+    let spec = JobSpec::with_password(Operation::Encrypt, "pw", 1000);
     let mut output = Vec::new();
     client
         .run_job(&spec, &mut &[1u8; 10_000][..], &mut output)

@@ -5,9 +5,10 @@
 //!
 //! # Layout
 //!
-//! * [`pattern`]: seeded test data, so large transfers need no files.
-//! * [`verify`]: [`VerifyingSink`](verify::VerifyingSink), which decrypts a
-//!   result on an independent code path and compares it with the input.
+//! * [`pattern`], [`verify`]: seeded test data, so large transfers need no
+//!   files, and [`VerifyingSink`](verify::VerifyingSink), which decrypts a
+//!   result on an independent code path and compares it with the input
+//!   (the `aesd-pattern` crate's, shared with the tests and benches).
 //! * [`sizes`]: byte sizes like `2M` or `5MB`.
 //! * [`distribution`]: weighted size lists and their seeded draws.
 //! * [`durations`]: `10s`/`500ms` durations and the `--warmup` rule.
@@ -45,7 +46,7 @@ pub mod interrupt;
 pub mod load;
 pub mod merge;
 pub mod output;
-pub mod pattern;
+pub use aesd_pattern::{pattern, verify};
 pub mod percentiles;
 pub mod plot;
 pub mod progress;
@@ -56,5 +57,4 @@ pub mod shard;
 pub mod sizes;
 pub mod start;
 pub mod suites;
-pub mod verify;
 pub mod verify_age;

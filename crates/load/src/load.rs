@@ -428,15 +428,13 @@ pub async fn transfer(
         Ok(key) => key,
         Err(err) => return (None, failed(err.kind(), err.to_string())),
     };
-    let mut sink = match key.derived() {
-        Some(params) => VerifyingSink::with_key(params, Pattern::new(seed), size),
-        None => VerifyingSink::new(
-            spec.password.as_bytes(),
-            spec.iterations,
-            Pattern::new(seed),
-            size,
-        ),
-    };
+    let mut sink = VerifyingSink::for_job(
+        key.derived(),
+        spec.password.as_bytes(),
+        spec.iterations,
+        Pattern::new(seed),
+        size,
+    );
     let mut queued = false;
     let result = client
         .run_prepared_job(spec, key, &mut source, &mut sink, |event| {

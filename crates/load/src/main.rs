@@ -6,7 +6,6 @@
 //! side.
 
 use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -38,7 +37,7 @@ use aesd_load::start::StartAt;
 use aesd_load::suites::{DEFAULT_SEED, Suite, SuiteError, SuiteOptions, custom_plan};
 use aesd_load::{console, out, outln};
 use aesd_proto::{AuthToken, Password};
-use aesd_server::{Config, ConfigLayer, Server};
+use aesd_server::ConfigLayer;
 use anyhow::{Context, Result, bail};
 use clap::{CommandFactory, Parser};
 
@@ -705,7 +704,8 @@ async fn run(args: Args) -> Result<RunEnd> {
     );
     match &embedded {
         Some(server) => {
-            let config = &server.shared().config;
+            let state = server.state();
+            let config = state.config();
             outln!(
                 "server: embedded aesd on {} ({} workers, {} active slots, queue {}, chunks of {} bytes)",
                 server.addr(),
@@ -994,9 +994,7 @@ async fn start_embedded(
         })
         .max()
         .unwrap_or(0);
-    let listen: SocketAddr = "127.0.0.1:0".parse().context("loopback address")?;
-    let config = Config::resolve(ConfigLayer {
-        listen: Some(listen),
+    aesd_server::start_loopback(ConfigLayer {
         workers: args.workers,
         max_active: args.max_active,
         max_queue: Some(waiting.max(64)),
@@ -1015,11 +1013,8 @@ async fn start_embedded(
         max_iter: Some(args.iterations.max(aesd_server::defaults::MAX_ITER)),
         ..ConfigLayer::default()
     })
-    .context("embedded server settings")?;
-    let server = Server::bind(config)
-        .await
-        .context("starting the embedded server")?;
-    Ok(server.spawn())
+    .await
+    .context("starting the embedded server")
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, start_server};
+use aesd_testkit::TempDir;
 
 /// Runs aesload with `args`, requires success, returns its stdout.
 fn aesload_ok(args: &[&str]) -> String {
@@ -171,8 +171,12 @@ fn aesload_runs_every_suite_and_writes_json_csv_and_plot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aesload_breaks_results_down_per_server() {
     let (a, b) = (
-        start_server(ConfigLayer::default()).await,
-        start_server(ConfigLayer::default()).await,
+        aesd_server::start_loopback(ConfigLayer::default())
+            .await
+            .expect("the test server starts"),
+        aesd_server::start_loopback(ConfigLayer::default())
+            .await
+            .expect("the test server starts"),
     );
     let servers = format!("{},{}", a.addr(), b.addr());
     let stdout = tokio::task::spawn_blocking(move || {
@@ -211,14 +215,15 @@ async fn aesload_samples_the_server_metrics_into_json_and_plot() {
     let dir = TempDir::new("aesload-metrics");
     let sensor = dir.join("temp1_input");
     std::fs::write(&sensor, "51250\n").expect("sensor");
-    let server = start_server(ConfigLayer {
+    let server = aesd_server::start_loopback(ConfigLayer {
         metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
         temperature: Some(format!("hwmon:{}", sensor.display())),
         // aesload's 8 clients all come from 127.0.0.1: queue them all.
         max_queued_per_client: Some(64),
         ..ConfigLayer::default()
     })
-    .await;
+    .await
+    .expect("the test server starts");
     let addr = server.addr().to_string();
     let url = format!("http://{}/metrics", server.metrics_addr().expect("metrics"));
     let (json, svg) = (dir.join("run.json"), dir.join("run.svg"));

@@ -16,7 +16,7 @@ use aesd_load::report::Summary;
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{FrameReader, FrameWriter, Message, Password};
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, start_server};
+use aesd_testkit::TempDir;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -72,7 +72,9 @@ impl ServerThread {
                 .build()
                 .expect("runtime");
             runtime.block_on(async move {
-                let server = start_server(layer).await;
+                let server = aesd_server::start_loopback(layer)
+                    .await
+                    .expect("the test server starts");
                 addr_tx.send(server.addr()).expect("send address");
                 let _ = stopped.await;
                 server.shutdown().await;
@@ -151,7 +153,9 @@ fn open_loop_latency_counts_from_the_intended_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_queue_time_grows_on_a_one_slot_server() {
-    let server = start_server(slow_server()).await;
+    let server = aesd_server::start_loopback(slow_server())
+        .await
+        .expect("the test server starts");
     let servers = vec![server.addr().to_string()];
     // 30 arrivals within 30 ms, one job at a time: each waits for those
     // ahead of it. The arrivals are closer together than a job takes, so
@@ -208,8 +212,12 @@ async fn open_loop_queue_time_grows_on_a_one_slot_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_are_spread_evenly_over_servers() {
     let (a, b) = (
-        start_server(ConfigLayer::default()).await,
-        start_server(ConfigLayer::default()).await,
+        aesd_server::start_loopback(ConfigLayer::default())
+            .await
+            .expect("the test server starts"),
+        aesd_server::start_loopback(ConfigLayer::default())
+            .await
+            .expect("the test server starts"),
     );
     let servers = vec![a.addr().to_string(), b.addr().to_string()];
     let run = run_load(
@@ -297,7 +305,9 @@ async fn corrupting_proxy(upstream: SocketAddr) -> SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verification_catches_a_corrupted_result() {
-    let server = start_server(ConfigLayer::default()).await;
+    let server = aesd_server::start_loopback(ConfigLayer::default())
+        .await
+        .expect("the test server starts");
     let proxy = corrupting_proxy(server.addr()).await;
     let run = run_load(
         &[proxy.to_string()],
@@ -369,7 +379,9 @@ async fn verification_catches_a_corrupted_result() {
 /// others verify.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_age_run_verifies_every_result_and_catches_a_changed_one() {
-    let server = start_server(ConfigLayer::default()).await;
+    let server = aesd_server::start_loopback(ConfigLayer::default())
+        .await
+        .expect("the test server starts");
     let mut age_plan = plan(4, Arrival::Batches(2), 200 << 10);
     age_plan.format = aesd_load::load::LoadFormat::fresh_age().expect("identity");
     let run = run_load(

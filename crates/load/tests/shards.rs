@@ -8,7 +8,7 @@ use std::time::Duration;
 use aesd_client::connection::{Client, ConnectOptions};
 use aesd_load::output::json::Document;
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, start_server};
+use aesd_testkit::TempDir;
 
 fn aesload(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aesload"))
@@ -38,13 +38,14 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shards_merged_make_the_unsharded_run() {
-    let server = start_server(ConfigLayer {
+    let server = aesd_server::start_loopback(ConfigLayer {
         max_queued_per_client: Some(64),
         max_active_per_client: Some(64),
         min_input_rate: Some(0),
         ..ConfigLayer::default()
     })
-    .await;
+    .await
+    .expect("the test server starts");
     let dir = TempDir::new("aesload-shards");
     let file = |name: &str| dir.join(name).display().to_string();
     let common = strings(&[

@@ -8,12 +8,11 @@ use aesd_load::progress::Progress;
 use aesd_load::record::Outcome;
 use aesd_proto::Operation;
 use aesd_testkit::fake_server::{fake_server, silent_after_started};
-use aesd_testkit::job_spec;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aesload_transfer_to_a_silent_server_times_out() {
     let addr = fake_server(65_536, silent_after_started).await;
-    let spec = job_spec(Operation::Encrypt, "pw");
+    let spec = aesd_client::JobSpec::with_password(Operation::Encrypt, "pw", 1000);
     let started = Instant::now();
     let (_, outcome) = transfer(
         Target {

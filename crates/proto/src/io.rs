@@ -104,6 +104,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.read_full(dst, "frame payload").await
     }
 
+    /// Reads some bytes of a payload into `dst` (straight from the stream
+    /// when `dst` is at least as large as the input buffer); 0 at the end
+    /// of the stream. Cancel safe: bytes are only consumed when it
+    /// completes, so a driver can wait for it beside other things and go
+    /// on from where it got.
+    pub async fn read_some(&mut self, dst: &mut [u8]) -> Result<usize, FrameError> {
+        Ok(self.inner.read(dst).await?)
+    }
+
+    /// Reads and drops up to `n` bytes of a payload through the small
+    /// input buffer; how many, 0 at the end of the stream. Cancel safe.
+    pub async fn skip_some(&mut self, n: usize) -> Result<usize, FrameError> {
+        Ok(self.inner.skip(n).await?)
+    }
+
     /// Reads and drops the payload for `header` (a failed job's data)
     /// through the small input buffer: the reader's memory stays the same
     /// whatever the frame's size.

@@ -13,10 +13,11 @@
 //!   [`ErrorCode`](error::ErrorCode)s a server sends back.
 //! * [`secret_file`]: passwords and access tokens read from the first line
 //!   of a file, with a warning for files others can read.
-//! * [`io`]: async [`FrameReader`](io::FrameReader) and
-//!   [`FrameWriter`](io::FrameWriter) over any tokio byte stream; they only
-//!   move frames and enforce the caps, they make no policy decisions
-//!   (timeouts, admission, retries belong to the server and client).
+//! * `io` (feature `tokio`): async `FrameReader` and `FrameWriter` over any
+//!   tokio byte stream; they only move frames and enforce the caps, they
+//!   make no policy decisions (timeouts, admission, retries belong to the
+//!   server and client). Without the feature the crate does no I/O at all
+//!   (aesd-core's protocol state machine builds on that).
 //!
 //! The byte layouts, the session state machine and hex test vectors are
 //! written down in `PROTOCOL.md` beside this crate; a test checks every
@@ -25,15 +26,18 @@
 pub mod error;
 pub mod frame;
 pub mod handshake;
+#[cfg(feature = "tokio")]
 pub mod io;
 pub mod limits;
 pub mod message;
+#[cfg(feature = "tokio")]
 mod read_buffer;
 pub mod secret_file;
 
 pub use error::{ErrorCode, ProtoError};
 pub use frame::{FrameHeader, FrameKind};
 pub use handshake::{HELLO_DERIVED_KEYS, Hello};
+#[cfg(feature = "tokio")]
 pub use io::{FrameError, FrameReader, FrameWriter};
 pub use message::{
     AgeFileKey, AuthToken, Begin, DERIVED_KEY_PARAMS_LEN, DerivedKeyParams, Done, ErrorFrame,

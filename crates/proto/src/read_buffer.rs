@@ -6,8 +6,10 @@
 //! payloads), never through it.
 
 use std::io;
+use std::pin::Pin;
+use std::task::Poll;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use zeroize::Zeroize;
 
 /// A byte stream with a wipeable read buffer.
@@ -18,6 +20,8 @@ pub(crate) struct ReadBuffer<R> {
     pos: usize,
     /// End of the bytes in `buf`.
     filled: usize,
+    /// An error met by a read that already returned bytes, for the next.
+    pending_error: Option<io::Error>,
 }
 
 impl<R: AsyncRead + Unpin> ReadBuffer<R> {
@@ -28,14 +32,24 @@ impl<R: AsyncRead + Unpin> ReadBuffer<R> {
             buf: vec![0; capacity.max(1)].into_boxed_slice(),
             pos: 0,
             filled: 0,
+            pending_error: None,
         }
     }
 
     /// Reads some bytes into `dst`; 0 at the end of the stream. Cancel
     /// safe: nothing is consumed unless the read completes.
+    ///
+    /// A large read takes the buffered bytes and then, in the same call,
+    /// whatever the stream has ready behind them straight into `dst`
+    /// (without waiting for more: the buffered bytes are returned at once
+    /// if it has none), so a data payload that starts in the buffer does
+    /// not cost a second call.
     pub(crate) async fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
         if dst.is_empty() {
             return Ok(0);
+        }
+        if let Some(error) = self.pending_error.take() {
+            return Err(error);
         }
         if self.pos == self.filled {
             if dst.len() >= self.buf.len() {
@@ -46,7 +60,23 @@ impl<R: AsyncRead + Unpin> ReadBuffer<R> {
         let n = dst.len().min(self.filled - self.pos);
         dst[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
         self.pos += n;
-        Ok(n)
+        let rest = &mut dst[n..];
+        if rest.len() < self.buf.len() {
+            return Ok(n);
+        }
+        let mut ready = ReadBuf::new(rest);
+        let inner = &mut self.inner;
+        let polled = std::future::poll_fn(|cx| {
+            // Ready or not, this call ends now: nothing waits here.
+            match Pin::new(&mut *inner).poll_read(cx, &mut ready) {
+                Poll::Ready(result) => Poll::Ready(result),
+                Poll::Pending => Poll::Ready(Ok(())),
+            }
+        })
+        .await;
+        // The bytes came first; the error waits for the next call.
+        self.pending_error = polled.err();
+        Ok(n + ready.filled().len())
     }
 
     /// The buffered bytes, reading more when there are none (empty at the
@@ -125,6 +155,18 @@ mod tests {
         }
         assert_eq!(rest, data[5..]);
         assert!(reader.fill_buf().await.expect("end").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_large_read_takes_the_buffered_bytes_and_what_is_ready_behind_them() {
+        let data: Vec<u8> = (0..100u8).collect();
+        let mut reader = ReadBuffer::new(&data[..], 16);
+        let mut header = [0u8; 5];
+        assert_eq!(reader.read(&mut header).await.expect("read"), 5);
+        // 11 bytes are buffered; the stream has 84 more ready.
+        let mut payload = [0u8; 60];
+        assert_eq!(reader.read(&mut payload).await.expect("read"), 60);
+        assert_eq!(payload[..], data[5..65]);
     }
 
     #[tokio::test]

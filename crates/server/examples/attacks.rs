@@ -163,7 +163,7 @@ async fn handshake_flood(binary: &Path, seconds: u64) {
         .collect();
     let mut slowest = Duration::ZERO;
     let mut jobs = 0;
-    let spec = aesd_testkit::job_spec(Operation::Encrypt, "flood");
+    let spec = aesd_client::JobSpec::with_password(Operation::Encrypt, "flood", 1000);
     while Instant::now() + Duration::from_secs(1) < until {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let started = Instant::now();

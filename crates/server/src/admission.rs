@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{oneshot, watch};
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// Why a job was not queued, or lost its slot or queue place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +59,7 @@ pub enum Refused {
     )]
     PerClient {
         /// The client.
-        client: ClientKey,
+        client: ClientId,
         /// Its jobs holding a slot.
         active: usize,
         /// Its cap on those (`max-active-per-client`).
@@ -77,7 +77,7 @@ pub enum Refused {
     )]
     Displaced {
         /// The client whose job lost its place.
-        client: ClientKey,
+        client: ClientId,
         /// Queue places it held, this one included.
         held: usize,
         /// All queue places.
@@ -142,7 +142,7 @@ struct State {
     /// The ids of the jobs holding a slot, oldest first.
     running: Vec<u64>,
     waiting: VecDeque<Waiter>,
-    clients: HashMap<ClientKey, ClientCounts>,
+    clients: HashMap<ClientId, ClientCounts>,
 }
 
 /// One client's jobs; removed from the map when both are zero.
@@ -155,7 +155,7 @@ struct ClientCounts {
 #[derive(Debug)]
 struct Waiter {
     id: u64,
-    client: ClientKey,
+    client: ClientId,
     position: watch::Sender<u32>,
     admit: oneshot::Sender<Result<Permit, Refused>>,
 }
@@ -165,7 +165,7 @@ struct Waiter {
 pub struct Permit {
     admission: Arc<Admission>,
     id: u64,
-    client: ClientKey,
+    client: ClientId,
 }
 
 /// A place in the queue.
@@ -185,15 +185,15 @@ pub enum Entry {
 }
 
 impl State {
-    fn client(&mut self, client: ClientKey) -> &mut ClientCounts {
+    fn client(&mut self, client: ClientId) -> &mut ClientCounts {
         self.clients.entry(client).or_default()
     }
 
-    fn counts(&self, client: ClientKey) -> ClientCounts {
+    fn counts(&self, client: ClientId) -> ClientCounts {
         self.clients.get(&client).copied().unwrap_or_default()
     }
 
-    fn forget_if_idle(&mut self, client: ClientKey) {
+    fn forget_if_idle(&mut self, client: ClientId) {
         if let Some(counts) = self.clients.get(&client)
             && counts.active == 0
             && counts.waiting == 0
@@ -225,6 +225,7 @@ impl Admission {
         })
     }
 
+    #[cfg(test)]
     /// A controller without per-client caps or sharing: first come, first
     /// served, each client may keep every slot and queue place.
     pub fn unfair(max_active: usize, max_waiting: usize) -> Arc<Self> {
@@ -280,7 +281,7 @@ impl Admission {
     /// Every change of the state rebalances ([`Admission::rebalance`]), so a
     /// free slot never coexists with a waiting job: a job that finds a slot
     /// free jumps no one.
-    pub fn enter(self: &Arc<Self>, client: ClientKey) -> Result<Entry, Refused> {
+    pub fn enter(self: &Arc<Self>, client: ClientId) -> Result<Entry, Refused> {
         let (entry, undelivered) = {
             let mut state = self.lock();
             if state.running.len() < self.max_active {
@@ -339,7 +340,7 @@ impl Admission {
     }
 
     /// Gives `client` a slot (one must be free).
-    fn start(self: &Arc<Self>, state: &mut State, client: ClientKey) -> Permit {
+    fn start(self: &Arc<Self>, state: &mut State, client: ClientId) -> Permit {
         let id = state.next_id;
         state.next_id += 1;
         state.running.push(id);
@@ -354,7 +355,7 @@ impl Admission {
     /// The queue is full: takes the newest place of the client with the
     /// most places if it holds at least two more than `client`, and tells
     /// that job. Returns whether a place was freed.
-    fn displace(&self, state: &mut State, client: ClientKey) -> bool {
+    fn displace(&self, state: &mut State, client: ClientId) -> bool {
         if !self.fair {
             return false;
         }
@@ -437,7 +438,7 @@ impl Admission {
     }
 
     /// Frees the slot of job `id` if it still holds one.
-    fn release(self: &Arc<Self>, id: u64, client: ClientKey) {
+    fn release(self: &Arc<Self>, id: u64, client: ClientId) {
         let undelivered = {
             let mut state = self.lock();
             if let Some(index) = state.running.iter().position(|running| *running == id) {
@@ -543,8 +544,8 @@ impl Drop for Ticket {
 mod tests {
     use super::*;
 
-    fn client(n: u8) -> ClientKey {
-        ClientKey::of([127, 0, 0, n].into(), 64)
+    fn client(n: u8) -> ClientId {
+        ClientId::of([127, 0, 0, n].into(), 64)
     }
 
     fn admitted(entry: Result<Entry, Refused>) -> Permit {
@@ -645,8 +646,8 @@ mod tests {
 mod fairness_tests {
     use super::*;
 
-    fn client(n: u8) -> ClientKey {
-        ClientKey::of([127, 0, 0, n].into(), 64)
+    fn client(n: u8) -> ClientId {
+        ClientId::of([127, 0, 0, n].into(), 64)
     }
 
     fn caps(active: usize, waiting: usize) -> PerClientCaps {

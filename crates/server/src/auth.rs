@@ -1,33 +1,29 @@
-//! Optional client authentication with a pre-shared access token.
-//!
-//! The server keeps only the SHA-256 digest of its token. A client's token
-//! is hashed the same way and the two digests are compared in constant
-//! time ([`subtle`]), so neither the position of the first wrong byte nor
-//! the token's length shows in the answer's timing.
+//! Optional client authentication with a pre-shared access token: the
+//! token read from its file ([`AccessToken`]; only its SHA-256 digest is
+//! kept, and compared in constant time by aesd-core's
+//! [`access_token`](aesd_core::access_token)).
 //!
 //! Failed attempts are slowed down per client address by
-//! [`FailureThrottle`] (per [`ClientKey`]: an IPv6 /64 is one client): the `unauthorized` answer comes after a delay that
+//! [`FailureThrottle`] (per [`ClientId`]: an IPv6 /64 is one client): the `unauthorized` answer comes after a delay that
 //! doubles with each recent failure from the same address.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use aesd_core::access_token::AccessToken as CoreToken;
 use aesd_proto::limits::{MAX_TOKEN_LEN, MIN_TOKEN_LEN};
 use aesd_proto::secret_file::{SecretFileError, read_secret_file};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
-/// The token a server requires, as the digest of the `token-file`'s first
-/// line.
+/// The token a server requires, read from the `token-file`'s first line;
+/// only its digest is kept (aesd-core's [`CoreToken`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct AccessToken {
-    path: PathBuf,
-    digest: [u8; 32],
+    token: CoreToken,
 }
 
 impl AccessToken {
@@ -35,26 +31,19 @@ impl AccessToken {
     pub fn from_file(path: &Path) -> Result<AccessToken, SecretFileError> {
         let token = read_secret_file(path, "access token", MIN_TOKEN_LEN, MAX_TOKEN_LEN)?;
         Ok(AccessToken {
-            path: path.to_owned(),
-            digest: Sha256::digest(token.as_bytes()).into(),
+            token: CoreToken::new(token.as_bytes()),
         })
     }
 
-    /// The file the token was read from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether `candidate` is the token, compared in constant time.
-    pub fn matches(&self, candidate: &[u8]) -> bool {
-        let digest: [u8; 32] = Sha256::digest(candidate).into();
-        bool::from(digest.ct_eq(&self.digest))
+    /// The token's digest, which the connections compare against.
+    pub fn token(&self) -> &CoreToken {
+        &self.token
     }
 }
 
 impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AccessToken(from {})", self.path.display())
+        f.write_str("AccessToken(..)")
     }
 }
 
@@ -71,7 +60,7 @@ const MAX_TRACKED: usize = 4096;
 #[derive(Debug)]
 pub struct FailureThrottle {
     base: Duration,
-    failures: Mutex<HashMap<ClientKey, (u32, Instant)>>,
+    failures: Mutex<HashMap<ClientId, (u32, Instant)>>,
 }
 
 impl FailureThrottle {
@@ -86,7 +75,7 @@ impl FailureThrottle {
     /// Records a failure from `peer` and returns how long to wait before
     /// answering it: the base delay, doubled for each earlier failure from
     /// the address within [`FAILURE_MEMORY`], up to 32 × the base.
-    pub fn failed(&self, peer: ClientKey) -> Duration {
+    pub fn failed(&self, peer: ClientId) -> Duration {
         let now = Instant::now();
         let longest = self.base * (1 << MAX_DOUBLINGS);
         let Ok(mut failures) = self.failures.lock() else {
@@ -107,8 +96,26 @@ impl FailureThrottle {
         delay
     }
 
+    /// The delay [`FailureThrottle::failed`] would return for `peer` now,
+    /// without recording a failure.
+    pub fn next_delay(&self, peer: ClientId) -> Duration {
+        let now = Instant::now();
+        let longest = self.base * (1 << MAX_DOUBLINGS);
+        let Ok(failures) = self.failures.lock() else {
+            return longest;
+        };
+        match failures.get(&peer) {
+            Some((count, last)) if now.duration_since(*last) < FAILURE_MEMORY => {
+                self.base * (1 << (*count).min(MAX_DOUBLINGS))
+            }
+            Some(_) => self.base,
+            None if failures.len() >= MAX_TRACKED => longest,
+            None => self.base,
+        }
+    }
+
     /// Forgets `peer`'s failures after it authenticated.
-    pub fn succeeded(&self, peer: ClientKey) {
+    pub fn succeeded(&self, peer: ClientId) {
         if let Ok(mut failures) = self.failures.lock() {
             failures.remove(&peer);
         }
@@ -132,11 +139,12 @@ mod tests {
     #[test]
     fn only_the_exact_token_matches() {
         let token = token_from("ok", b"0123456789abcdef\n").expect("ok");
-        assert!(token.matches(b"0123456789abcdef"));
-        assert!(!token.matches(b"0123456789abcdeF"));
-        assert!(!token.matches(b"0123456789abcdef\n"));
-        assert!(!token.matches(b"0123456789abcde"));
-        assert!(!token.matches(b""));
+        let digest = token.token();
+        assert!(digest.matches(b"0123456789abcdef"));
+        assert!(!digest.matches(b"0123456789abcdeF"));
+        assert!(!digest.matches(b"0123456789abcdef\n"));
+        assert!(!digest.matches(b"0123456789abcde"));
+        assert!(!digest.matches(b""));
         assert!(!format!("{token:?}").contains("0123"));
     }
 
@@ -152,12 +160,14 @@ mod tests {
     #[test]
     fn the_delay_doubles_per_failure_up_to_a_cap_and_resets_on_success() {
         let throttle = FailureThrottle::new(Duration::from_millis(10));
-        let peer = ClientKey::of([127, 0, 0, 9].into(), 64);
-        let other = ClientKey::of([127, 0, 0, 10].into(), 64);
+        let peer = ClientId::of([127, 0, 0, 9].into(), 64);
+        let other = ClientId::of([127, 0, 0, 10].into(), 64);
         let delays: Vec<u64> = (0..8)
             .map(|_| throttle.failed(peer).as_millis() as u64)
             .collect();
         assert_eq!(delays, [10, 20, 40, 80, 160, 320, 320, 320]);
+        assert_eq!(throttle.next_delay(peer), Duration::from_millis(320));
+        assert_eq!(throttle.next_delay(other), Duration::from_millis(10));
         assert_eq!(throttle.failed(other), Duration::from_millis(10));
         throttle.succeeded(peer);
         assert_eq!(throttle.failed(peer), Duration::from_millis(10));

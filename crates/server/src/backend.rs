@@ -21,7 +21,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::cipher::engine::{Engine, InsnSet};
+use aesd_core::engine::{Engine, InsnSet};
 
 /// Where the running kernel exposes the device tree.
 pub const DEFAULT_DEVICE_TREE: &str = "/proc/device-tree";
@@ -37,8 +37,12 @@ pub enum AesBackend {
     /// software.
     #[default]
     Auto,
-    /// Never the instruction.
-    Software,
+    /// Never a board's AES instruction (VexRiscv's, Zkne/Zknd): the CPU's
+    /// own AES instructions where it has them (AES-NI, ARMv8 AES), else
+    /// aesd's fixsliced AES in software. Its setting value is `software`
+    /// (as written in existing configurations), which is exact on the
+    /// boards.
+    NoBoardInstruction,
     /// VexRiscv's instruction, or refuse to start.
     VexRiscv,
     /// Zkne/Zknd, or refuse to start.
@@ -50,7 +54,7 @@ impl AesBackend {
     pub fn name(self) -> &'static str {
         match self {
             AesBackend::Auto => "auto",
-            AesBackend::Software => "software",
+            AesBackend::NoBoardInstruction => "software",
             AesBackend::VexRiscv => "vexriscv",
             AesBackend::Zkne => "zkne",
         }
@@ -69,7 +73,7 @@ impl FromStr for AesBackend {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
             "auto" => Ok(AesBackend::Auto),
-            "software" => Ok(AesBackend::Software),
+            "software" => Ok(AesBackend::NoBoardInstruction),
             "vexriscv" => Ok(AesBackend::VexRiscv),
             "zkne" => Ok(AesBackend::Zkne),
             other => Err(format!(
@@ -165,7 +169,7 @@ pub fn decide(
         Err(reason) => Err(BackendUnavailable { set, reason }),
     };
     match setting {
-        AesBackend::Software => Ok(software("aes-backend = software".into())),
+        AesBackend::NoBoardInstruction => Ok(software("aes-backend = software".into())),
         AesBackend::VexRiscv => forced(InsnSet::VexRiscv),
         AesBackend::Zkne => forced(InsnSet::Zkne),
         AesBackend::Auto => {
@@ -443,7 +447,7 @@ mod tests {
             assert_eq!(chosen.engine, engine_of(set));
         }
         let chosen = decide(
-            AesBackend::Software,
+            AesBackend::NoBoardInstruction,
             Path::new("/nonexistent"),
             Some(true),
             |_| panic!("software must not run the instruction"),
@@ -456,7 +460,7 @@ mod tests {
     fn the_setting_parses_its_four_values_only() {
         for backend in [
             AesBackend::Auto,
-            AesBackend::Software,
+            AesBackend::NoBoardInstruction,
             AesBackend::VexRiscv,
             AesBackend::Zkne,
         ] {

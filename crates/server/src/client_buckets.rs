@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// Clients tracked at most. When the table is full, clients whose bucket
 /// has refilled are forgotten (a sweep, at most once per
@@ -97,7 +97,7 @@ pub struct ClientBuckets {
 /// The buckets, and when a full table may be swept next.
 #[derive(Debug, Default)]
 struct Table {
-    buckets: HashMap<ClientKey, Bucket>,
+    buckets: HashMap<ClientId, Bucket>,
     /// No sweep before this (set by the last sweep of a full table).
     next_sweep: Option<Instant>,
     /// Sweeps run so far (for tests).
@@ -114,18 +114,13 @@ impl ClientBuckets {
         }
     }
 
-    /// The refill per minute (0: off).
-    pub fn per_minute(&self) -> u64 {
-        self.per_minute
-    }
-
     /// Takes `amount` from `client`'s bucket at `now` if it holds enough
     /// and `also` agrees (a bucket of everyone, checked after the
     /// client's and charged by `also` itself); the client's bucket is
     /// charged only when both pass.
     pub fn take_with(
         &self,
-        client: ClientKey,
+        client: ClientId,
         amount: u64,
         now: Instant,
         also: impl FnOnce() -> Result<(), Shortfall>,
@@ -162,11 +157,12 @@ impl ClientBuckets {
     }
 
     /// Takes `amount` from `client`'s bucket at `now`, or says why not.
-    pub fn take(&self, client: ClientKey, amount: u64, now: Instant) -> Result<(), Shortfall> {
+    pub fn take(&self, client: ClientId, amount: u64, now: Instant) -> Result<(), Shortfall> {
         self.take_with(client, amount, now, || Ok(()))
     }
 
     /// Clients in the table and sweeps run so far (for tests).
+    #[cfg(test)]
     pub fn tracked_and_sweeps(&self) -> (usize, u64) {
         self.table
             .lock()
@@ -201,8 +197,8 @@ mod tests {
 
     use super::*;
 
-    fn key(n: u32) -> ClientKey {
-        ClientKey::of(IpAddr::from(n.to_be_bytes()), 64)
+    fn key(n: u32) -> ClientId {
+        ClientId::of(IpAddr::from(n.to_be_bytes()), 64)
     }
 
     #[test]

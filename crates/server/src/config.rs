@@ -370,10 +370,12 @@ pub struct Config {
     pub max_file_size: u64,
     /// Jobs per connection.
     pub max_jobs_per_connection: u64,
-    /// The access token clients must send, if any.
-    pub access_token: Option<AccessToken>,
-    /// TLS on the job port, when configured.
-    pub tls: Option<TlsIdentity>,
+    /// The file holding the access token clients must send, if any (read
+    /// by [`Config::load_secrets`]).
+    pub token_file: Option<PathBuf>,
+    /// The certificate chain and key of the job port's TLS, if any (read
+    /// by [`Config::load_secrets`]).
+    pub tls_files: Option<TlsFiles>,
     /// TLS handshakes per client and minute (0: no limit).
     pub tls_handshake_rate: u64,
     /// First delay before answering a failed authentication.
@@ -485,7 +487,62 @@ impl ConfigLayer {
     }
 }
 
+/// The files of the job port's TLS identity (`tls-cert`, `tls-key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+}
+
+/// What the settings' files hold, read after the settings were resolved
+/// ([`Config::load_secrets`]): the TLS identity and the access token.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    pub(crate) tls: Option<TlsIdentity>,
+    pub(crate) access_token: Option<AccessToken>,
+}
+
+impl std::fmt::Debug for Secrets {
+    /// Which secrets are present, never their bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("tls", &self.tls.is_some())
+            .field("access_token", &self.access_token.is_some())
+            .finish()
+    }
+}
+
 impl Config {
+    /// Reads the files the settings name (`tls-cert` and `tls-key`,
+    /// `token-file`): the resolution checked the settings alone, this
+    /// step reads the secrets. An error names the setting whose file
+    /// could not be used.
+    pub fn load_secrets(&self) -> Result<Secrets, ConfigError> {
+        let tls = match &self.tls_files {
+            Some(files) => Some(TlsIdentity::load(&files.cert, &files.key).map_err(|err| {
+                ConfigError::Invalid {
+                    key: "tls-cert",
+                    reason: err.to_string(),
+                }
+            })?),
+            None => None,
+        };
+        let access_token = match &self.token_file {
+            Some(path) => {
+                Some(
+                    AccessToken::from_file(path).map_err(|err| ConfigError::Invalid {
+                        key: "token-file",
+                        reason: err.to_string(),
+                    })?,
+                )
+            }
+            None => None,
+        };
+        Ok(Secrets { tls, access_token })
+    }
+
     /// Merges flags, the config file (from `--config` or `AESD_CONFIG`)
     /// and the environment, and validates the result.
     pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
@@ -553,15 +610,11 @@ impl Config {
             max_jobs_per_connection: layer
                 .max_jobs_per_connection
                 .unwrap_or(defaults::MAX_JOBS_PER_CONNECTION),
-            tls: match (&layer.tls_cert, &layer.tls_key) {
-                (Some(cert), Some(key)) => {
-                    Some(
-                        TlsIdentity::load(cert, key).map_err(|err| ConfigError::Invalid {
-                            key: "tls-cert",
-                            reason: err.to_string(),
-                        })?,
-                    )
-                }
+            tls_files: match (&layer.tls_cert, &layer.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
                 (None, None) => None,
                 (Some(_), None) => {
                     return Err(ConfigError::Invalid {
@@ -579,17 +632,7 @@ impl Config {
             tls_handshake_rate: layer
                 .tls_handshake_rate
                 .unwrap_or(defaults::TLS_HANDSHAKE_RATE),
-            access_token: match &layer.token_file {
-                Some(path) => {
-                    Some(
-                        AccessToken::from_file(path).map_err(|err| ConfigError::Invalid {
-                            key: "token-file",
-                            reason: err.to_string(),
-                        })?,
-                    )
-                }
-                None => None,
-            },
+            token_file: layer.token_file.clone(),
             auth_failure_delay: seconds(
                 "auth-failure-delay",
                 layer.auth_failure_delay,
@@ -708,13 +751,13 @@ impl Config {
     /// a whole address family.
     pub fn warnings(&self) -> Vec<String> {
         let token = self
-            .access_token
+            .token_file
             .iter()
-            .filter_map(|token| permission_warning(token.path(), "access token"));
+            .filter_map(|path| permission_warning(path, "access token"));
         let tls_key = self
-            .tls
+            .tls_files
             .iter()
-            .filter_map(|tls| permission_warning(tls.key_path(), "TLS key"));
+            .filter_map(|tls| permission_warning(&tls.key, "TLS key"));
         token
             .chain(tls_key)
             .chain(self.trusted_proxies.warnings())
@@ -745,13 +788,10 @@ impl Config {
             kdf_budget_total: Some(self.kdf_budget_total),
             max_file_size: Some(self.max_file_size),
             max_jobs_per_connection: Some(self.max_jobs_per_connection),
-            tls_cert: self.tls.as_ref().map(|tls| tls.cert_path().to_owned()),
-            tls_key: self.tls.as_ref().map(|tls| tls.key_path().to_owned()),
+            tls_cert: self.tls_files.as_ref().map(|tls| tls.cert.clone()),
+            tls_key: self.tls_files.as_ref().map(|tls| tls.key.clone()),
             tls_handshake_rate: Some(self.tls_handshake_rate),
-            token_file: self
-                .access_token
-                .as_ref()
-                .map(|token| token.path().to_owned()),
+            token_file: self.token_file.clone(),
             auth_failure_delay: Some(self.auth_failure_delay.as_secs_f64()),
             trusted_proxies: (!self.trusted_proxies.is_empty())
                 .then(|| self.trusted_proxies.to_string()),
@@ -1009,6 +1049,35 @@ mod tests {
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    /// Resolving the settings reads no file: missing TLS and token files
+    /// are met only when the secrets are loaded, each named by its setting.
+    #[test]
+    fn files_are_read_after_resolution() {
+        let missing = std::env::temp_dir().join("aesd-config-test-no-such-file");
+        let config = Config::resolve(ConfigLayer {
+            tls_cert: Some(missing.clone()),
+            tls_key: Some(missing.clone()),
+            ..ConfigLayer::default()
+        })
+        .expect("the settings alone are valid");
+        assert_eq!(
+            config.to_layer().tls_cert.as_deref(),
+            Some(missing.as_path())
+        );
+        let err = config.load_secrets().expect_err("no such file");
+        assert!(err.to_string().contains("tls-cert"), "{err}");
+        let config = Config::resolve(ConfigLayer {
+            token_file: Some(missing),
+            ..ConfigLayer::default()
+        })
+        .expect("the settings alone are valid");
+        let err = config.load_secrets().expect_err("no such file");
+        assert!(err.to_string().contains("token-file"), "{err}");
+        let plain = Config::resolve(ConfigLayer::default()).expect("defaults");
+        let secrets = plain.load_secrets().expect("nothing to read");
+        assert!(format!("{secrets:?}").contains("tls: false"), "{secrets:?}");
     }
 
     #[test]

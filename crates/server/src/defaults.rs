@@ -43,7 +43,7 @@ pub const AES_BACKEND: &str = "auto";
 /// Active jobs per worker thread (`max-active` = this × workers).
 pub const ACTIVE_PER_WORKER: usize = 2;
 /// Leading bits of an IPv6 address that identify one client.
-pub const CLIENT_IPV6_PREFIX: u8 = crate::client_key::DEFAULT_IPV6_PREFIX;
+pub const CLIENT_IPV6_PREFIX: u8 = crate::client_id::DEFAULT_IPV6_PREFIX;
 /// Slowest input a running job may send, bytes/s: a trickle that holds a
 /// slot is cut, a slow link (a 9600-baud modem is 960 B/s) is roughly the
 /// floor.

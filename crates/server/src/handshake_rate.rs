@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use crate::client_buckets::ClientBuckets;
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// A client started more TLS handshakes than `tls-handshake-rate` allows.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +26,7 @@ use crate::client_key::ClientKey;
 )]
 pub struct RateExceeded {
     /// Who started them.
-    pub client: ClientKey,
+    pub client: ClientId,
     /// The `tls-handshake-rate` setting.
     pub per_minute: u64,
     /// When the client may start another.
@@ -49,7 +49,7 @@ impl HandshakeRate {
 
     /// Counts a handshake of `client` at `now`, or says when it may start
     /// one.
-    pub fn take(&self, client: ClientKey, now: Instant) -> Result<(), RateExceeded> {
+    pub fn take(&self, client: ClientId, now: Instant) -> Result<(), RateExceeded> {
         self.buckets
             .take(client, 1, now)
             .map_err(|short| RateExceeded {
@@ -64,8 +64,8 @@ impl HandshakeRate {
 mod tests {
     use super::*;
 
-    fn client(last: u8) -> ClientKey {
-        ClientKey::of([192, 0, 2, last].into(), 64)
+    fn client(last: u8) -> ClientId {
+        ClientId::of([192, 0, 2, last].into(), 64)
     }
 
     #[test]

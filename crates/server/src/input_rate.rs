@@ -1,33 +1,32 @@
 //! The minimum input rate of a running job (`min-input-rate`).
 //!
 //! The idle timeout counts per read, so a client that sends a byte just
-//! inside it, again and again, would hold a job slot forever. A job's
-//! read stage therefore waits for input through [`InputRate::wait`], which
-//! measures the bytes the client delivered against the time the server
-//! spent *waiting for them*, in windows of `input-rate-window` of such
-//! time. A window that ends below the minimum fails the job with
-//! [`TooSlow`] (the `timeout` error), which frees its slot.
+//! inside it, again and again, would hold a job slot forever. The
+//! connection's driver therefore tells [`InputRate`] when it starts and
+//! stops waiting for a running job's input ([`InputRate::start_waiting`],
+//! [`InputRate::stop_waiting`]); it measures the bytes the client delivered
+//! against the time the server spent *waiting for them*, in windows of
+//! `input-rate-window` of such time. A window that ends below the minimum
+//! fails the job with [`TooSlow`] (the `timeout` error), which frees its
+//! slot; the driver wakes at [`InputRate::window_end`] to check it.
 //!
-//! Only waiting for the client counts. While the job's read stage is not
-//! reading (the workers are busy, or the client is slow to take the
-//! output, so the job's buffers are all in flight) the clock is stopped:
-//! the server's own backpressure never fails a job. The first window is
-//! the job's grace period: nothing is checked before a job has waited a
-//! whole window.
+//! Only waiting for the client counts. While the job is not reading (the
+//! workers are busy, or the client is slow to take the output, so the
+//! job's buffers are all in flight) the clock is stopped: the server's own
+//! backpressure never fails a job. The first window is the job's grace
+//! period: nothing is checked before a job has waited a whole window.
 //!
 //! Bytes are counted where they leave the socket ([`Metered`]), so a large
 //! frame arriving slowly counts as it arrives, not when it is complete.
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::time::Instant;
 
 /// Bytes read from one connection so far (wrapping; only differences over
 /// one window are used, so 32 bits are enough).
@@ -40,7 +39,8 @@ impl ByteCounter {
         self.0.load(Ordering::Relaxed)
     }
 
-    fn add(&self, bytes: usize) {
+    /// Counts `bytes` more.
+    pub fn add(&self, bytes: usize) {
         self.0.fetch_add(bytes, Ordering::Relaxed);
     }
 }
@@ -98,6 +98,8 @@ pub struct InputRate {
     counter: ByteCounter,
     waited: Duration,
     window_start: usize,
+    /// Since when the driver waits for input, if it does.
+    waiting_since: Option<Instant>,
 }
 
 impl InputRate {
@@ -111,32 +113,34 @@ impl InputRate {
             counter,
             waited: Duration::ZERO,
             window_start,
+            waiting_since: None,
         }
     }
 
-    /// Awaits `read` (a read from the client), counting the time as
-    /// waiting for input; fails when a window ends below the minimum.
-    pub async fn wait<F: Future>(&mut self, read: F) -> Result<F::Output, TooSlow> {
-        if self.min == 0 {
-            return Ok(read.await);
+    /// The driver waits for the job's input from `now` on (no change if
+    /// it already waits).
+    pub fn start_waiting(&mut self, now: Instant) {
+        if self.min > 0 && self.waiting_since.is_none() {
+            self.waiting_since = Some(now);
         }
-        tokio::pin!(read);
-        loop {
-            let remaining = self.window.saturating_sub(self.waited);
-            let started = Instant::now();
-            tokio::select! {
-                biased;
-                output = &mut read => {
-                    self.waited += started.elapsed();
-                    self.end_window_if_due()?;
-                    return Ok(output);
-                }
-                () = tokio::time::sleep(remaining) => {
-                    self.waited += started.elapsed();
-                    self.end_window_if_due()?;
-                }
-            }
-        }
+    }
+
+    /// The driver stops waiting at `now` (input came, or something else
+    /// happened first): the time waited counts, and a window that ended
+    /// below the minimum fails.
+    pub fn stop_waiting(&mut self, now: Instant) -> Result<(), TooSlow> {
+        let Some(since) = self.waiting_since.take() else {
+            return Ok(());
+        };
+        self.waited += now.saturating_duration_since(since);
+        self.end_window_if_due()
+    }
+
+    /// When the current window ends if the waiting goes on; `None` when
+    /// the driver does not wait or the check is off.
+    pub fn window_end(&self) -> Option<Instant> {
+        let since = self.waiting_since?;
+        since.checked_add(self.window.saturating_sub(self.waited))
     }
 
     fn end_window_if_due(&mut self) -> Result<(), TooSlow> {
@@ -165,62 +169,62 @@ mod tests {
 
     const WINDOW: Duration = Duration::from_secs(10);
 
-    #[tokio::test(start_paused = true)]
-    async fn a_trickle_fails_at_the_end_of_a_window() {
+    #[test]
+    fn a_trickle_fails_at_the_end_of_a_window() {
         let counter = ByteCounter::default();
         let mut rate = InputRate::new(100, WINDOW, counter.clone());
         let began = Instant::now();
-        // One byte every 5 s: 0.2 bytes/s.
+        let mut now = began;
+        // One byte every 5 s of waiting: 0.2 bytes/s.
         let mut failed = None;
         for _ in 0..10 {
-            let outcome = rate
-                .wait(async {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    counter.add(1);
-                })
-                .await;
-            if let Err(too_slow) = outcome {
+            rate.start_waiting(now);
+            now += Duration::from_secs(5);
+            counter.add(1);
+            if let Err(too_slow) = rate.stop_waiting(now) {
                 failed = Some(too_slow);
                 break;
             }
         }
         let too_slow = failed.expect("the trickle is cut");
         assert_eq!(too_slow.got, 2);
-        assert_eq!(began.elapsed(), WINDOW);
+        assert_eq!(now - began, WINDOW);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_stall_inside_one_read_is_cut_after_the_window() {
-        let counter = ByteCounter::default();
-        let mut rate = InputRate::new(100, WINDOW, counter);
+    #[test]
+    fn a_stall_inside_one_read_is_cut_at_the_window_end() {
+        let mut rate = InputRate::new(100, WINDOW, ByteCounter::default());
         let began = Instant::now();
-        let outcome = rate.wait(std::future::pending::<()>()).await;
-        assert!(outcome.is_err());
-        assert_eq!(began.elapsed(), WINDOW);
+        rate.start_waiting(began);
+        let end = rate.window_end().expect("waiting");
+        assert_eq!(end - began, WINDOW);
+        assert!(rate.stop_waiting(end).is_err());
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn time_not_spent_waiting_does_not_count() {
+    #[test]
+    fn time_not_spent_waiting_does_not_count() {
         let counter = ByteCounter::default();
         let mut rate = InputRate::new(100, WINDOW, counter.clone());
+        let mut now = Instant::now();
         for _ in 0..20 {
             // The server is busy for a minute between reads (not counted),
             // then 200 bytes arrive after 1 s of waiting: 200 bytes/s.
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            rate.wait(async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                counter.add(200);
-            })
-            .await
-            .expect("fast enough while waited for");
+            now += Duration::from_secs(60);
+            rate.start_waiting(now);
+            now += Duration::from_secs(1);
+            counter.add(200);
+            rate.stop_waiting(now)
+                .expect("fast enough while waited for");
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn zero_turns_the_check_off() {
+    #[test]
+    fn zero_turns_the_check_off() {
         let mut rate = InputRate::new(0, WINDOW, ByteCounter::default());
-        rate.wait(tokio::time::sleep(Duration::from_secs(100)))
-            .await
+        let now = Instant::now();
+        rate.start_waiting(now);
+        assert_eq!(rate.window_end(), None);
+        rate.stop_waiting(now + Duration::from_secs(100))
             .expect("no minimum");
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::client_buckets::{Bucket, ClientBuckets, Shortfall};
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// A begin frame that asks for more key derivation than its client has left.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +27,7 @@ use crate::client_key::ClientKey;
 )]
 pub struct BudgetExceeded {
     /// Who asked.
-    pub client: ClientKey,
+    pub client: ClientId,
     /// Iterations the job asked for.
     pub iterations: u32,
     /// Iterations left in the client's bucket (rounded down).
@@ -84,7 +84,7 @@ impl KdfBudget {
     /// enough. Each of the two is off at 0, independently of the other.
     pub fn take(
         &self,
-        client: ClientKey,
+        client: ClientId,
         iterations: u32,
         now: Instant,
     ) -> Result<(), BudgetExceeded> {
@@ -108,8 +108,8 @@ mod tests {
 
     use super::*;
 
-    fn client(last: u8) -> ClientKey {
-        ClientKey::of(IpAddr::from([192, 0, 2, last]), 64)
+    fn client(last: u8) -> ClientId {
+        ClientId::of(IpAddr::from([192, 0, 2, last]), 64)
     }
 
     #[test]

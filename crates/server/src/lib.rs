@@ -2,85 +2,115 @@
 //!
 //! Clients stream a file over a framed TCP protocol (crate `aesd-proto`);
 //! aesd encrypts or decrypts it in the `openssl enc -aes-256-cbc -salt
-//! -pbkdf2` format and streams the result back while the input still
-//! arrives.
+//! -pbkdf2` format (or age) and streams the result back while the input
+//! still arrives.
+//!
+//! What a connection and its jobs do is aesd-core's: the protocol state
+//! machine and the job transform, without I/O. This crate is their driver:
+//! sockets, TLS, the PROXY header, the connection caps, admission, the
+//! worker threads, timers, metrics and logs.
+//!
+//! Its public face is small: [`Server`] (bind, serve, or run in the
+//! background as a [`RunningServer`], whose [`ServerState`] shows slots,
+//! connections, workers and metrics), [`start_loopback`] for an
+//! in-process server, [`Config`] with [`ConfigLayer`] (and the `defaults`
+//! and `caps` it states; resolving the settings reads no file, the files
+//! they name are read afterwards into [`Secrets`]), the `cli` the `aesd`
+//! binary runs, and `tls_init` (`--tls-self-signed`).
 //!
 //! # Layout
 //!
-//! * [`config`]: settings from flags, a TOML file and the environment.
-//! * [`defaults`]: every setting's default, as a named constant and as shown.
-//! * [`server`]: the listener, accept loop and graceful shutdown.
-//! * [`shared`]: what every connection shares, and the narrow view of it
-//!   a job's stages get.
-//! * [`session`]: one connection: handshake, then jobs one after another.
-//! * [`tls`]: TLS on the job port (`tls-cert`, `tls-key`).
-//! * [`tls_init`]: `--tls-self-signed DIR`: a key, a certificate and its pin.
-//! * [`tls_accept`]: a TLS connection's handshake, rate-limited per client
-//!   ([`handshake_rate`]) and bounded ([`tls_gate`]), on a thread of its
-//!   own, never on the async runtime's threads.
-//! * [`auth`]: the optional pre-shared access token, compared in constant
-//!   time, with failures slowed down per client address.
-//! * [`job`]: one job: admission, then the read → cipher → write pipeline;
-//!   [`job::core`], the job's state and transitions without I/O (also
-//!   driven by the `cost` benchmark and a fuzz target).
-//! * [`admission`]: the bounded FIFO queue in front of the active slots.
-//! * [`limits`]: caps on open connections, in total and per client.
-//! * [`log_limit`]: log lines about clients, rate-limited per client.
-//! * [`client_key`]: who a client is for the per-client limits (an IPv4
+//! * `cli`: the `aesd` command (the binary is only its `main`).
+//! * `caps`: fixed limits that are not settings.
+//! * `config`: settings from flags, a TOML file and the environment.
+//! * `defaults`: every setting's default, as a named constant and as shown.
+//! * `server`: the listener, accept loop and graceful shutdown.
+//! * `accept`: the one way a connection comes in: PROXY header → caps →
+//!   TLS → driver.
+//! * `driver`: drives one connection's state machine (aesd-core's
+//!   `Connection`): its reads, writes, work, admission and deadlines.
+//! * `outgoing`: the frame on its way out, written without a copy.
+//! * `shared`: what every connection shares.
+//! * `tls`: TLS on the job port (`tls-cert`, `tls-key`).
+//! * `tls_init`: `--tls-self-signed DIR`: a key, a certificate and its pin.
+//! * `tls_accept`: a TLS connection's handshake, rate-limited per client
+//!   (`handshake_rate`) and bounded (`tls_gate`), on a thread of its own,
+//!   never on the async runtime's threads.
+//! * `auth`: the optional pre-shared access token read from its file,
+//!   with failures slowed down per client address.
+//! * `admission`: the bounded FIFO queue in front of the active slots.
+//! * `limits`: caps on open connections, in total and per client.
+//! * `log_limit`: log lines about clients, rate-limited per client.
+//! * `client_id`: who a client is for the per-client limits (an IPv4
 //!   address, an IPv6 prefix).
-//! * [`input_rate`]: the minimum input rate of a running job.
-//! * [`kdf_budget`]: how much PBKDF2 (key source 1) one client may make
+//! * `input_rate`: the minimum input rate of a running job.
+//! * `kdf_budget`: how much PBKDF2 (key source 1) one client may make
 //!   the server run per minute.
-//! * [`client_buckets`]: token buckets per client in a bounded table (the
+//! * `client_buckets`: token buckets per client in a bounded table (the
 //!   PBKDF2 budget, the TLS handshake rate).
-//! * [`proxy`]: the PROXY protocol header from trusted load balancers
+//! * `proxy`: the PROXY protocol header from trusted load balancers
 //!   (`trusted-proxies`), which says which client a connection is for.
-//! * [`pool`]: the worker threads that do all cryptographic work, so the
-//!   async reactor only moves bytes.
-//! * [`lanes`]: the lane engine: a worker encrypts several jobs' CBC
-//!   chains together, one lane each.
-//! * [`cipher`]: the `openssl enc` format, streamed in place.
-//! * [`backend`]: which AES runs (`aes-backend`): VexRiscv's AES
+//! * `pool`: the worker threads that do all cryptographic work, so the
+//!   async reactor only moves bytes; CBC encryption chunks through
+//!   aesd-core's lane engine, several jobs' chains together.
+//! * `backend`: which AES runs (`aes-backend`): VexRiscv's AES
 //!   instruction after a start-up self-test, or software.
-//! * [`error`]: why a job failed and what the client is told.
-//! * [`fd_limit`]: the open-file limit raised at start, `max-connections`
+//! * `error`: why a connection failed (the driver's errors beside the
+//!   state machine's) and what the client is told.
+//! * `fd_limit`: the open-file limit raised at start, `max-connections`
 //!   kept within it.
-//! * [`metrics`]: Prometheus metrics and the `/metrics` endpoint.
-//! * [`shutdown`]: the stop and abort stages of a graceful shutdown.
-//! * [`secrets`]: no core dumps (a crash leaves no passwords or keys on disk).
-//! * [`readiness`]: telling a supervisor aesd listens (`--pid-file`,
+//! * `metrics`: Prometheus metrics and the `/metrics` endpoint.
+//! * `shutdown`: the stop and abort stages of a graceful shutdown.
+//! * `secrets`: no core dumps (a crash leaves no passwords or keys on disk).
+//! * `readiness`: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
 
-pub mod admission;
-pub mod auth;
-pub mod backend;
-pub mod cipher;
-pub mod client_buckets;
-pub mod client_key;
+mod accept;
+mod admission;
+mod auth;
+mod backend;
+pub mod cli;
+mod client_buckets;
+mod client_id;
 pub mod config;
 pub mod defaults;
-pub mod error;
-pub mod fd_limit;
-pub mod handshake_rate;
-pub mod input_rate;
-pub mod job;
-pub mod kdf_budget;
-pub mod lanes;
-pub mod limits;
-pub mod log_limit;
-pub mod metrics;
-pub mod pool;
-pub mod proxy;
-pub mod readiness;
-pub mod secrets;
-pub mod server;
-pub mod session;
-pub mod shared;
-pub mod shutdown;
-pub mod tls;
-pub mod tls_accept;
-pub mod tls_gate;
+mod driver;
+mod error;
+mod fd_limit;
+mod handshake_rate;
+mod input_rate;
+mod kdf_budget;
+mod limits;
+mod log_limit;
+mod metrics;
+mod outgoing;
+mod pool;
+mod proxy;
+mod readiness;
+mod secrets;
+mod server;
+mod shared;
+mod shutdown;
+mod tls;
+mod tls_accept;
+mod tls_gate;
 pub mod tls_init;
 
-pub use config::{Config, ConfigLayer};
-pub use server::{RunningServer, Server, ServerError};
+pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
+pub use server::{
+    Occupancy, RunningServer, Server, ServerError, ServerState, StartError, start_loopback,
+};
+
+/// Fixed limits the server applies that are not settings (documented in
+/// docs/hardening.md; stated here for monitoring and tests).
+pub mod caps {
+    /// Log lines about one client per window of the log limiter; past
+    /// them, one summary line per window.
+    pub use crate::log_limit::LINES_PER_WINDOW as LOG_LINES_PER_WINDOW;
+    /// Scrapes of `/metrics` served at once, in total.
+    pub use crate::metrics::http::MAX_CONNECTIONS as METRICS_CONNECTIONS;
+    /// Scrapes of `/metrics` served at once from one client.
+    pub use crate::metrics::http::MAX_PER_CLIENT as METRICS_CONNECTIONS_PER_CLIENT;
+    /// TLS handshakes in progress at once from one client.
+    pub use crate::tls_gate::MAX_PER_CLIENT as TLS_HANDSHAKES_PER_CLIENT;
+}

@@ -1,5 +1,5 @@
 //! Connection limits: a cap on open connections in total and per client
-//! ([`ClientKey`]: an IPv4 address or an IPv6 prefix). A connection over a
+//! ([`ClientId`]: an IPv4 address or an IPv6 prefix). A connection over a
 //! cap is answered with a `busy` error and closed, so a flood of
 //! connections cannot exhaust descriptors or memory.
 //!
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// Why a connection was refused, or closed to make room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -28,7 +28,7 @@ pub enum ConnectionRefused {
     #[error("too many connections from {client}: the limit per client is {limit}")]
     PerClient {
         /// The client (address or IPv6 prefix).
-        client: ClientKey,
+        client: ClientId,
         /// The per-client cap.
         limit: usize,
     },
@@ -40,7 +40,7 @@ pub enum ConnectionRefused {
     )]
     Evicted {
         /// The client whose connection was closed.
-        client: ClientKey,
+        client: ClientId,
         /// Its connections, this one included.
         held: usize,
         /// The total cap.
@@ -59,11 +59,11 @@ pub struct ConnectionLimits {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_client: HashMap<ClientKey, usize>,
+    per_client: HashMap<ClientId, usize>,
     next_id: u64,
     /// Idle connections by id (oldest first): their client and how to
     /// close them.
-    idle: BTreeMap<u64, (ClientKey, Arc<Eviction>)>,
+    idle: BTreeMap<u64, (ClientId, Arc<Eviction>)>,
 }
 
 /// How an idle connection learns it was closed for room.
@@ -77,13 +77,13 @@ struct Eviction {
 #[derive(Debug)]
 pub struct ConnectionSlot {
     limits: Arc<ConnectionLimits>,
-    client: ClientKey,
+    client: ClientId,
     id: u64,
     eviction: Arc<Eviction>,
 }
 
 impl Counts {
-    fn release(&mut self, client: ClientKey) {
+    fn release(&mut self, client: ClientId) {
         self.total -= 1;
         if let Some(count) = self.per_client.get_mut(&client) {
             *count -= 1;
@@ -113,7 +113,7 @@ impl ConnectionLimits {
     /// Takes a place for a connection from `client`, if the caps allow;
     /// at the total cap, by closing an idle connection of the client with
     /// the most connections (see the module).
-    pub fn admit(self: &Arc<Self>, client: ClientKey) -> Result<ConnectionSlot, ConnectionRefused> {
+    pub fn admit(self: &Arc<Self>, client: ClientId) -> Result<ConnectionSlot, ConnectionRefused> {
         let mut counts = self.lock();
         let mine = counts.per_client.get(&client).copied().unwrap_or(0);
         if mine >= self.max_per_client {
@@ -140,7 +140,7 @@ impl ConnectionLimits {
     /// Closes the oldest idle connection of the client with the most
     /// connections, if it holds more than `mine` (the newcomer's client's)
     /// and is another client. Returns whether a place was freed.
-    fn evict_for(&self, counts: &mut Counts, client: ClientKey, mine: usize) -> bool {
+    fn evict_for(&self, counts: &mut Counts, client: ClientId, mine: usize) -> bool {
         let heaviest = counts
             .idle
             .values()
@@ -231,8 +231,8 @@ mod tests {
     #[test]
     fn caps_apply_in_total_and_per_address_and_free_on_drop() {
         let limits = ConnectionLimits::new(3, 2);
-        let a = ClientKey::of("127.0.0.1".parse().expect("ip"), 64);
-        let b = ClientKey::of("127.0.0.2".parse().expect("ip"), 64);
+        let a = ClientId::of("127.0.0.1".parse().expect("ip"), 64);
+        let b = ClientId::of("127.0.0.2".parse().expect("ip"), 64);
         let first = limits.admit(a).expect("first");
         let _second = limits.admit(a).expect("second");
         assert_eq!(
@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn at_the_cap_an_idle_connection_of_the_heaviest_client_makes_room() {
         let limits = ConnectionLimits::new(3, 10);
-        let key = |n: u8| ClientKey::of([127, 0, 0, n].into(), 64);
+        let key = |n: u8| ClientId::of([127, 0, 0, n].into(), 64);
         let busy_one = limits.admit(key(1)).expect("1");
         let idle_one = limits.admit(key(1)).expect("2");
         let idle_two = limits.admit(key(2)).expect("3");
@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn one_ipv6_prefix_is_one_client() {
         let limits = ConnectionLimits::new(10, 1);
-        let key = |addr: &str| ClientKey::of(addr.parse().expect("ip"), 64);
+        let key = |addr: &str| ClientId::of(addr.parse().expect("ip"), 64);
         let _first = limits.admit(key("2001:db8:0:1::1")).expect("first");
         assert!(matches!(
             limits.admit(key("2001:db8:0:1::2")),

@@ -2,7 +2,7 @@
 //! cannot turn aesd's log into a way to fill the board's RAM or disk.
 //!
 //! Every line the session writes about a failed job, a refused or closed
-//! connection goes through [`LogLimiter::admit`] with the client's key. A
+//! connection goes through [`LogLimiter::admit`] with the client's identity. A
 //! client gets [`LINES_PER_WINDOW`] lines per [`WINDOW`]; further lines in
 //! the window are only counted, and once the window is over one summary
 //! line says how many were left out ("N more refusals and errors from X in
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tracing::info;
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// Lines one client may cause per window.
 pub const LINES_PER_WINDOW: u32 = 10;
@@ -36,7 +36,7 @@ const TRACKED_CLIENTS: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Source {
     /// A client with its own entry.
-    Client(ClientKey),
+    Client(ClientId),
     /// The clients that found the table full.
     Others,
 }
@@ -116,7 +116,7 @@ impl LogLimiter {
     }
 
     /// Whether a line about `client` at `now` may be written.
-    pub fn admit(&self, client: ClientKey, now: Instant) -> Decision {
+    pub fn admit(&self, client: ClientId, now: Instant) -> Decision {
         let Ok(mut table) = self.table.lock() else {
             return Decision::Log(None);
         };
@@ -177,6 +177,7 @@ impl LogLimiter {
         summaries
     }
 
+    #[cfg(test)]
     /// Clients with an entry (for tests).
     pub fn tracked(&self) -> usize {
         self.table.lock().map(|table| table.len()).unwrap_or(0)
@@ -189,8 +190,8 @@ mod tests {
 
     use super::*;
 
-    fn client(n: u32) -> ClientKey {
-        ClientKey::of(IpAddr::from(n.to_be_bytes()), 64)
+    fn client(n: u32) -> ClientId {
+        ClientId::of(IpAddr::from(n.to_be_bytes()), 64)
     }
 
     #[test]

@@ -11,12 +11,11 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
-use crate::config::Config;
-use crate::error::JobError;
+use crate::accept::accept;
+pub use crate::admission::Occupancy;
+use crate::config::{Config, Secrets};
 use crate::log_limit;
 use crate::metrics;
-use crate::proxy;
-use crate::session;
 use crate::shared::Shared;
 
 /// The server could not start.
@@ -41,6 +40,10 @@ pub enum ServerError {
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Workers(std::io::Error),
+    /// A file the settings name could not be used (`tls-cert`, `tls-key`,
+    /// `token-file`).
+    #[error(transparent)]
+    Secrets(#[from] crate::config::ConfigError),
 }
 
 /// A bound server, ready to serve.
@@ -51,8 +54,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listen address and starts the worker pool.
+    /// Reads the files the settings name ([`Config::load_secrets`]), binds
+    /// the listen address and starts the worker pool.
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let secrets = config.load_secrets()?;
+        Server::bind_with(config, secrets).await
+    }
+
+    /// Binds the listen address and starts the worker pool, with the
+    /// secrets already read from the settings' files.
+    pub async fn bind_with(config: Config, secrets: Secrets) -> Result<Server, ServerError> {
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -68,7 +79,7 @@ impl Server {
             ),
             None => None,
         };
-        let shared = Arc::new(Shared::new(config).map_err(ServerError::Workers)?);
+        let shared = Arc::new(Shared::new(config, secrets).map_err(ServerError::Workers)?);
         Ok(Server {
             listener,
             metrics_listener,
@@ -90,9 +101,9 @@ impl Server {
             .and_then(|listener| listener.local_addr().ok())
     }
 
-    /// State shared with the connections (for metrics and tests).
-    pub fn shared(&self) -> Arc<Shared> {
-        Arc::clone(&self.shared)
+    /// What the server's state looks like (for monitoring and tests).
+    pub fn state(&self) -> ServerState {
+        ServerState(Arc::clone(&self.shared))
     }
 
     /// Serves until `signal` resolves, then shuts down gracefully: stops
@@ -110,7 +121,7 @@ impl Server {
                 metrics_listener,
                 Arc::clone(&shared.metrics),
                 shared.shutdown.clone(),
-                metrics::http::Admission {
+                metrics::http::ScrapeAccess {
                     connections: Arc::clone(&shared.connections),
                     ipv6_prefix: shared.config.client_ipv6_prefix,
                     allow: shared.config.metrics_allow.clone(),
@@ -139,24 +150,7 @@ impl Server {
             tokio::select! {
                 () = &mut signal => break,
                 accepted = listener.accept() => match accepted {
-                    // A trusted proxy's connection is admitted under the
-                    // client address its PROXY header carries, once read.
-                    Ok((stream, peer)) if shared.config.trusted_proxies.contains(peer.ip()) => {
-                        tracker.spawn(proxy::serve(stream, peer, Arc::clone(&shared)));
-                    }
-                    Ok((stream, peer)) => match shared.connections.admit(shared.client_key(peer.ip())) {
-                        Ok(slot) => {
-                            tracker.spawn(session::serve(stream, peer, Arc::clone(&shared), slot));
-                        }
-                        Err(refused) => {
-                            tracker.spawn(session::refuse(
-                                stream,
-                                peer,
-                                JobError::ConnectionsFull(refused),
-                                Arc::clone(&shared),
-                            ));
-                        }
-                    },
+                    Ok((stream, peer)) => accept(stream, peer, &shared, &tracker),
                     Err(err) => {
                         // Out of descriptors or similar: keep serving the
                         // connections we have and try again shortly.
@@ -195,7 +189,7 @@ impl Server {
     pub fn spawn(self) -> RunningServer {
         let addr = self.local_addr();
         let metrics_addr = self.metrics_addr();
-        let shared = self.shared();
+        let shared = Arc::clone(&self.shared);
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(self.serve(async {
             let _ = stop_rx.await;
@@ -208,6 +202,82 @@ impl Server {
             task,
         }
     }
+}
+
+/// A read-only view of a server's state while it runs: its slots and
+/// queue, connections, workers, metrics and settings (for monitoring and
+/// tests; the same figures `/metrics` shows).
+#[derive(Clone)]
+pub struct ServerState(Arc<Shared>);
+
+impl ServerState {
+    /// Jobs holding a slot and jobs waiting, now.
+    pub fn occupancy(&self) -> Occupancy {
+        self.0.admission.occupancy()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.0.connections.open()
+    }
+
+    /// Time all workers together spent running cryptographic work.
+    pub fn worker_busy_time(&self) -> std::time::Duration {
+        self.0.pool.busy_time()
+    }
+
+    /// How many jobs' chains one worker encrypts together.
+    pub fn lanes(&self) -> usize {
+        self.0.pool.lanes()
+    }
+
+    /// Blocks the lane engine encrypted, and blocks it could have in the
+    /// same calls with every lane busy.
+    pub fn lane_blocks(&self) -> (u64, u64) {
+        self.0.pool.lane_blocks()
+    }
+
+    /// The Prometheus text `/metrics` serves.
+    pub fn metrics_text(&self) -> String {
+        self.0.metrics.encode()
+    }
+
+    /// The effective settings.
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    /// The delay the next failed authentication from `addr` would wait
+    /// (`auth-failure-delay`, doubled per recent failure of its client).
+    pub fn auth_failure_delay(&self, addr: std::net::IpAddr) -> std::time::Duration {
+        self.0.auth_failures.next_delay(self.0.client_id(addr))
+    }
+}
+
+/// [`start_loopback`] could not start the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The settings are not valid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The server could not start.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+}
+
+/// A server in this process on 127.0.0.1 (an ephemeral port) with
+/// `layer` over the defaults, running in the background on the current
+/// tokio runtime: aesload's embedded server, and the tests'.
+pub async fn start_loopback(
+    layer: crate::config::ConfigLayer,
+) -> Result<RunningServer, StartError> {
+    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let config = Config::resolve(crate::config::ConfigLayer {
+        listen: Some(listen),
+        ..layer
+    })?;
+    let secrets = config.load_secrets()?;
+    Ok(Server::bind_with(config, secrets).await?.spawn())
 }
 
 /// A server running in the background (embedded in aesload, or in tests).
@@ -230,9 +300,9 @@ impl RunningServer {
         self.metrics_addr
     }
 
-    /// Its shared state.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// What its state looks like (for monitoring and tests).
+    pub fn state(&self) -> ServerState {
+        ServerState(Arc::clone(&self.shared))
     }
 
     /// Shuts it down gracefully and waits until it has stopped.

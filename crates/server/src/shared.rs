@@ -1,19 +1,20 @@
-//! What every connection of a server shares, and the narrow views of it
-//! that a job's stages get.
+//! What every connection of a server shares.
 //!
 //! [`Shared`] is built once by [`crate::server::Server::bind`]; the
-//! listener, sessions and jobs only read it. A job's stages do not see all
-//! of it: [`Shared::job_context`] hands them the pool, admission, shutdown
-//! and metrics, and [`JobLimits`], the settings a job obeys.
+//! listener and the connections' drivers only read it. The protocol state
+//! machine of each connection gets only its [`Settings`], the part of the
+//! configuration it obeys.
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+
+use aesd_core::connection::Settings;
+use aesd_core::job::JobLimits;
 
 use crate::admission::{Admission, PerClientCaps};
 use crate::auth::FailureThrottle;
-use crate::client_key::ClientKey;
-use crate::config::Config;
+use crate::client_id::ClientId;
+use crate::config::{Config, Secrets};
 use crate::handshake_rate::HandshakeRate;
 use crate::kdf_budget::KdfBudget;
 use crate::limits::ConnectionLimits;
@@ -21,6 +22,7 @@ use crate::log_limit::LogLimiter;
 use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::shutdown::Shutdown;
+use crate::tls::TlsIdentity;
 use crate::tls_accept::HandshakeThread;
 use crate::tls_gate::HandshakeGate;
 
@@ -34,8 +36,6 @@ pub struct Shared {
     pub admission: Arc<Admission>,
     /// Shutdown stages.
     pub shutdown: Shutdown,
-    /// Name and version sent in the welcome frame.
-    pub name: String,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Open connection counts and caps.
@@ -48,18 +48,22 @@ pub struct Shared {
     pub log_limit: LogLimiter,
     /// TLS handshakes in progress, bounded in all and per client.
     pub tls_handshakes: Arc<HandshakeGate>,
+    /// What each connection's protocol state machine obeys.
+    pub settings: Arc<Settings>,
     /// TLS handshakes each client may still start.
     pub tls_rate: HandshakeRate,
     /// The thread TLS handshakes run on (when the job port speaks TLS).
     pub tls_thread: Option<HandshakeThread>,
+    /// The job port's TLS identity, when it speaks TLS.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl Shared {
     /// The state for `config`: starts the worker pool (and, with TLS, the
     /// handshake thread), sets up admission, the connection caps and the
     /// metrics.
-    pub fn new(config: Config) -> std::io::Result<Shared> {
-        let pool = WorkerPool::new(config.workers, crate::cipher::LANES)?;
+    pub fn new(config: Config, secrets: Secrets) -> std::io::Result<Shared> {
+        let pool = WorkerPool::new(config.workers, aesd_core::LANES)?;
         let admission = Admission::new(
             config.max_active,
             config.max_queue,
@@ -76,21 +80,37 @@ impl Shared {
         });
         let connections =
             ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
-        let tls_thread = match config.tls {
+        let settings = Arc::new(Settings {
+            server_name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
+            chunk_size: config.chunk_size,
+            access_token: secrets
+                .access_token
+                .as_ref()
+                .map(|token| token.token().clone()),
+            handshake_timeout: config.handshake_timeout,
+            idle_timeout: config.idle_timeout,
+            max_jobs: config.max_jobs_per_connection,
+            job: JobLimits {
+                max_file_size: config.max_file_size,
+                iterations: (config.min_iterations, config.max_iterations),
+            },
+        });
+        let tls_thread = match secrets.tls {
             Some(_) => Some(HandshakeThread::start()?),
             None => None,
         };
         Ok(Shared {
+            settings,
             pool,
             admission,
             shutdown: Shutdown::new(),
-            name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             auth_failures: FailureThrottle::new(config.auth_failure_delay),
             kdf_budget: KdfBudget::new(config.kdf_budget).with_total(config.kdf_budget_total),
             log_limit: LogLimiter::default(),
             tls_handshakes: Arc::default(),
             tls_rate: HandshakeRate::new(config.tls_handshake_rate),
             tls_thread,
+            tls: secrets.tls,
             config,
             metrics,
             connections,
@@ -98,67 +118,7 @@ impl Shared {
     }
 
     /// The key the per-client limits know `addr` by (`client-ipv6-prefix`).
-    pub fn client_key(&self, addr: IpAddr) -> ClientKey {
-        ClientKey::of(addr, self.config.client_ipv6_prefix)
-    }
-
-    /// What a job's stages use of the server.
-    pub fn job_context(&self) -> JobContext<'_> {
-        JobContext {
-            pool: &self.pool,
-            admission: &self.admission,
-            shutdown: &self.shutdown,
-            metrics: &self.metrics,
-            kdf_budget: &self.kdf_budget,
-            limits: JobLimits::of(&self.config),
-        }
-    }
-}
-
-/// The parts of the server a job uses, and nothing else.
-#[derive(Clone, Copy)]
-pub struct JobContext<'a> {
-    /// The workers that run the cryptography.
-    pub pool: &'a WorkerPool,
-    /// The queue in front of the active slots.
-    pub admission: &'a Arc<Admission>,
-    /// Stopping (queued jobs leave) and aborting (running jobs are cut off).
-    pub shutdown: &'a Shutdown,
-    /// Where the job counts its bytes and times.
-    pub metrics: &'a Metrics,
-    /// The clients' PBKDF2 budgets.
-    pub kdf_budget: &'a KdfBudget,
-    /// The settings a job obeys.
-    pub limits: JobLimits,
-}
-
-/// The settings a job obeys.
-#[derive(Debug, Clone, Copy)]
-pub struct JobLimits {
-    /// Largest data frame, and the size of the job's chunk buffers.
-    pub chunk_size: u32,
-    /// Longest silence (client not sending, or not reading the output).
-    pub idle_timeout: Duration,
-    /// Most input one job may send.
-    pub max_file_size: u64,
-    /// PBKDF2 iteration counts a job may ask for.
-    pub iterations: (u32, u32),
-    /// Slowest input a running job may send, bytes per second (0: off).
-    pub min_input_rate: u32,
-    /// Waiting time over which the input rate is measured.
-    pub input_rate_window: Duration,
-}
-
-impl JobLimits {
-    /// The limits `config` sets.
-    pub fn of(config: &Config) -> JobLimits {
-        JobLimits {
-            chunk_size: config.chunk_size,
-            idle_timeout: config.idle_timeout,
-            max_file_size: config.max_file_size,
-            iterations: (config.min_iterations, config.max_iterations),
-            min_input_rate: config.min_input_rate,
-            input_rate_window: config.input_rate_window,
-        }
+    pub fn client_id(&self, addr: IpAddr) -> ClientId {
+        ClientId::of(addr, self.config.client_ipv6_prefix)
     }
 }

@@ -31,16 +31,6 @@ impl Shutdown {
         self.abort.cancel();
     }
 
-    /// Whether the shutdown has started.
-    pub fn is_stopping(&self) -> bool {
-        self.stop.is_cancelled()
-    }
-
-    /// Whether running jobs must be cut off now.
-    pub fn is_aborting(&self) -> bool {
-        self.abort.is_cancelled()
-    }
-
     /// Resolves when the shutdown starts.
     pub async fn stopping(&self) {
         self.stop.cancelled().await;

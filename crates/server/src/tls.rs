@@ -74,8 +74,6 @@ pub enum TlsError {
 /// accept handshakes.
 #[derive(Clone)]
 pub struct TlsIdentity {
-    cert: PathBuf,
-    key: PathBuf,
     acceptor: TlsAcceptor,
 }
 
@@ -116,20 +114,8 @@ impl TlsIdentity {
             detail: format!("no session ticket key: {err}"),
         })?;
         Ok(TlsIdentity {
-            cert: cert.to_owned(),
-            key: key.to_owned(),
             acceptor: TlsAcceptor::from(Arc::new(config)),
         })
-    }
-
-    /// The certificate file.
-    pub fn cert_path(&self) -> &Path {
-        &self.cert
-    }
-
-    /// The key file.
-    pub fn key_path(&self) -> &Path {
-        &self.key
     }
 
     /// What accepts a connection's handshake.
@@ -138,18 +124,9 @@ impl TlsIdentity {
     }
 }
 
-impl PartialEq for TlsIdentity {
-    fn eq(&self, other: &Self) -> bool {
-        self.cert == other.cert && self.key == other.key
-    }
-}
-
 impl fmt::Debug for TlsIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsIdentity")
-            .field("cert", &self.cert)
-            .field("key", &self.key)
-            .finish_non_exhaustive()
+        f.debug_struct("TlsIdentity").finish_non_exhaustive()
     }
 }
 
@@ -198,7 +175,7 @@ fn is_chacha(suite: rustls::CipherSuite) -> bool {
 
 /// Whether AES-GCM runs on AES instructions here (x86 AES-NI, ARMv8 AES).
 fn cpu_has_aes() -> bool {
-    crate::cipher::engine::cpu_has_aes()
+    aesd_core::engine::cpu_has_aes()
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::error::JobError;
+use crate::error::ConnectionError;
 use crate::shared::Shared;
 use crate::tls::TlsIdentity;
 
@@ -77,7 +77,7 @@ impl HandshakeThread {
         acceptor: &TlsAcceptor,
         stream: IO,
         limit: Duration,
-    ) -> Result<TlsStream<IO>, JobError>
+    ) -> Result<TlsStream<IO>, ConnectionError>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -88,12 +88,12 @@ impl HandshakeThread {
         );
         match task.await {
             Ok(Ok(Ok(stream))) => Ok(stream),
-            Ok(Ok(Err(err))) => Err(JobError::TlsHandshake(err.to_string())),
-            Ok(Err(_)) => Err(JobError::TlsHandshake(format!(
+            Ok(Ok(Err(err))) => Err(ConnectionError::TlsHandshake(err.to_string())),
+            Ok(Err(_)) => Err(ConnectionError::TlsHandshake(format!(
                 "not finished within {:.1} s",
                 limit.as_secs_f64()
             ))),
-            Err(_) => Err(JobError::TlsHandshake(
+            Err(_) => Err(ConnectionError::TlsHandshake(
                 "the handshake thread has stopped".into(),
             )),
         }
@@ -110,20 +110,20 @@ pub async fn accept(
     peer: SocketAddr,
     shared: &Shared,
     tls: &TlsIdentity,
-) -> Result<TlsStream<TcpStream>, JobError> {
-    let client = shared.client_key(peer.ip());
+) -> Result<TlsStream<TcpStream>, ConnectionError> {
+    let client = shared.client_id(peer.ip());
     // The place first: a connection refused for it costs no handshake of
     // the client's rate.
     let _pass = shared
         .tls_handshakes
         .enter(client)
-        .map_err(|full| JobError::TlsHandshake(format!("refused: {full}")))?;
+        .map_err(|full| ConnectionError::TlsHandshake(format!("refused: {full}")))?;
     if let Err(over) = shared.tls_rate.take(client, Instant::now()) {
         shared.metrics.connection_refused("tls_handshake_rate");
-        return Err(JobError::HandshakeRate(over));
+        return Err(ConnectionError::HandshakeRate(over));
     }
     let Some(thread) = &shared.tls_thread else {
-        return Err(JobError::Internal(
+        return Err(ConnectionError::Internal(
             "TLS configured without a handshake thread".into(),
         ));
     };

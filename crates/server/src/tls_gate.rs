@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 
 /// TLS handshakes in progress at once.
 pub const MAX_HANDSHAKES: usize = 16;
@@ -27,25 +27,25 @@ pub enum GateFull {
     All,
     /// [`MAX_PER_CLIENT`] handshakes of this client are in progress.
     #[error("{MAX_PER_CLIENT} TLS handshakes of {0} are in progress")]
-    Client(ClientKey),
+    Client(ClientId),
 }
 
 /// Handshakes in progress, in all and per client.
 #[derive(Debug, Default)]
 pub struct HandshakeGate {
-    open: Mutex<(usize, HashMap<ClientKey, usize>)>,
+    open: Mutex<(usize, HashMap<ClientId, usize>)>,
 }
 
 /// A handshake's place; freed when dropped.
 #[derive(Debug)]
 pub struct HandshakePass {
     gate: Arc<HandshakeGate>,
-    client: ClientKey,
+    client: ClientId,
 }
 
 impl HandshakeGate {
     /// A place for a handshake of `client`, if both bounds have one.
-    pub fn enter(self: &Arc<Self>, client: ClientKey) -> Result<HandshakePass, GateFull> {
+    pub fn enter(self: &Arc<Self>, client: ClientId) -> Result<HandshakePass, GateFull> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.0 >= MAX_HANDSHAKES {
             return Err(GateFull::All);
@@ -80,8 +80,8 @@ impl Drop for HandshakePass {
 mod tests {
     use super::*;
 
-    fn client(n: u16) -> ClientKey {
-        ClientKey::of([127, 0, (n >> 8) as u8, n as u8].into(), 64)
+    fn client(n: u16) -> ClientId {
+        ClientId::of([127, 0, (n >> 8) as u8, n as u8].into(), 64)
     }
 
     #[test]

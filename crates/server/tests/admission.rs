@@ -3,15 +3,15 @@
 //! the queued ones saw their positions and non-zero queue time; clients
 //! beyond the queue's bound get Busy at once.
 
+mod common;
+
 use std::time::Duration;
 
 use aesd_client::{Client, ClientError, JobReport, JobSpec};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_server::ConfigLayer;
-use aesd_testkit::Pattern;
-use aesd_testkit::VerifyingSink;
-use aesd_testkit::job_spec;
-use aesd_testkit::start_server;
+use aesd_testkit::{Pattern, VerifyingSink};
+use common::{job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 
 const SLOTS: usize = 10;
@@ -61,7 +61,7 @@ async fn fifty_clients_ten_slots_positions_queue_time_and_busy() {
     })
     .await;
     let addr = server.addr().to_string();
-    let admission = std::sync::Arc::clone(&server.shared().admission);
+    let admission = server.state();
     let (open, gate) = tokio::sync::watch::channel(false);
 
     let mut clients = Vec::new();

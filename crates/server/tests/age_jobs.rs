@@ -3,13 +3,16 @@
 //! connection: the next job on it runs), and the metrics count jobs and
 //! bytes by format.
 
+mod common;
+
 use std::time::Duration;
 
 use aesd_age::{HeaderReader, Identity};
 use aesd_client::{AgeSpec, Client};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_server::ConfigLayer;
-use aesd_testkit::{pattern_bytes, start_server};
+use aesd_testkit::pattern_bytes;
+use common::start_server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn spec(operation: Operation, identity: &Identity) -> AgeSpec {

@@ -3,6 +3,8 @@
 //! growing delay and counted in the metrics; a server without a token is
 //! unchanged for clients that have one.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use aesd_client::{Client, ClientError, JobSpec};
@@ -10,7 +12,8 @@ use aesd_proto::{
     AuthToken, ErrorCode, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, job_spec, pattern_bytes, start_server};
+use aesd_testkit::{TempDir, pattern_bytes};
+use common::{job_spec, start_server};
 use tokio::net::TcpStream;
 
 const TOKEN: &str = "correct horse battery staple";
@@ -127,7 +130,7 @@ async fn missing_and_wrong_tokens_are_refused_slowly_and_counted() {
         "the delay was not reset by the success: {waited:?}"
     );
 
-    let metrics = server.shared().metrics.encode();
+    let metrics = server.state().metrics_text();
     let line = metrics
         .lines()
         .find(|line| line.starts_with("aesd_errors_total{kind=\"unauthorized\"}"))
@@ -177,18 +180,21 @@ async fn a_server_without_a_token_ignores_clients_that_have_one() {
 }
 
 #[test]
-fn a_short_or_unreadable_token_file_is_a_config_error() {
+fn a_short_or_unreadable_token_file_is_refused_when_the_files_are_read() {
     let dir = TempDir::new("auth-config");
     let short = dir.secret_file("short", "too short");
     for (path, expected) in [
         (short, "16 to 256 bytes"),
         (dir.join("missing"), "cannot read access token file"),
     ] {
-        let err = aesd_server::Config::resolve(ConfigLayer {
+        // The settings resolve (no file is read then); reading the file
+        // the settings name is refused.
+        let config = aesd_server::Config::resolve(ConfigLayer {
             token_file: Some(path),
             ..ConfigLayer::default()
         })
-        .expect_err("refused");
+        .expect("the settings alone are valid");
+        let err = config.load_secrets().expect_err("refused");
         let text = err.to_string();
         assert!(
             text.contains("token-file") && text.contains(expected),

@@ -1,18 +1,17 @@
 //! Bad input: each case gets its own typed error, and the server serves
 //! the next client (or the next job on the same connection) afterwards.
 
+mod common;
+
 use std::time::Duration;
 
 use aesd_client::{Client, ClientError};
 use aesd_proto::{
     ErrorCode, ErrorFrame, FrameReader, FrameWriter, Hello, Message, Operation, Password,
 };
-use aesd_server::cipher::encrypt_buffer;
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::{
-    encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes, raw_connection,
-    start_server,
-};
+use aesd_testkit::{handshaken_connection, pattern_bytes, raw_connection};
+use common::{ciphertext, encrypt_verified, job_spec as spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -92,11 +91,6 @@ fn begin_bytes(operation: u8, format: u8, source: u8) -> Vec<u8> {
     frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     frame.extend_from_slice(&payload);
     frame
-}
-
-/// Ciphertext of `plain` under `password` with a fixed salt.
-fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
-    encrypt_buffer(password.as_bytes(), &[3; 8], 1000, plain, 64 * 1024)
 }
 
 #[tokio::test]
@@ -286,7 +280,7 @@ async fn client_vanishing_mid_upload_frees_its_slot() {
         ..ConfigLayer::default()
     })
     .await;
-    let admission = std::sync::Arc::clone(&server.shared().admission);
+    let admission = server.state();
     let addr = server.addr().to_string();
     // A client that uploads part of a file, then its input stalls.
     let (mut feed, mut input) = tokio::io::duplex(1 << 20);

@@ -10,6 +10,8 @@
 //! The other address is 127.0.0.2: the test binds its socket there before
 //! connecting (Linux routes all of 127.0.0.0/8 to the loopback).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -17,9 +19,10 @@ use aesd_proto::{
     Begin, ErrorCode, Format, FrameReader, FrameWriter, Hello, KeySource, Message, Operation,
     Password,
 };
-use aesd_server::admission::Occupancy;
+use aesd_server::Occupancy;
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
+use aesd_testkit::connect_from;
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -115,7 +118,7 @@ async fn job_from(source: &str, server: SocketAddr) -> (Duration, bool) {
 async fn occupancy_settles(server: &RunningServer, expected: Occupancy) {
     let deadline = Instant::now() + ANSWER;
     loop {
-        let now = server.shared().admission.occupancy();
+        let now = server.state().occupancy();
         if now == expected {
             return;
         }
@@ -125,7 +128,7 @@ async fn occupancy_settles(server: &RunningServer, expected: Occupancy) {
 }
 
 fn refused_count(server: &RunningServer, reason: &str) -> u64 {
-    let text = server.shared().metrics.encode();
+    let text = server.state().metrics_text();
     let series = format!("aesd_jobs_refused_total{{reason=\"{reason}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(series.as_str()))
@@ -313,7 +316,7 @@ async fn two_addresses_with_slow_readers_cannot_lock_out_a_third() {
         queued.push((reader, writer));
     }
     assert_eq!(
-        server.shared().admission.occupancy(),
+        server.state().occupancy(),
         Occupancy {
             active: 5,
             waiting: 16
@@ -351,8 +354,8 @@ async fn a_client_alone_runs_a_job_in_every_slot() {
         ..ConfigLayer::default()
     })
     .await;
-    assert_eq!(server.shared().config.max_active, 2);
-    assert_eq!(server.shared().config.max_active_per_client, 1);
+    assert_eq!(server.state().config().max_active, 2);
+    assert_eq!(server.state().config().max_active_per_client, 1);
     let addr = server.addr();
     let (mut a_reader, mut a_writer) = handshaken_from("127.0.0.1", addr).await;
     assert_eq!(
@@ -410,7 +413,7 @@ async fn a_trickling_job_is_cut_by_the_minimum_input_rate() {
         "cut after {took:?}; the window is 1 s"
     );
     let deadline = Instant::now() + ANSWER;
-    while server.shared().admission.occupancy().active != 0 {
+    while server.state().occupancy().active != 0 {
         assert!(Instant::now() < deadline, "the slot was never given back");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -2,6 +2,8 @@
 //! connections take no job slots, a thousand connections held with bounded
 //! memory, SIGTERM with ten jobs in flight loses nothing silently.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -10,20 +12,13 @@ use aesd_proto::{
     Begin, DerivedKeyParams, ErrorCode, Format, FrameReader, Hello, KeySource, Message, Operation,
 };
 use aesd_server::ConfigLayer;
-use aesd_server::cipher::encrypt_buffer;
-use aesd_testkit::Pattern;
-use aesd_testkit::VerifyingSink;
 use aesd_testkit::{
-    AesdProcess, encrypt_verified, handshaken_connection, job_spec as spec, pattern_bytes,
-    proc_status_kib, start_server,
+    AesdProcess, Pattern, VerifyingSink, handshaken_connection, pattern_bytes, proc_status_kib,
 };
+use common::{ciphertext, encrypt_verified, job_spec as spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use zeroize::Zeroizing;
-
-fn ciphertext(plain: &[u8], password: &str) -> Vec<u8> {
-    encrypt_buffer(password.as_bytes(), &[9; 8], 1000, plain, 64 * 1024)
-}
 
 #[tokio::test]
 async fn wrong_password_and_bad_padding_are_indistinguishable() {
@@ -106,10 +101,10 @@ async fn idle_connections_take_no_job_slots() {
     // The job's slot is given back once its task ends, a moment after the
     // client has its done frame.
     let deadline = Instant::now() + Duration::from_secs(2);
-    while server.shared().admission.occupancy().active > 0 && Instant::now() < deadline {
+    while server.state().occupancy().active > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(server.shared().admission.occupancy().active, 0);
+    assert_eq!(server.state().occupancy().active, 0);
     drop(idle);
 }
 
@@ -311,7 +306,7 @@ async fn pbkdf2_stops_when_the_client_leaves() {
     ));
     // Let the derivation get going, then leave.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let busy_before = server.shared().pool.busy_time();
+    let busy_before = server.state().worker_busy_time();
     drop(write);
     drop(reader);
 
@@ -328,7 +323,7 @@ async fn pbkdf2_stops_when_the_client_leaves() {
     );
     // The worker did not keep deriving for the client that left.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let busy_after = server.shared().pool.busy_time();
+    let busy_after = server.state().worker_busy_time();
     let spent = busy_after.saturating_sub(busy_before);
     assert!(
         spent < Duration::from_secs(3),

@@ -2,9 +2,11 @@
 //! one worker share its lanes, and each still gets exactly its own
 //! `openssl enc` file (every result is decrypted and compared).
 
+mod common;
+
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
-use aesd_testkit::{encrypt_verified, job_spec, start_server};
+use common::{encrypt_verified, job_spec, start_server};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_jobs_on_one_worker_share_its_lanes() {
@@ -16,7 +18,7 @@ async fn concurrent_jobs_on_one_worker_share_its_lanes() {
         ..ConfigLayer::default()
     })
     .await;
-    let pool = std::sync::Arc::clone(&server.shared().pool);
+    let pool = server.state();
     let lanes = pool.lanes();
     let addr = server.addr().to_string();
     let jobs: Vec<_> = (0..lanes as u64 * 2)

@@ -2,13 +2,16 @@
 //! removed: connections in total and per client address, input size per
 //! job, jobs per connection.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
-use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
+use aesd_testkit::connect_from;
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -46,7 +49,7 @@ async fn held_from(source: &str, server: SocketAddr) -> Result<Held, ErrorFrame>
 
 async fn wait_for_open(server: &aesd_server::RunningServer, open: usize) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while server.shared().connections.open() != open {
+    while server.state().open_connections() != open {
         assert!(
             tokio::time::Instant::now() < deadline,
             "open connections never reached {open}"
@@ -124,7 +127,7 @@ async fn over_the_cap_an_idle_connection_of_the_heaviest_client_makes_room() {
         }
         other => panic!("expected busy on the oldest idle connection, got {other:?}"),
     }
-    assert_eq!(server.shared().connections.open(), 3);
+    assert_eq!(server.state().open_connections(), 3);
 }
 
 #[tokio::test]
@@ -246,7 +249,7 @@ async fn a_client_over_its_pbkdf2_budget_gets_busy_and_other_work_goes_on() {
         .run_job(&client_side, &mut &[1u8; 100][..], &mut Vec::new())
         .await
         .expect("key source 2 goes on");
-    let metrics = server.shared().metrics.encode();
+    let metrics = server.state().metrics_text();
     assert!(
         metrics.contains("aesd_jobs_refused_total{reason=\"kdf_budget\"} 1"),
         "{metrics}"

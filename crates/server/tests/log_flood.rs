@@ -66,7 +66,7 @@ async fn a_flood_of_failed_begins_logs_a_bounded_number_of_lines() {
     assert_eq!(lines_about(&log, "127.0.0.2"), 3, "{log:#?}");
     let flooder = lines_about(&log, "127.0.0.1");
     assert!(
-        (1..=aesd_server::log_limit::LINES_PER_WINDOW as usize + 1).contains(&flooder),
+        (1..=aesd_server::caps::LOG_LINES_PER_WINDOW as usize + 1).contains(&flooder),
         "{flooder} lines about the flooding client"
     );
     assert!(bytes < 16 * 1024, "{bytes} bytes of log");

@@ -2,12 +2,17 @@
 //! `MAX_CONNECTIONS` places (the next one gets 503 at once, the job port
 //! serves on), and its connections count under the server's connection cap.
 
+mod common;
+
 use std::time::Duration;
 
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
-use aesd_server::metrics::http::{MAX_CONNECTIONS, MAX_PER_CLIENT};
-use aesd_testkit::{connect_from, encrypt_verified, job_spec, start_server};
+use aesd_server::caps::{
+    METRICS_CONNECTIONS as MAX_CONNECTIONS, METRICS_CONNECTIONS_PER_CLIENT as MAX_PER_CLIENT,
+};
+use aesd_testkit::connect_from;
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

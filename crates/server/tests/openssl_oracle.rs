@@ -4,12 +4,13 @@
 //! the server from the password (key source 1) and on the client (key
 //! source 2).
 
+mod common;
+
 use aesd_client::{Client, JobSpec, KeyDerivation};
 use aesd_proto::{Operation, Password};
 use aesd_server::ConfigLayer;
-use aesd_testkit::{
-    TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes, start_server,
-};
+use aesd_testkit::{TempDir, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes};
+use common::start_server;
 
 const SIZES: [usize; 8] = [0, 1, 15, 16, 17, 4095, 65536, (1 << 20) + 3];
 const PASSWORD: &str = "correct horse battery staple";

@@ -6,6 +6,8 @@
 //! accepts aesd's real output and the shipped configs; the metrics endpoint
 //! and the job port stay responsive under the load.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,8 @@ use std::time::{Duration, Instant};
 use aesd_client::Client;
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, encrypt_verified, job_spec as spec, start_server};
+use aesd_testkit::TempDir;
+use common::{encrypt_verified, job_spec as spec, start_server};
 
 const CLIENTS: usize = 100;
 

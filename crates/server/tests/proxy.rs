@@ -4,15 +4,18 @@
 //! address (127.0.0.2), a trusted peer without a header and malformed
 //! headers are refused with an error frame, and the server stays up.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aesd_client::Client;
+use aesd_core::proxy_header::ProxyHeader;
 use aesd_proto::{ErrorCode, ErrorFrame, FrameReader, Hello, Message, Operation};
 use aesd_server::ConfigLayer;
-use aesd_server::proxy::ProxyHeader;
-use aesd_testkit::{AesdProcess, TempDir, connect_from, job_spec, start_server};
+use aesd_testkit::{AesdProcess, TempDir, connect_from};
+use common::{job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 
 /// The trusted proxy's address; clients that are not proxies use 127.0.0.2.
@@ -247,14 +250,13 @@ async fn the_auth_failure_throttle_counts_the_carried_address() {
     }
     // One failure is remembered for the carried address (its next delay
     // doubles), none for the proxy's.
-    let shared = server.shared();
-    let throttle = &shared.auth_failures;
+    let state = server.state();
     assert_eq!(
-        throttle.failed(shared.client_key("192.0.2.50".parse().expect("ip"))),
+        state.auth_failure_delay("192.0.2.50".parse().expect("ip")),
         Duration::from_millis(20)
     );
     assert_eq!(
-        throttle.failed(shared.client_key(PROXY.parse().expect("ip"))),
+        state.auth_failure_delay(PROXY.parse().expect("ip")),
         Duration::from_millis(10)
     );
     server.shutdown().await;

@@ -4,14 +4,15 @@
 //! truncation), and exits 0; SIGINT does the same, and jobs still queued
 //! are told `shutting_down` at once. Also: aesd runs with core dumps off.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
 use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, Operation};
-use aesd_testkit::Pattern;
-use aesd_testkit::VerifyingSink;
-use aesd_testkit::{AesdProcess, job_spec, pattern_bytes};
+use aesd_testkit::{AesdProcess, Pattern, VerifyingSink, pattern_bytes};
+use common::job_spec;
 use tokio::io::AsyncWriteExt;
 
 const SIZE: usize = 2 << 20;

@@ -3,12 +3,12 @@
 //! a fixed bound and barely above the peak after an 8 MiB job; eight jobs
 //! at once add only their buffers; a 40 MiB decryption stays as bounded.
 
+mod common;
+
 use aesd_client::Client;
 use aesd_proto::Operation;
-use aesd_testkit::{
-    AesdProcess, TempDir, encrypt_verified, job_spec, openssl_encrypt_file, pattern_bytes,
-    proc_status_kib,
-};
+use aesd_testkit::{AesdProcess, TempDir, openssl_encrypt_file, pattern_bytes, proc_status_kib};
+use common::{encrypt_verified, job_spec};
 
 /// The bound stated in docs/aesd.md ("Memory"): aesd's peak resident memory while
 /// streaming any file size with default settings (64 KiB chunks).

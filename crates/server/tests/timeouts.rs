@@ -4,18 +4,17 @@
 //! its limit, gives back its connection and job slot, and the server goes
 //! on serving.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
     Begin, ErrorCode, Format, FrameReader, FrameWriter, KeySource, Message, Operation, Password,
 };
-use aesd_server::admission::Admission;
+use aesd_server::ServerState;
 use aesd_server::{ConfigLayer, RunningServer};
-use aesd_testkit::Pattern;
-use aesd_testkit::{
-    encrypt_verified, handshaken_connection, job_spec, raw_connection, start_server,
-};
+use aesd_testkit::{Pattern, handshaken_connection, raw_connection};
+use common::{encrypt_verified, job_spec, start_server};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -52,7 +51,7 @@ async fn error_frame(reader: &mut FrameReader<OwnedReadHalf>) -> (ErrorCode, Ins
     }
 }
 
-async fn assert_recovers(server: &RunningServer, admission: &Admission) {
+async fn assert_recovers(server: &RunningServer, admission: &ServerState) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while admission.occupancy().active != 0 {
         assert!(
@@ -146,7 +145,7 @@ async fn a_hello_that_never_completes_times_out() {
         "stalled hello",
     )
     .await;
-    assert_recovers(&server, &server.shared().admission).await;
+    assert_recovers(&server, &server.state()).await;
 }
 
 #[tokio::test]
@@ -177,13 +176,13 @@ async fn a_frame_dripped_a_byte_at_a_time_is_cut_off() {
         )
         .await;
     }
-    assert_recovers(&server, &server.shared().admission).await;
+    assert_recovers(&server, &server.state()).await;
 }
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_cut_off_and_frees_its_slot() {
     let server = start_server(strict()).await;
-    let admission: Arc<Admission> = Arc::clone(&server.shared().admission);
+    let admission: ServerState = server.state();
     let (reader, write) = connect(&server, Stage::JobStarted).await;
     let mut writer = FrameWriter::new(write);
     // Upload up to 1 GiB and never read the output: once the socket

@@ -4,6 +4,8 @@
 //! Handshakes started are rate-limited per client (`tls-handshake-rate`):
 //! an address over its rate is closed at once, another is served.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -13,8 +15,9 @@ use aesd_client::{Client, ConnectOptions};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
 use aesd_server::RunningServer;
-use aesd_server::tls_gate::MAX_PER_CLIENT;
-use aesd_testkit::{TempDir, connect_from, job_spec, start_server};
+use aesd_server::caps::TLS_HANDSHAKES_PER_CLIENT as MAX_PER_CLIENT;
+use aesd_testkit::{TempDir, connect_from};
+use common::{job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -155,7 +158,7 @@ async fn an_address_over_its_handshake_rate_is_refused_and_another_is_served() {
     tls_job(addr, &pin).await;
     tls_job(addr, &pin).await;
     drop(held);
-    let metrics = server.shared().metrics.encode();
+    let metrics = server.state().metrics_text();
     let count: u64 = metrics
         .lines()
         .find_map(|line| {

@@ -3,6 +3,8 @@
 //! them runs jobs for a client with `--tls-pin` or `--tls-ca`, the names
 //! are checked, and existing files are never overwritten.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
@@ -11,7 +13,8 @@ use aesd_client::tls::TlsSettings;
 use aesd_client::{Client, ConnectOptions};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
-use aesd_testkit::{TempDir, job_spec, start_server};
+use aesd_testkit::TempDir;
+use common::{job_spec, start_server};
 
 async fn one_job(addr: &str, tls: TlsSettings) -> Result<(), aesd_client::ClientError> {
     let options = ConnectOptions {

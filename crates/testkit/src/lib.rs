@@ -1,45 +1,49 @@
 //! Helpers for integration tests of aesd and its tools. A crate of its own
-//! so every crate's tests share one copy; only ever a dev-dependency (and
-//! the benches' fixtures), never part of a shipped binary.
+//! so every crate's tests share one copy; only ever a dev-dependency, never
+//! part of a shipped binary.
+//!
+//! It depends on no aesd crate but the protocol and the test data
+//! (`aesd-pattern`): the server, the client and the load generator all
+//! test with it, and none of them comes in through it (no dependency
+//! cycle, dev-dependencies included). Tests that need the real programs
+//! run them as child processes ([`workspace_binary`], [`AesdProcess`]).
 //!
 //! # Layout
 //!
 //! * [`TempDir`]: temporary folders with password and token files.
 //! * [`openssl`], [`openssl_encrypt_file`], [`openssl_decrypt_file`]: the
 //!   `openssl` binary as the oracle for the file format.
-//! * [`start_server`]: an in-process server on loopback;
+//! * [`workspace_binary`]: a binary of another workspace crate (`aesd`,
+//!   `aescrypt`, `aesload`), built on first use;
 //!   [`AesdProcess`]: the real `aesd` binary as a child process, its
 //!   addresses learnt from its readiness message (`NOTIFY_SOCKET`).
-//! * [`encrypt_verified`], [`job_spec`], [`pattern_bytes`]: jobs with
-//!   seeded data, checked end to end; [`Pattern`] and [`VerifyingSink`]
-//!   re-exported from the load generator.
-//! * [`raw_connection`], [`handshaken_connection`]: frames by hand.
-//! * [`proc_status_kib`]: memory readings from `/proc`.
+//! * [`pattern_bytes`]: seeded data; [`Pattern`] and [`VerifyingSink`]
+//!   re-exported from `aesd-pattern`.
+//! * [`raw_connection`], [`handshaken_connection`], [`connect_from`]:
+//!   frames by hand, from any loopback address.
+//! * [`proc_status_kib`], [`metrics_text`]: memory readings from `/proc`,
+//!   a server's `/metrics`.
 //! * [`fake_server`]: a fake aesd that breaks the protocol's promises on cue.
 
 pub mod fake_server;
 
-use std::io::{BufRead, BufReader};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
-use aesd_proto::{FrameReader, Hello, Message, Operation, Password};
-use aesd_server::{Config, ConfigLayer, RunningServer, Server};
+use aesd_proto::{FrameReader, Hello, Message};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use aesd_client::{JobReport, JobSpec, KeyDerivation};
-use aesd_load::load;
-pub use aesd_load::pattern::Pattern;
-use aesd_load::progress::Progress;
-use aesd_load::record::Outcome;
-pub use aesd_load::verify::VerifyingSink;
+pub use aesd_pattern::{Pattern, VerifyingSink};
 
 /// A folder removed when dropped.
 pub struct TempDir(PathBuf);
@@ -106,34 +110,74 @@ pub fn openssl(args: &[&str]) {
     );
 }
 
-/// Encrypts `size` bytes of the pattern for `seed` through `server` on a
-/// new connection and verifies the result (as one aesload transfer): the
-/// job's report, or what went wrong.
-pub async fn encrypt_verified(
-    server: &str,
-    spec: &JobSpec,
-    seed: u64,
-    size: u64,
-) -> Result<JobReport, String> {
-    match load::transfer(
-        load::Target {
-            server,
-            options: &aesd_client::ConnectOptions::default(),
-            idle_timeout: aesd_client::connection::DEFAULT_IDLE_TIMEOUT,
-        },
-        spec,
-        &load::LoadFormat::Openssl,
-        None,
-        seed,
-        size,
-        &Progress::default(),
-    )
-    .await
-    {
-        (Some(report), Outcome::Verified) => Ok(report),
-        (_, Outcome::Failed { kind, message }) => Err(format!("{kind}: {message}")),
-        (None, Outcome::Verified) => Err("verified without a report".into()),
+/// The path of binary `bin` of workspace package `package` (`aesd` of
+/// `aesd-server`, `aescrypt` of `aesd-client`, `aesload` of `aesd-load`),
+/// built (`cargo build`, the running cargo's) on its first use in this
+/// test process, so it is never older than its sources. For the tests of
+/// another crate than the binary's, which cargo does not hand its path.
+///
+/// # Panics
+/// If the build fails or names no executable.
+pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Mutex::default);
+    let mut built = built
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(path) = built.get(bin) {
+        return path.clone();
     }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--message-format=json",
+            "-p",
+            package,
+            "--bin",
+            bin,
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run cargo build");
+    assert!(
+        output.status.success(),
+        "cargo build -p {package} --bin {bin} failed"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let path = stdout
+        .lines()
+        .filter(|line| line.contains("\"reason\":\"compiler-artifact\""))
+        .find_map(|line| {
+            let start = line.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = start + line[start..].find('"')?;
+            let path = PathBuf::from(&line[start..end]);
+            (path.file_name()? == bin).then_some(path)
+        })
+        .unwrap_or_else(|| panic!("cargo build named no executable for {bin}"));
+    built.insert(bin.to_owned(), path.clone());
+    path
+}
+
+/// The `aesd` binary ([`workspace_binary`]).
+pub fn aesd_binary() -> PathBuf {
+    workspace_binary("aesd-server", "aesd")
+}
+
+/// The Prometheus text a server's `/metrics` endpoint at `addr` serves
+/// (blocking: from a test's plain thread).
+///
+/// # Panics
+/// If the endpoint cannot be reached.
+pub fn metrics_text(addr: SocketAddr) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to /metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("response");
+    text
 }
 
 /// `openssl enc -aes-256-cbc -salt -pbkdf2`: encrypts `input` into
@@ -167,17 +211,6 @@ fn openssl_enc(mode: &[&str], password_file: &Path, iterations: u32, input: &Pat
         &output,
     ]);
     openssl(&args);
-}
-
-/// Starts an in-process server on 127.0.0.1 with an ephemeral port and
-/// the given settings over the defaults.
-pub async fn start_server(layer: ConfigLayer) -> RunningServer {
-    let config = Config::resolve(ConfigLayer {
-        listen: Some("127.0.0.1:0".parse().expect("loopback")),
-        ..layer
-    })
-    .expect("valid test settings");
-    Server::bind(config).await.expect("bind loopback").spawn()
 }
 
 /// The real `aesd` binary, running as a child process.
@@ -245,6 +278,13 @@ impl AesdProcess {
         }
     }
 
+    /// The `aesd` of this workspace ([`aesd_binary`]) serving TLS with the
+    /// PEM certificate chain `cert` and its key `key`.
+    pub fn start_tls(cert: &Path, key: &Path) -> AesdProcess {
+        let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
+        AesdProcess::start(&aesd_binary(), &["--tls-cert", &cert, "--tls-key", &key])
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -302,17 +342,6 @@ pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
-}
-
-/// A job for tests: `operation` under `password` at 1000 PBKDF2
-/// iterations (the server's default minimum: quick to derive).
-pub fn job_spec(operation: Operation, password: &str) -> JobSpec {
-    JobSpec {
-        operation,
-        password: Password::new(password.as_bytes().to_vec()),
-        iterations: 1000,
-        key_derivation: KeyDerivation::Auto,
-    }
 }
 
 /// A TCP connection to `server` from the loopback address `source` (e.g.

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
 use super::Metrics;
-use crate::client_key::ClientKey;
+use crate::client_id::ClientId;
 use crate::limits::{ConnectionLimits, ConnectionSlot};
 use crate::proxy::CidrList;
 use crate::shutdown::Shutdown;
@@ -42,11 +42,11 @@ pub const MAX_CONNECTIONS: usize = 8;
 /// Scrapes served at once for one client; more from it are answered 503.
 pub const MAX_PER_CLIENT: usize = 2;
 
-/// Where the endpoint's connections are counted.
-pub struct Admission {
+/// Who may scrape, and where the endpoint's connections are counted.
+pub struct ScrapeAccess {
     /// The server's connection caps, shared with the job port.
     pub connections: Arc<ConnectionLimits>,
-    /// `client-ipv6-prefix`, to key the per-client cap.
+    /// `client-ipv6-prefix`: who a client is for the per-client cap.
     pub ipv6_prefix: u8,
     /// `metrics-allow`: the networks that may scrape.
     pub allow: CidrList,
@@ -61,21 +61,21 @@ pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     shutdown: Shutdown,
-    admission: Admission,
+    access: ScrapeAccess,
 ) {
     let open = Arc::new(Places::default());
     loop {
         tokio::select! {
             () = shutdown.stopping() => return,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) if !admission.allow.contains(peer.ip()) => {
+                Ok((stream, peer)) if !access.allow.contains(peer.ip()) => {
                     // Not a byte read, no place taken: closed by the drop.
                     metrics.connection_refused("metrics_not_allowed");
                     drop(stream);
                 }
                 Ok((stream, peer)) => {
-                    let client = ClientKey::of(peer.ip(), admission.ipv6_prefix);
-                    let slot = admission.connections.admit(client);
+                    let client = ClientId::of(peer.ip(), access.ipv6_prefix);
+                    let slot = access.connections.admit(client);
                     let scrape = Scrape::enter(&open, client);
                     let metrics = Arc::clone(&metrics);
                     tokio::spawn(async move {
@@ -104,7 +104,7 @@ pub async fn serve(
 /// The scrape places in use: in all and per client.
 #[derive(Default)]
 struct Places {
-    open: Mutex<(usize, HashMap<ClientKey, usize>)>,
+    open: Mutex<(usize, HashMap<ClientId, usize>)>,
 }
 
 /// Why a scrape gets no place.
@@ -118,7 +118,7 @@ enum Full {
 
 impl Full {
     /// The reason told to the scraper.
-    fn describe(self, client: ClientKey) -> String {
+    fn describe(self, client: ClientId) -> String {
         match self {
             Full::All => format!("{MAX_CONNECTIONS} scrapes are being served"),
             Full::Client => format!("{MAX_PER_CLIENT} scrapes of {client} are being served"),
@@ -129,13 +129,13 @@ impl Full {
 /// One scrape being served; holds its places until dropped.
 struct Scrape {
     places: Arc<Places>,
-    client: ClientKey,
+    client: ClientId,
 }
 
 impl Scrape {
     /// A place among the [`MAX_CONNECTIONS`] and the client's
     /// [`MAX_PER_CLIENT`], if both have one free.
-    fn enter(places: &Arc<Places>, client: ClientKey) -> Result<Scrape, Full> {
+    fn enter(places: &Arc<Places>, client: ClientId) -> Result<Scrape, Full> {
         let mut open = places.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.0 >= MAX_CONNECTIONS {
             return Err(Full::All);
@@ -305,8 +305,8 @@ pub fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
 mod tests {
     use super::*;
 
-    fn client(n: u8) -> ClientKey {
-        ClientKey::of(std::net::IpAddr::from([192, 0, 2, n]), 64)
+    fn client(n: u8) -> ClientId {
+        ClientId::of(std::net::IpAddr::from([192, 0, 2, n]), 64)
     }
 
     #[test]

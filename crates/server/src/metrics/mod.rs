@@ -399,7 +399,7 @@ impl Collector for LiveCollector {
             backend.metric_type(),
         )?;
         backend.encode(family.encode_family(&BackendLabel {
-            backend: crate::cipher::engine::Engine::detect().name(),
+            backend: aesd_core::engine::Engine::detect().name(),
         })?)?;
 
         let occupancy = self.admission.occupancy();

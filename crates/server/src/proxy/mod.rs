@@ -9,27 +9,22 @@
 //! is refused: an untrusted client must not choose its own address.
 //!
 //! * [`cidr`]: the trusted networks.
-//! * [`header`]: the header's parser (pure, incremental, bounded).
-//! * [`read`]: reading exactly the header from a socket, with a timeout.
+//! * [`read`]: reading exactly the header from a socket, with a timeout
+//!   (the server's `accept` does it for connections from trusted
+//!   proxies);
+//!   the header's parser (pure, incremental, bounded) is aesd-core's
+//!   [`proxy_header`](aesd_core::proxy_header).
 
 pub mod cidr;
-pub mod header;
 pub mod read;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use aesd_proto::ErrorCode;
-use tokio::net::TcpStream;
-use tracing::debug;
 
-pub use cidr::{Cidr, CidrError, CidrList, TrustedProxies};
-pub use header::{HeaderError, ProxyHeader};
-
-use crate::error::JobError;
-use crate::session;
-use crate::shared::Shared;
+pub use aesd_core::proxy_header::{self as header, HeaderError};
+pub use cidr::{CidrError, CidrList, TrustedProxies};
 
 /// A connection's PROXY header was missing, wrong or not allowed.
 #[derive(Debug, thiserror::Error)]
@@ -99,39 +94,6 @@ impl ProxyError {
         len > 0
             && (first[..len] == header::V1_PREFIX[..len]
                 || first[..len] == header::V2_SIGNATURE[..len])
-    }
-}
-
-/// Serves a connection from a trusted proxy: reads its PROXY header
-/// (within the handshake timeout), then admits the connection under the
-/// caps of the client address it carries and serves it as that client's.
-/// A header that carries no address (the proxy's own health checks)
-/// leaves the connection the proxy's.
-pub async fn serve(mut stream: TcpStream, proxy: SocketAddr, shared: Arc<Shared>) {
-    let limit = shared.config.handshake_timeout;
-    let header = match read::read_header(&mut stream, proxy, limit).await {
-        Ok(header) => header,
-        // Connected and closed without a byte: a port probe, not a
-        // broken proxy.
-        Err(ProxyError::Closed { got: 0, .. }) => {
-            debug!(%proxy, "closed before a PROXY header");
-            session::refuse(stream, proxy, JobError::ClientGone, shared).await;
-            return;
-        }
-        Err(error) => {
-            session::refuse(stream, proxy, JobError::Proxy(error), shared).await;
-            return;
-        }
-    };
-    let client = header.source.unwrap_or(proxy);
-    debug!(%client, %proxy, version = header.version, "PROXY header read");
-    match shared.connections.admit(shared.client_key(client.ip())) {
-        Ok(slot) => session::serve(stream, client, shared, slot).await,
-        Err(refused) => {
-            debug!(%client, %proxy, "refused: {refused}");
-            let error = JobError::ConnectionsFull(refused);
-            session::refuse(stream, client, error, shared).await;
-        }
     }
 }
 

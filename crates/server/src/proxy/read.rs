@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::ProxyError;
-use super::header::{self, Parsed, ProxyHeader};
+use aesd_core::proxy_header::{self as header, Parsed, ProxyHeader};
 
 /// Reads the header `proxy` sends first on `stream`; fails when it is
 /// missing, malformed, cut short or not whole within `limit`.

@@ -112,10 +112,24 @@ fn decryptor(params: &DerivedKeyParams) -> Decryptor {
 }
 
 /// The decryptor for `password` and the output's `salt`: the key and IV
-/// PBKDF2-HMAC-SHA256 gives, as `openssl enc -pbkdf2` derives them (the
-/// client library's derivation, tested against `openssl enc -P`).
+/// PBKDF2-HMAC-SHA256 gives, as `openssl enc -pbkdf2` derives them
+/// (straight from RustCrypto's PBKDF2, not through aesd's code).
 fn derive(password: &[u8], salt: [u8; 8], iterations: u32) -> Decryptor {
-    decryptor(&aesd_client::key_source::derive(password, salt, iterations))
+    decryptor(&derive_params(password, salt, iterations))
+}
+
+/// Salt, key and IV as `openssl enc -aes-256-cbc -pbkdf2` derives them.
+fn derive_params(password: &[u8], salt: [u8; 8], iterations: u32) -> DerivedKeyParams {
+    let mut material = zeroize::Zeroizing::new([0u8; 48]);
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, &salt, iterations, material.as_mut());
+    let mut params = DerivedKeyParams {
+        salt,
+        key: [0u8; 32].into(),
+        iv: [0u8; 16].into(),
+    };
+    params.key.copy_from_slice(&material[..32]);
+    params.iv.copy_from_slice(&material[32..]);
+    params
 }
 
 impl VerifyingSink {
@@ -144,6 +158,22 @@ impl VerifyingSink {
             expected,
             expected_len,
         )
+    }
+
+    /// The sink for a job with a password: [`VerifyingSink::with_key`]
+    /// when the client derived the key (`derived`, key source 2), else
+    /// [`VerifyingSink::new`] (the server derives it from the password).
+    pub fn for_job(
+        derived: Option<&DerivedKeyParams>,
+        password: &[u8],
+        iterations: u32,
+        expected: Pattern,
+        expected_len: u64,
+    ) -> Self {
+        match derived {
+            Some(params) => Self::with_key(params, expected, expected_len),
+            None => Self::new(password, iterations, expected, expected_len),
+        }
     }
 
     fn from_origin(origin: KeyOrigin, expected: Pattern, expected_len: u64) -> Self {
@@ -368,7 +398,7 @@ impl AsyncWrite for VerifyingSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aesd_server::cipher::encrypt_buffer;
+    use aesd_core::openssl_enc::encrypt_buffer;
 
     fn encrypted(seed: u64, len: usize) -> Vec<u8> {
         let mut plain = vec![0u8; len];
@@ -422,7 +452,7 @@ mod tests {
     #[test]
     fn the_clients_key_verifies_and_another_salt_or_key_is_caught() {
         let salt = [5u8; 8];
-        let params = aesd_client::key_source::derive(b"pw", salt, 1000);
+        let params = derive_params(b"pw", salt, 1000);
         let bytes = encrypted(9, 1000);
         let check = |params: &DerivedKeyParams, bytes: &[u8]| {
             let mut sink = VerifyingSink::with_key(params, Pattern::new(9), 1000);

@@ -13,7 +13,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use zeroize::Zeroize;
 
-use super::key::{DerivedKey, SALT_LEN};
+use super::{DerivedKey, SALT_LEN};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -113,7 +113,7 @@ impl SlicedPbkdf2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cipher::derive_key;
+    use crate::openssl_enc::derive_key;
 
     #[test]
     fn slices_of_any_size_give_openssl_s_key_and_iv() {

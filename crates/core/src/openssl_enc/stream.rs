@@ -9,10 +9,9 @@
 
 use aesd_cipher::stream::{DecryptFraming, EncryptFraming, FormatError, unpadded_len};
 
-use super::chunk::ChunkBuf;
-use super::engine::{Chain, DecryptChain, encrypt_chains};
-use super::key::{self, DerivedKey, SALT_LEN, derive_key};
-use super::{BLOCK, HEADER_LEN};
+use super::{BLOCK, DerivedKey, HEADER_LEN, SALT_LEN, derive_key};
+use crate::chunk::ChunkBuf;
+use crate::engine::{Chain, DecryptChain, encrypt_chains};
 
 /// Why a stream could not be encrypted or decrypted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,17 +54,11 @@ pub struct EncryptStream {
 }
 
 impl EncryptStream {
-    /// Draws a salt from the OS RNG and derives the key (the slow part:
-    /// run it on a worker). Returns the stream and the 16-byte header that
-    /// must be sent before any ciphertext.
-    pub fn new(password: &[u8], iterations: u32) -> Result<(Self, [u8; HEADER_LEN]), CipherError> {
-        let mut salt = [0u8; SALT_LEN];
-        getrandom::fill(&mut salt).map_err(|err| CipherError::Rng(err.to_string()))?;
-        Ok(Self::with_salt(password, &salt, iterations))
-    }
-
-    /// As [`EncryptStream::new`] with a given salt (for test vectors; a
-    /// salt must never be reused with the same password).
+    /// Derives the key from `password` and `salt` (the slow part: run it
+    /// on a worker); for test vectors and benches, a real encryption draws
+    /// its salt ([`super::random_salt`]) and a salt must never be reused
+    /// with the same password. Returns the stream and the 16-byte header
+    /// that must be sent before any ciphertext.
     pub fn with_salt(
         password: &[u8],
         salt: &[u8; SALT_LEN],
@@ -87,7 +80,7 @@ impl EncryptStream {
             cipher,
             framing: EncryptFraming::new(),
         };
-        (stream, key::header(salt))
+        (stream, super::header(salt))
     }
 
     /// Encrypts the whole blocks of carried bytes + `buf` in place; the
@@ -96,6 +89,11 @@ impl EncryptStream {
     pub fn update(&mut self, buf: &mut ChunkBuf) {
         self.begin_chunk(buf);
         encrypt_lanes(&mut [(self, buf.as_mut_slice())]);
+    }
+
+    /// The CBC chain, for the lane engine.
+    pub fn chain(&mut self) -> &mut Chain {
+        &mut self.cipher
     }
 
     /// The first half of [`EncryptStream::update`], for the lane engine:
@@ -239,7 +237,7 @@ impl DecryptStream {
 /// Encrypts a whole buffer with a given salt, `chunk` bytes at a time
 /// (at least 1), through the same streaming path a job uses; returns the
 /// complete `openssl enc` file. For test vectors, tests and benchmarks: a
-/// real encryption draws its salt with [`EncryptStream::new`].
+/// real encryption draws its salt with [`super::random_salt`].
 pub fn encrypt_buffer(
     password: &[u8],
     salt: &[u8; SALT_LEN],

@@ -1,0 +1,50 @@
+//! aesd-core: what aesd does, without I/O.
+//!
+//! No sockets, no async runtime, no TLS: bytes, frames and events in;
+//! bytes, frames and work out. The server (`aesd-server`) drives it from
+//! its tokio tasks and worker threads; the benchmarks and fuzzers drive the
+//! very same code from memory, so what they measure and check is what the
+//! server runs.
+//!
+//! # Layout
+//!
+//! * [`openssl_enc`]: format 1, `openssl enc -aes-256-cbc -salt -pbkdf2`:
+//!   the header, the key derivation (shared with the client), streamed
+//!   encryption and decryption, PBKDF2 in slices.
+//! * [`chunk`]: [`ChunkBuf`], the reusable, wiped buffer a chunk is read
+//!   into, transformed in and sent from.
+//! * [`engine`]: which AES encrypts a CBC chain (the CPU's instructions,
+//!   aesd's fixsliced AES, VexRiscv's or Zkne's instructions), and several
+//!   chains at once.
+//! * [`lanes`]: the lane engine: several jobs' CBC chains encrypted
+//!   together, each job's encryption a [`lanes::Feed`] of chunks in flight,
+//!   its chain known only through [`lanes::LaneChain`].
+//! * [`job`]: a job's transform (format 1 or age), its errors, and the
+//!   pieces of CPU work ([`job::Work`]) a driver runs for it.
+//! * [`proxy_header`]: the PROXY protocol header (v1, v2) a load balancer
+//!   puts in front of a connection: a pure, bounded parser.
+//! * [`access_token`]: the pre-shared token a server may require,
+//!   compared in constant time.
+//! * [`connection`]: one connection's protocol state machine (hello,
+//!   auth, begin, queued, started, data, end, done; a failed job's input
+//!   discarded): frames, work results and timer events in; frames,
+//!   work and requests out.
+//! * [`memory`]: a driver that serves connections from memory on one
+//!   thread, for the benchmarks, fuzzers and tests.
+
+pub mod access_token;
+pub mod chunk;
+pub mod connection;
+pub mod engine;
+pub mod job;
+pub mod lanes;
+pub mod memory;
+pub mod openssl_enc;
+pub mod proxy_header;
+
+pub use chunk::ChunkBuf;
+pub use openssl_enc::BLOCK;
+
+/// CBC chains the fixsliced cipher encrypts together per call (the lane
+/// engine's width): 2 on 32-bit targets, 4 on 64-bit ones.
+pub const LANES: usize = aesd_cipher::LANES;

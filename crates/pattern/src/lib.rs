@@ -1,0 +1,17 @@
+//! Test data for aesd, any size, never held whole: what the load
+//! generator sends and checks, what the tests and benchmarks stream.
+//!
+//! # Layout
+//!
+//! * [`pattern`]: [`Pattern`](pattern::Pattern), a seeded byte sequence,
+//!   and [`PatternSource`](pattern::PatternSource), its first bytes as an
+//!   async reader.
+//! * [`verify`]: [`VerifyingSink`](verify::VerifyingSink), an async writer
+//!   that decrypts an encryption job's output on its own and compares it,
+//!   byte for byte, with the pattern that was sent.
+
+pub mod pattern;
+pub mod verify;
+
+pub use pattern::{Pattern, PatternSource};
+pub use verify::{VerifyError, VerifyingSink};

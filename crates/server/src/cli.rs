@@ -1,0 +1,276 @@
+//! The `aesd` command: parses settings, starts logging and the runtime,
+//! serves until SIGINT or SIGTERM. The binary is [`main`] and nothing
+//! else.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use tracing::{error, info, warn};
+
+use crate::Server;
+use crate::config::{Cli, Config, ConfigLayer};
+use crate::readiness::Readiness;
+
+/// The `aesd` command, start to exit.
+pub fn main() -> ExitCode {
+    // Test builds only (feature emulate-aes-insn): VexRiscv's AES
+    // instruction, which traps under qemu-user, is executed by its model.
+    #[cfg(feature = "emulate-aes-insn")]
+    if !aesd_vexriscv::sigill::install_emulator() {
+        eprintln!("aesd: cannot install the AES instruction emulator");
+        return ExitCode::FAILURE;
+    }
+    // Before any secret is read (the token file, a job's password): a
+    // crash must not leave them in a core file.
+    let core_dumps = crate::secrets::disable_core_dumps();
+    let cli = Cli::parse_with_defaults();
+    if let Some(kind) = &cli.generate {
+        return generate(kind);
+    }
+    if let Some(path) = &cli.check_config {
+        return check_config(path);
+    }
+    if let Some(dir) = &cli.tls_self_signed {
+        return tls_self_signed(dir);
+    }
+    let mut config = match Config::load(&cli) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    // The files the settings name, once the settings are resolved.
+    let secrets = match config.load_secrets() {
+        Ok(secrets) => secrets,
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let backend = match crate::backend::select(config.aes_backend, &config.device_tree) {
+        Ok(backend) => backend,
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.print_config {
+        print!("{}", config.to_layer().to_toml());
+        println!(
+            "# AES in use: {} ({})",
+            backend.engine.name(),
+            backend.reason
+        );
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+    if let Err(err) = core_dumps {
+        tracing::warn!("{err}: a crash may leave secrets in a core file");
+    }
+    keep_connections_within_the_fd_limit(&mut config);
+    info!(
+        aes = backend.engine.name(),
+        "AES backend: {}, because {}",
+        backend.engine.name(),
+        backend.reason
+    );
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("aesd: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        // Installed before the port opens: a SIGTERM that arrives as soon
+        // as aesd listens is a graceful shutdown, not a kill.
+        let stop = shutdown_signal();
+        let server = match Server::bind_with(config.clone(), secrets).await {
+            Ok(server) => server,
+            Err(err) => {
+                eprintln!("aesd: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Some(addr) = server.metrics_addr() {
+            info!(
+                metrics = %addr,
+                allow = %config.metrics_allow,
+                "metrics on http://{addr}/metrics for {}",
+                config.metrics_allow
+            );
+        }
+        info!(
+            listen = %server.local_addr(),
+            workers = config.workers,
+            max_active = config.max_active,
+            max_queue = config.max_queue,
+            chunk_size = config.chunk_size,
+            "aesd {} listening",
+            env!("CARGO_PKG_VERSION")
+        );
+        let mut readiness = Readiness::from_env(cli.pid_file.clone());
+        if let Err(err) = readiness.ready(server.local_addr(), server.metrics_addr()) {
+            error!("{err}");
+            eprintln!("aesd: {err}");
+            return ExitCode::FAILURE;
+        }
+        let readiness = &readiness;
+        server
+            .serve(async move {
+                stop.await;
+                if let Err(err) = readiness.stopping() {
+                    warn!("{err}");
+                }
+            })
+            .await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// Raises the soft open-file limit to the hard one and lowers
+/// `max-connections` to what it leaves, logging both.
+fn keep_connections_within_the_fd_limit(config: &mut Config) {
+    let limit = crate::fd_limit::raise();
+    let show = |limit: Option<u64>| limit.map_or("unlimited".to_owned(), |n| n.to_string());
+    if limit.now != limit.before {
+        info!(
+            "open-file limit raised from {} to {} (the hard limit)",
+            show(limit.before),
+            show(limit.now)
+        );
+    }
+    let fits = crate::fd_limit::connections_within(limit.now, config.max_connections);
+    if fits < config.max_connections {
+        warn!(
+            "max-connections {} lowered to {fits}: the open-file limit is {} and {} descriptors are kept for the rest (raise it: ulimit -n, LimitNOFILE=)",
+            config.max_connections,
+            show(limit.now),
+            crate::fd_limit::RESERVED_FDS
+        );
+        config.max_connections = fits;
+        config.max_connections_per_client = config.max_connections_per_client.min(fits);
+    }
+}
+
+/// `--tls-self-signed DIR`: makes the key and certificate, prints where
+/// they are, the names they carry and the pin.
+fn tls_self_signed(dir: &std::path::Path) -> ExitCode {
+    use crate::tls_init;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    match tls_init::make(
+        dir,
+        &tls_init::local_names(),
+        &tls_init::local_addresses(),
+        now,
+    ) {
+        Ok(made) => {
+            println!(
+                "wrote {} (mode 600) and {}",
+                made.key.display(),
+                made.cert.display()
+            );
+            println!("names: {}", made.names.join(", "));
+            println!("pin: {}", made.pin);
+            println!(
+                "serve: aesd --tls-cert {} --tls-key {}",
+                made.cert.display(),
+                made.key.display()
+            );
+            println!(
+                "clients: aescrypt --server HOST:7878 --tls-pin {} ... (or --tls-ca {})",
+                made.pin,
+                made.cert.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--check-config FILE`: validates the file alone over the defaults.
+fn check_config(path: &std::path::Path) -> ExitCode {
+    let checked = ConfigLayer::from_file(path)
+        .and_then(Config::resolve)
+        .and_then(|config| config.load_secrets().map(|_| config));
+    match checked {
+        Ok(config) => {
+            println!("{}: ok", path.display());
+            print!("{}", config.to_layer().to_toml());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("aesd: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Installs the SIGINT and SIGTERM handlers now; the future resolves when
+/// either signal arrives.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => info!("SIGINT received"),
+                        _ = terminate.recv() => info!("SIGTERM received"),
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `--generate KIND`: the man page or a completion script on stdout, from
+/// the same clap definitions as `--help`.
+fn generate(kind: &str) -> ExitCode {
+    let mut command = Cli::command_with_defaults();
+    let mut out = std::io::stdout();
+    let shell = match kind {
+        "man" => {
+            return match clap_mangen::Man::new(command).render(&mut out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("aesd: cannot write to stdout: {err}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        "complete-zsh" => clap_complete::Shell::Zsh,
+        "complete-fish" => clap_complete::Shell::Fish,
+        _ => clap_complete::Shell::Bash,
+    };
+    clap_complete::generate(shell, &mut command, "aesd", &mut out);
+    ExitCode::SUCCESS
+}
