@@ -71,6 +71,13 @@ stop_pids() {
   for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 
+# For an EXIT trap: stops the aesd whose pid the caller keeps in $aesd_pid
+# (if it started one) and removes DIR, the caller's temporary folder.
+stop_aesd_and_remove() {
+  if [[ -n "${aesd_pid:-}" ]]; then kill "$aesd_pid" 2>/dev/null || true; fi
+  rm -rf "$1"
+}
+
 # Waits up to SECONDS (default 60: qemu start-up) for 127.0.0.1:PORT to accept
 # connections; fails saying so otherwise.
 wait_port() {

@@ -179,11 +179,7 @@ qemu_cpu=""
 
 work="$(mktemp -d)"
 aesd_pid=""
-cleanup() {
-  if [[ -n "$aesd_pid" ]]; then kill "$aesd_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_aesd_and_remove "$work"' EXIT
 
 printf 'icount bench password\n' >"$work/password"
 client_tls=()

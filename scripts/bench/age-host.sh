@@ -60,11 +60,7 @@ fi
 
 work="$(mktemp -d)"
 aesd_pid=""
-cleanup() {
-  if [[ -n "$aesd_pid" ]]; then kill "$aesd_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_aesd_and_remove "$work"' EXIT
 
 head -c "$size" /dev/urandom >"$work/plain"
 age-keygen -o "$work/key" 2>/dev/null

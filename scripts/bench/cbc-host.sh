@@ -76,11 +76,7 @@ done
 
 work="$(mktemp -d)"
 aesd_pid=""
-cleanup() {
-  if [[ -n "$aesd_pid" ]]; then kill "$aesd_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_aesd_and_remove "$work"' EXIT
 
 port="$(free_port)"
 "$aesd" --listen "127.0.0.1:$port" --log warn 2>"$work/aesd.log" &
