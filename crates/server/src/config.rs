@@ -1,10 +1,11 @@
 //! Configuration: command-line flags, an optional TOML file and `AESD_*`
 //! environment variables, in that order of precedence, over defaults.
 //!
-//! One type, [`ConfigLayer`], describes every setting once: clap reads it
-//! from the command line and from the environment (each variable is fed
-//! through the same parser, so both accept the same syntax), serde reads
-//! it from TOML (keys are the flag names). [`Config::resolve`] merges the
+//! One type, [`ConfigLayer`] (made from the table in `settings.rs`),
+//! holds every setting from one source: clap reads it from the command
+//! line and from the environment (each variable is fed through the same
+//! parser, so both accept the same syntax), serde reads it from TOML
+//! (keys are the flag names). [`Config::resolve`] merges the
 //! layers, fills defaults and validates the result.
 
 use std::net::SocketAddr;
@@ -12,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
-use serde::{Deserialize, Serialize};
 
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 
@@ -28,226 +28,7 @@ use crate::tls::TlsIdentity;
 /// Smallest data chunk the server can be configured to accept (the
 /// protocol's floor, which clients check in the welcome).
 pub const MIN_CHUNK_SIZE: u32 = aesd_proto::limits::MIN_DATA_CHUNK;
-/// Prefix of the environment variables that configure aesd.
-pub const ENV_PREFIX: &str = "AESD_";
-
-/// Settings from one source; `None` where that source says nothing.
-#[derive(Debug, Clone, Default, PartialEq, Args, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct ConfigLayer {
-    /// Address and port of the job port
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
-
-    /// Worker threads for cryptographic work
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-
-    /// Jobs processed at once; more wait in the queue
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_active: Option<usize>,
-
-    /// Jobs that may wait for a slot; past this, clients get a Busy error at
-    /// once
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_queue: Option<usize>,
-
-    /// Largest data frame payload accepted, in bytes (4096 to 1048576); per-job
-    /// memory is a few of these
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chunk_size: Option<u32>,
-
-    /// Lowest PBKDF2 iteration count a job may ask for
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_iter: Option<u32>,
-
-    /// Highest PBKDF2 iteration count a job may ask for
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_iter: Option<u32>,
-
-    /// Seconds a new connection has to send its hello
-    #[arg(long, value_name = "SECS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handshake_timeout: Option<f64>,
-
-    /// Seconds a connection may stay silent (or not read our output) before it
-    /// is closed with a Timeout error
-    #[arg(long, value_name = "SECS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle_timeout: Option<f64>,
-
-    /// Seconds in-flight jobs get to finish after SIGINT/SIGTERM before they
-    /// are cut off with a ShuttingDown error
-    #[arg(long, value_name = "SECS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shutdown_grace: Option<f64>,
-
-    /// Connections open at once; past this a new connection gets a Busy error
-    /// and is closed
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_connections: Option<usize>,
-
-    /// Connections open at once from one client (an IPv4 address or an
-    /// IPv6 prefix, see client-ipv6-prefix)
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_connections_per_client: Option<usize>,
-
-    /// Leading bits of an IPv6 address that identify one client for every
-    /// per-client limit (0 to 128; IPv4 clients are their address)
-    #[arg(long, value_name = "BITS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub client_ipv6_prefix: Option<u8>,
-
-    /// Slots one client keeps while another client waits for one (its
-    /// share is also at most an equal part of the slots). A client alone
-    /// uses every slot; when another arrives it starts at once on a slot
-    /// lent beyond max-active (the first client's jobs run on, but it
-    /// starts no more until it is back within its share)
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_active_per_client: Option<usize>,
-
-    /// Jobs one client may have waiting in the queue; past this its jobs
-    /// get a Busy error at once (the connection stays open)
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_queued_per_client: Option<usize>,
-
-    /// Slowest input a running job may send, in bytes per second of the
-    /// time the server waits for it (not while the server itself is
-    /// busy); a slower job fails with a Timeout error and frees its slot.
-    /// 0 turns the check off
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_input_rate: Option<u32>,
-
-    /// Seconds of waiting for input over which min-input-rate is measured;
-    /// the first window is a job's grace period
-    #[arg(long, value_name = "SECS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_rate_window: Option<f64>,
-
-    /// PBKDF2 iterations one client may make aesd run per minute (jobs
-    /// with key source 1, where the client sends its password); a begin
-    /// over the budget gets busy and is told when to retry. A job larger
-    /// than the budget needs a full minute's worth. 0 turns it off
-    #[arg(long, value_name = "ITERATIONS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kdf_budget: Option<u64>,
-
-    /// PBKDF2 iterations all clients together may make aesd run per
-    /// minute (key source 1), beside each one's kdf-budget: many addresses
-    /// cannot add up to every core. A begin over it gets busy. 0 turns it
-    /// off
-    #[arg(long, value_name = "ITERATIONS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kdf_budget_total: Option<u64>,
-
-    /// Largest input one job may send, in bytes; past this the job fails with
-    /// limit_exceeded
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_file_size: Option<u64>,
-
-    /// Jobs one connection may run; then it is closed with job_limit
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_jobs_per_connection: Option<u64>,
-
-    /// TLS on the job port: this PEM certificate chain (leaf first); needs
-    /// --tls-key. Clients then connect with --tls or --tls-ca; a plain
-    /// client gets tls_required
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_cert: Option<PathBuf>,
-
-    /// TLS on the job port: the PEM private key of --tls-cert
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_key: Option<PathBuf>,
-
-    /// TLS handshakes one client may start per minute (a token bucket
-    /// holding a minute's worth); a connection over it is closed before
-    /// any cryptography and counted in
-    /// aesd_connections_refused_total{reason="tls_handshake_rate"}. 0 turns
-    /// it off
-    #[arg(long, value_name = "HANDSHAKES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_handshake_rate: Option<u64>,
-
-    /// Require clients to send this access token before any job: the file's
-    /// first line, 16 to 256 bytes (clients: --token-file)
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
-
-    /// Seconds a wrong or missing token waits before its unauthorized answer;
-    /// doubles with each further failure from the same address within 10
-    /// minutes, up to 32 times
-    #[arg(long, value_name = "SECS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_failure_delay: Option<f64>,
-
-    /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9878
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metrics_listen: Option<SocketAddr>,
-
-    /// Networks that may scrape the metrics (CIDR[,CIDR...]); a connection
-    /// from any other address is closed before its request is read and
-    /// counted in aesd_connections_refused_total{reason="metrics_not_allowed"}.
-    /// 0.0.0.0/0,::/0 allows every address
-    #[arg(long, value_name = "CIDR,...")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metrics_allow: Option<String>,
-
-    /// Board temperature for the metrics: auto (first hwmon sensor, if any),
-    /// off, hwmon:PATH (a temp*_input file) or xadc:0xADDR (LiteX XADC
-    /// temperature CSR via /dev/mem, from csr.json)
-    #[arg(long, value_name = "SOURCE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<String>,
-
-    /// AES implementation: auto (VexRiscv's AES instruction when the device
-    /// tree marks the CPUs with it and its self-test passes, else Zkne/Zknd
-    /// when the device tree's ISA or riscv_hwprobe lists them and their
-    /// self-test passes, else software), software (the CPU's AES
-    /// instructions if any, else aesd's fixsliced AES), vexriscv (the
-    /// AesPlugin instruction, custom-0, or exit 2) or zkne (the ratified
-    /// scalar AES instructions, or exit 2)
-    #[arg(long, value_name = "BACKEND")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub aes_backend: Option<String>,
-
-    /// Device tree that `aes-backend = auto` reads the CPUs' features from
-    /// (`litex,aes-instruction`, `riscv,isa`, `riscv,isa-extensions`)
-    #[arg(long, value_name = "DIR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device_tree: Option<PathBuf>,
-
-    /// Load balancers (IP networks, CIDR[,CIDR...], e.g. 10.0.0.5/32) whose
-    /// connections must start with a PROXY protocol header (v1 or v2); the
-    /// client address it carries then keys the per-address limits and the log.
-    /// A PROXY header from any other address is refused
-    #[arg(long, value_name = "CIDR,...")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trusted_proxies: Option<String>,
-
-    /// Log filter, tracing syntax (error, warn, info, debug, trace, or
-    /// per-module like "aesd_server=debug")
-    #[arg(long, value_name = "FILTER")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log: Option<String>,
-}
+pub use crate::settings::{ConfigLayer, ENV_PREFIX, env_var};
 
 /// The `aesd` command line.
 #[derive(Debug, Parser)]
@@ -451,8 +232,7 @@ impl ConfigLayer {
         let mut argv = vec!["environment".to_owned()];
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
-            let var = format!("{ENV_PREFIX}{}", long.to_uppercase().replace('-', "_"));
-            if let Some(value) = lookup(&var) {
+            if let Some(value) = lookup(&env_var(long)) {
                 argv.push(format!("--{long}={value}"));
             }
         }

@@ -1,7 +1,7 @@
-//! Every setting's default: a named constant each, and the text `--help`
-//! and the settings table of docs/aesd.md show for it ([`shown`]). `resolve()`
-//! fills in the constants, the help text is built from [`shown`], and a
-//! test checks docs/aesd.md's table against it: one source per default.
+//! Every setting's default: a named constant each, which `resolve()`
+//! fills in. The text `--help` and the settings table of docs/aesd.md show
+//! for it ([`shown`]) is declared with the setting in `settings.rs`; tests
+//! check the table, the help and the resolved defaults against it.
 
 use aesd_proto::limits::DEFAULT_DATA_CHUNK;
 
@@ -77,62 +77,16 @@ pub fn max_active_per_client(max_active: usize) -> usize {
 
 /// Each setting's default as users read it, by flag name (without `--`):
 /// what `--help` appends as `[default: …]` and what docs/aesd.md's settings
-/// table says.
-pub fn shown() -> Vec<(&'static str, String)> {
-    vec![
-        ("listen", LISTEN.to_owned()),
-        ("workers", "one per core".to_owned()),
-        ("max-active", format!("{ACTIVE_PER_WORKER} × workers")),
-        ("max-queue", MAX_QUEUE.to_string()),
-        ("chunk-size", CHUNK_SIZE.to_string()),
-        ("min-iter", MIN_ITER.to_string()),
-        ("max-iter", MAX_ITER.to_string()),
-        ("handshake-timeout", HANDSHAKE_TIMEOUT_SECS.to_string()),
-        ("idle-timeout", IDLE_TIMEOUT_SECS.to_string()),
-        ("shutdown-grace", SHUTDOWN_GRACE_SECS.to_string()),
-        ("max-connections", MAX_CONNECTIONS.to_string()),
-        (
-            "max-connections-per-client",
-            MAX_CONNECTIONS_PER_CLIENT.to_string(),
-        ),
-        ("client-ipv6-prefix", CLIENT_IPV6_PREFIX.to_string()),
-        (
-            "max-active-per-client",
-            "max-active − 1 (at least 1)".to_owned(),
-        ),
-        ("max-queued-per-client", "max-queue".to_owned()),
-        ("min-input-rate", MIN_INPUT_RATE.to_string()),
-        ("input-rate-window", INPUT_RATE_WINDOW_SECS.to_string()),
-        ("kdf-budget", KDF_BUDGET.to_string()),
-        ("kdf-budget-total", KDF_BUDGET_TOTAL.to_string()),
-        (
-            "max-file-size",
-            format!("{MAX_FILE_SIZE} ({} GiB)", MAX_FILE_SIZE >> 30),
-        ),
-        (
-            "max-jobs-per-connection",
-            MAX_JOBS_PER_CONNECTION.to_string(),
-        ),
-        ("tls-cert", "none".to_owned()),
-        ("tls-key", "none".to_owned()),
-        ("tls-handshake-rate", TLS_HANDSHAKE_RATE.to_string()),
-        ("token-file", "none".to_owned()),
-        ("auth-failure-delay", AUTH_FAILURE_DELAY_SECS.to_string()),
-        ("metrics-listen", "off".to_owned()),
-        ("metrics-allow", METRICS_ALLOW.to_owned()),
-        ("temperature", TEMPERATURE.to_owned()),
-        ("aes-backend", AES_BACKEND.to_owned()),
-        ("device-tree", DEVICE_TREE.to_owned()),
-        ("trusted-proxies", "none".to_owned()),
-        ("log", LOG.to_owned()),
-    ]
+/// table says. Declared beside each setting in `settings.rs`.
+pub fn shown() -> Vec<(String, String)> {
+    crate::settings::shown_defaults()
 }
 
 /// The shown default of one flag.
 pub fn shown_for(flag: &str) -> Option<String> {
     shown()
         .into_iter()
-        .find(|(name, _)| *name == flag)
+        .find(|(name, _)| name == flag)
         .map(|(_, text)| text)
 }
 

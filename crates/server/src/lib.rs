@@ -89,6 +89,7 @@ mod proxy;
 mod readiness;
 mod secrets;
 mod server;
+mod settings;
 mod shared;
 mod shutdown;
 mod tls;
