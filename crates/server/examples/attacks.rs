@@ -108,16 +108,7 @@ async fn scrape(aesd: &AesdProcess) -> String {
 
 async fn handshake_flood(binary: &Path, seconds: u64) {
     let dir = aesd_testkit::TempDir::new("attack-tls");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs());
-    let made = aesd_server::tls_init::make(
-        &dir.join("tls"),
-        &["localhost".to_owned()],
-        &["127.0.0.1".parse().expect("ip")],
-        now,
-    )
-    .expect("TLS identity");
+    let made = aesd_server::tls_init::make_for_loopback(&dir.join("tls")).expect("TLS identity");
     let (cert, key) = (
         made.cert.display().to_string(),
         made.key.display().to_string(),

@@ -168,15 +168,7 @@ fn keep_connections_within_the_fd_limit(config: &mut Config) {
 /// they are, the names they carry and the pin.
 fn tls_self_signed(dir: &std::path::Path) -> ExitCode {
     use crate::tls_init;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs());
-    match tls_init::make(
-        dir,
-        &tls_init::local_names(),
-        &tls_init::local_addresses(),
-        now,
-    ) {
+    match tls_init::make_now(dir, &tls_init::local_names(), &tls_init::local_addresses()) {
         Ok(made) => {
             println!(
                 "wrote {} (mode 600) and {}",

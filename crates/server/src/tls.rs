@@ -248,15 +248,7 @@ mod tests {
     async fn a_client_resumes_its_session_after_a_flood_of_others() {
         let dir = std::env::temp_dir().join(format!("aesd-tls-resume-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let made = crate::tls_init::make(
-            &dir,
-            &["localhost".to_owned()],
-            &[],
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |elapsed| elapsed.as_secs()),
-        )
-        .expect("identity");
+        let made = crate::tls_init::make_for_loopback(&dir).expect("identity");
         let identity = TlsIdentity::load(&made.cert, &made.key).expect("load");
         let cert = CertificateDer::from_pem_file(&made.cert).expect("cert");
         let mut roots = rustls::RootCertStore::empty();

@@ -203,11 +203,7 @@ mod tests {
             pause.as_millis()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_secs());
-        let made =
-            crate::tls_init::make(&dir, &["localhost".to_owned()], &[], now).expect("identity");
+        let made = crate::tls_init::make_for_loopback(&dir).expect("identity");
         let cert = CertificateDer::from_pem_file(&made.cert).expect("cert");
         let key = PrivateKeyDer::from_pem_file(&made.key).expect("key");
         let _ = std::fs::remove_dir_all(&dir);

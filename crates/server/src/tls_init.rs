@@ -107,6 +107,28 @@ pub fn make(
     })
 }
 
+/// [`make`] with the certificate valid from now (the system clock).
+pub fn make_now(
+    dir: &Path,
+    names: &[String],
+    addresses: &[IpAddr],
+) -> Result<MadeIdentity, TlsInitError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    make(dir, names, addresses, now)
+}
+
+/// [`make_now`] for a server on loopback, as tests and the attack
+/// drills run it: `localhost` and 127.0.0.1.
+pub fn make_for_loopback(dir: &Path) -> Result<MadeIdentity, TlsInitError> {
+    make_now(
+        dir,
+        &["localhost".to_owned()],
+        &[IpAddr::from([127, 0, 0, 1])],
+    )
+}
+
 /// 2026-01-01: a clock before this is unset, not the real date.
 const CLOCK_FLOOR: u64 = 1_767_225_600;
 

@@ -29,16 +29,7 @@ const PARTIAL_HELLO: [u8; 6] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
 /// `layer` besides, and the identity's directory and pin.
 async fn tls_server(layer: ConfigLayer) -> (RunningServer, TempDir, String) {
     let dir = TempDir::new("tls-gate");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs());
-    let made = aesd_server::tls_init::make(
-        &dir.join("tls"),
-        &["localhost".to_owned()],
-        &["127.0.0.1".parse().expect("ip")],
-        now,
-    )
-    .expect("identity");
+    let made = aesd_server::tls_init::make_for_loopback(&dir.join("tls")).expect("identity");
     let server = start_server(ConfigLayer {
         tls_cert: Some(made.cert.clone()),
         tls_key: Some(made.key.clone()),
