@@ -58,6 +58,9 @@ bash scripts/fleet.sh --boards 3 --quick --profile debug
 step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
 bash scripts/shards.sh --shards 3 --quick --profile debug
 
+step "loopback floor (quick): the echo servers of scripts/bench/loopback-floor.sh move and check their bytes"
+bash scripts/bench/loopback-floor.sh --quick
+
 step "deploy/k8s/: the manifests against the Kubernetes schemas (kubernetes-validate --strict)"
 bash scripts/k8s-validate.sh
 bash scripts/k8s-rehearse.sh --pods 3 --profile debug
