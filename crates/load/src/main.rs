@@ -994,6 +994,8 @@ async fn start_embedded(
         })
         .max()
         .unwrap_or(0);
+    let defaults =
+        aesd_server::Config::resolve(ConfigLayer::default()).context("aesd's default settings")?;
     aesd_server::start_loopback(ConfigLayer {
         workers: args.workers,
         max_active: args.max_active,
@@ -1010,7 +1012,7 @@ async fn start_embedded(
         // Every job comes from 127.0.0.1: no PBKDF2 budget per client.
         kdf_budget: Some(0),
         min_iter: Some(1),
-        max_iter: Some(args.iterations.max(aesd_server::defaults::MAX_ITER)),
+        max_iter: Some(args.iterations.max(defaults.max_iter)),
         ..ConfigLayer::default()
     })
     .await

@@ -5,30 +5,20 @@
 //! holds every setting from one source: clap reads it from the command
 //! line and from the environment (each variable is fed through the same
 //! parser, so both accept the same syntax), serde reads it from TOML
-//! (keys are the flag names). [`Config::resolve`] merges the
-//! layers, fills defaults and validates the result.
+//! (keys are the flag names). [`Config::resolve`] fills defaults into
+//! the merged layers and checks the result: [`Config`], also made from
+//! the table, with the rules between settings written here.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
-
-use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 
 use aesd_proto::secret_file::permission_warning;
 
 use crate::auth::AccessToken;
-use crate::backend::AesBackend;
-use crate::defaults;
-use crate::metrics::temperature::TemperatureSource;
-use crate::proxy::{CidrError, CidrList, TrustedProxies};
 use crate::tls::TlsIdentity;
 
-/// Smallest data chunk the server can be configured to accept (the
-/// protocol's floor, which clients check in the welcome).
-pub const MIN_CHUNK_SIZE: u32 = aesd_proto::limits::MIN_DATA_CHUNK;
-pub use crate::settings::{ConfigLayer, ENV_PREFIX, env_var};
+pub use crate::settings::{Config, ConfigLayer, ENV_PREFIX, env_var};
 
 /// The `aesd` command line.
 #[derive(Debug, Parser)]
@@ -79,10 +69,10 @@ pub struct Cli {
 
 impl Cli {
     /// The command line with each setting's default appended to its help
-    /// (`[default: …]`, from [`defaults::shown`]).
+    /// (`[default: …]`, as the settings table shows it: `shown_defaults`).
     pub fn command_with_defaults() -> clap::Command {
         Cli::command().mut_args(|arg| {
-            let shown = arg.get_long().and_then(defaults::shown_for);
+            let shown = arg.get_long().and_then(crate::settings::shown_for);
             match (shown, arg.get_help().map(ToString::to_string)) {
                 (Some(shown), Some(help)) => arg.help(format!("{help} [default: {shown}]")),
                 _ => arg,
@@ -105,77 +95,6 @@ Precedence: flags, then the --config file, then the environment, then defaults.
 
 Limits: data chunks up to 1 MiB (--chunk-size), passwords up to 1024 bytes, \
 access tokens 16 to 256 bytes, PBKDF2 iterations within --min-iter..--max-iter.";
-
-/// The effective, validated settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    /// Job port address.
-    pub listen: SocketAddr,
-    /// Worker threads.
-    pub workers: usize,
-    /// Jobs processed at once.
-    pub max_active: usize,
-    /// Jobs that may wait.
-    pub max_queue: usize,
-    /// Largest data payload accepted.
-    pub chunk_size: u32,
-    /// Lowest PBKDF2 iteration count accepted.
-    pub min_iterations: u32,
-    /// Highest PBKDF2 iteration count accepted.
-    pub max_iterations: u32,
-    /// Time allowed for the hello.
-    pub handshake_timeout: Duration,
-    /// Time a connection may stay silent.
-    pub idle_timeout: Duration,
-    /// Time in-flight jobs get after a shutdown signal.
-    pub shutdown_grace: Duration,
-    /// Connections open at once.
-    pub max_connections: usize,
-    /// Connections open at once from one IP address.
-    pub max_connections_per_client: usize,
-    /// IPv6 prefix length that identifies one client.
-    pub client_ipv6_prefix: u8,
-    /// Slots one client keeps while another client waits.
-    pub max_active_per_client: usize,
-    /// Jobs one client may have waiting.
-    pub max_queued_per_client: usize,
-    /// Slowest input a running job may send, bytes/s (0: no minimum).
-    pub min_input_rate: u32,
-    /// Waiting time over which the input rate is measured.
-    pub input_rate_window: Duration,
-    /// PBKDF2 iterations per client and minute (0: no budget).
-    pub kdf_budget: u64,
-    /// PBKDF2 iterations per minute for all clients together (0: off).
-    pub kdf_budget_total: u64,
-    /// Largest input of one job, in bytes.
-    pub max_file_size: u64,
-    /// Jobs per connection.
-    pub max_jobs_per_connection: u64,
-    /// The file holding the access token clients must send, if any (read
-    /// by [`Config::load_secrets`]).
-    pub token_file: Option<PathBuf>,
-    /// The certificate chain and key of the job port's TLS, if any (read
-    /// by [`Config::load_secrets`]).
-    pub tls_files: Option<TlsFiles>,
-    /// TLS handshakes per client and minute (0: no limit).
-    pub tls_handshake_rate: u64,
-    /// First delay before answering a failed authentication.
-    pub auth_failure_delay: Duration,
-    /// Peers that must send a PROXY header (empty: none).
-    pub trusted_proxies: TrustedProxies,
-    /// Log filter.
-    pub log: String,
-    /// Address of the metrics endpoint, if any.
-    pub metrics_listen: Option<SocketAddr>,
-    /// Who may scrape the metrics.
-    pub metrics_allow: CidrList,
-    /// Where the board temperature comes from.
-    pub temperature: TemperatureSource,
-    /// Which AES implementation to use.
-    pub aes_backend: AesBackend,
-    /// Where `aes-backend = auto` reads the device tree.
-    pub device_tree: PathBuf,
-}
 
 /// A configuration source could not be read or a value is out of range.
 #[derive(Debug, thiserror::Error)]
@@ -206,7 +125,7 @@ pub enum ConfigError {
     #[error("setting `{key}`: {reason}")]
     Invalid {
         /// The setting's name (flag / TOML key).
-        key: &'static str,
+        key: String,
         /// What is allowed.
         reason: String,
     },
@@ -300,10 +219,10 @@ impl Config {
     /// step reads the secrets. An error names the setting whose file
     /// could not be used.
     pub fn load_secrets(&self) -> Result<Secrets, ConfigError> {
-        let tls = match &self.tls_files {
+        let tls = match self.tls_files()? {
             Some(files) => Some(TlsIdentity::load(&files.cert, &files.key).map_err(|err| {
                 ConfigError::Invalid {
-                    key: "tls-cert",
+                    key: "tls-cert".into(),
                     reason: err.to_string(),
                 }
             })?),
@@ -313,7 +232,7 @@ impl Config {
             Some(path) => {
                 Some(
                     AccessToken::from_file(path).map_err(|err| ConfigError::Invalid {
-                        key: "token-file",
+                        key: "token-file".into(),
                         reason: err.to_string(),
                     })?,
                 )
@@ -334,161 +253,32 @@ impl Config {
         Config::resolve(cli.settings.clone().over(file).over(env))
     }
 
-    /// Fills defaults into a merged layer and checks every range.
+    /// Fills defaults into a merged layer and checks every setting: each
+    /// on its own as the settings table (settings.rs) declares it, then
+    /// the rules between settings.
     pub fn resolve(layer: ConfigLayer) -> Result<Config, ConfigError> {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let workers = layer.workers.unwrap_or(cores);
-        let max_active = layer
-            .max_active
-            .unwrap_or(defaults::ACTIVE_PER_WORKER * workers);
-        let max_queue = layer.max_queue.unwrap_or(defaults::MAX_QUEUE);
-        let config = Config {
-            listen: layer
-                .listen
-                .unwrap_or_else(|| defaults::LISTEN.parse().expect("valid default address")),
-            workers,
-            max_active,
-            max_queue,
-            chunk_size: layer.chunk_size.unwrap_or(defaults::CHUNK_SIZE),
-            min_iterations: layer.min_iter.unwrap_or(defaults::MIN_ITER),
-            max_iterations: layer.max_iter.unwrap_or(defaults::MAX_ITER),
-            handshake_timeout: seconds(
-                "handshake-timeout",
-                layer.handshake_timeout,
-                defaults::HANDSHAKE_TIMEOUT_SECS,
-            )?,
-            idle_timeout: seconds(
-                "idle-timeout",
-                layer.idle_timeout,
-                defaults::IDLE_TIMEOUT_SECS,
-            )?,
-            shutdown_grace: seconds(
-                "shutdown-grace",
-                layer.shutdown_grace,
-                defaults::SHUTDOWN_GRACE_SECS,
-            )?,
-            max_connections: layer.max_connections.unwrap_or(defaults::MAX_CONNECTIONS),
-            max_connections_per_client: layer
-                .max_connections_per_client
-                .unwrap_or(defaults::MAX_CONNECTIONS_PER_CLIENT),
-            client_ipv6_prefix: layer
-                .client_ipv6_prefix
-                .unwrap_or(defaults::CLIENT_IPV6_PREFIX),
-            max_active_per_client: layer
-                .max_active_per_client
-                .unwrap_or_else(|| defaults::max_active_per_client(max_active)),
-            max_queued_per_client: layer.max_queued_per_client.unwrap_or(max_queue),
-            min_input_rate: layer.min_input_rate.unwrap_or(defaults::MIN_INPUT_RATE),
-            input_rate_window: seconds(
-                "input-rate-window",
-                layer.input_rate_window,
-                defaults::INPUT_RATE_WINDOW_SECS,
-            )?,
-            kdf_budget: layer.kdf_budget.unwrap_or(defaults::KDF_BUDGET),
-            kdf_budget_total: layer.kdf_budget_total.unwrap_or(defaults::KDF_BUDGET_TOTAL),
-            max_file_size: layer.max_file_size.unwrap_or(defaults::MAX_FILE_SIZE),
-            max_jobs_per_connection: layer
-                .max_jobs_per_connection
-                .unwrap_or(defaults::MAX_JOBS_PER_CONNECTION),
-            tls_files: match (&layer.tls_cert, &layer.tls_key) {
-                (Some(cert), Some(key)) => Some(TlsFiles {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                }),
-                (None, None) => None,
-                (Some(_), None) => {
-                    return Err(ConfigError::Invalid {
-                        key: "tls-key",
-                        reason: "--tls-cert needs --tls-key (the certificate's private key)".into(),
-                    });
-                }
-                (None, Some(_)) => {
-                    return Err(ConfigError::Invalid {
-                        key: "tls-cert",
-                        reason: "--tls-key needs --tls-cert (the certificate chain)".into(),
-                    });
-                }
-            },
-            tls_handshake_rate: layer
-                .tls_handshake_rate
-                .unwrap_or(defaults::TLS_HANDSHAKE_RATE),
-            token_file: layer.token_file.clone(),
-            auth_failure_delay: seconds(
-                "auth-failure-delay",
-                layer.auth_failure_delay,
-                defaults::AUTH_FAILURE_DELAY_SECS,
-            )?,
-            trusted_proxies: layer
-                .trusted_proxies
-                .as_deref()
-                .unwrap_or_default()
-                .parse()
-                .map_err(|err: CidrError| ConfigError::Invalid {
-                    key: "trusted-proxies",
-                    reason: err.to_string(),
-                })?,
-            log: layer.log.unwrap_or_else(|| defaults::LOG.to_owned()),
-            metrics_listen: layer.metrics_listen,
-            metrics_allow: metrics_allow(layer.metrics_allow.as_deref())?,
-            temperature: match layer
-                .temperature
-                .as_deref()
-                .unwrap_or(defaults::TEMPERATURE)
-                .parse()
-            {
-                Ok(source) => source,
-                Err(err) => {
-                    return Err(ConfigError::Invalid {
-                        key: "temperature",
-                        reason: err.to_string(),
-                    });
-                }
-            },
-            aes_backend: layer
-                .aes_backend
-                .as_deref()
-                .unwrap_or(defaults::AES_BACKEND)
-                .parse()
-                .map_err(|reason| ConfigError::Invalid {
-                    key: "aes-backend",
-                    reason,
-                })?,
-            device_tree: layer
-                .device_tree
-                .unwrap_or_else(|| PathBuf::from(defaults::DEVICE_TREE)),
-        };
-        config.validate()?;
+        let config = Config::each_setting(layer)?;
+        config.check_rules_between_settings()?;
         Ok(config)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
-        if !(1..=1024).contains(&self.workers) {
-            return invalid(
-                "workers",
-                format!("must be 1 to 1024, got {}", self.workers),
-            );
-        }
-        if !(1..=65_536).contains(&self.max_active) {
-            return invalid(
-                "max-active",
-                format!("must be 1 to 65536, got {}", self.max_active),
-            );
-        }
+    /// The rules that name two settings, which the settings table cannot
+    /// state for one: `tls-cert` and `tls-key` come together, `min-iter`
+    /// is at most `max-iter`, and two pairs of limits must be at least 1
+    /// (one message names both).
+    fn check_rules_between_settings(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, reason: String| {
+            Err(ConfigError::Invalid {
+                key: key.into(),
+                reason,
+            })
+        };
+        self.tls_files()?;
         if self.max_connections == 0 || self.max_connections_per_client == 0 {
             return invalid(
                 "max-connections",
                 "max-connections and max-connections-per-client must be at least 1".into(),
             );
-        }
-        if self.client_ipv6_prefix > 128 {
-            return invalid(
-                "client-ipv6-prefix",
-                format!("must be 0 to 128 bits, got {}", self.client_ipv6_prefix),
-            );
-        }
-        if self.max_active_per_client == 0 {
-            return invalid("max-active-per-client", "must be at least 1".into());
         }
         if self.max_file_size == 0 || self.max_jobs_per_connection == 0 {
             return invalid(
@@ -496,34 +286,36 @@ impl Config {
                 "max-file-size and max-jobs-per-connection must be at least 1".into(),
             );
         }
-        if self.max_queue > 1_000_000 {
-            return invalid(
-                "max-queue",
-                format!("must be at most 1000000, got {}", self.max_queue),
-            );
-        }
-        if !(MIN_CHUNK_SIZE..=MAX_FRAME_PAYLOAD).contains(&self.chunk_size) {
-            return invalid(
-                "chunk-size",
-                format!(
-                    "must be {MIN_CHUNK_SIZE} to {MAX_FRAME_PAYLOAD} bytes, got {}",
-                    self.chunk_size
-                ),
-            );
-        }
-        if self.min_iterations == 0 || self.min_iterations > self.max_iterations {
+        if self.min_iter == 0 || self.min_iter > self.max_iter {
             return invalid(
                 "min-iter",
                 format!(
                     "must be at least 1 and at most max-iter ({}), got {}",
-                    self.max_iterations, self.min_iterations
+                    self.max_iter, self.min_iter
                 ),
             );
         }
-        if let Err(err) = tracing_subscriber::EnvFilter::try_new(&self.log) {
-            return invalid("log", format!("not a valid filter: {err}"));
-        }
         Ok(())
+    }
+
+    /// The job port's TLS files: both `tls-cert` and `tls-key`, or
+    /// neither (no TLS); one alone is an error naming the other.
+    pub fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(ConfigError::Invalid {
+                key: "tls-key".into(),
+                reason: "--tls-cert needs --tls-key (the certificate's private key)".into(),
+            }),
+            (None, Some(_)) => Err(ConfigError::Invalid {
+                key: "tls-cert".into(),
+                reason: "--tls-key needs --tls-cert (the certificate chain)".into(),
+            }),
+        }
     }
 
     /// Warnings about settings that work but are unsafe: a token file or
@@ -535,90 +327,14 @@ impl Config {
             .iter()
             .filter_map(|path| permission_warning(path, "access token"));
         let tls_key = self
-            .tls_files
+            .tls_key
             .iter()
-            .filter_map(|tls| permission_warning(&tls.key, "TLS key"));
+            .filter_map(|key| permission_warning(key, "TLS key"));
         token
             .chain(tls_key)
             .chain(self.trusted_proxies.warnings())
             .collect()
     }
-
-    /// The settings as a complete TOML layer (for `--print-config`).
-    pub fn to_layer(&self) -> ConfigLayer {
-        ConfigLayer {
-            listen: Some(self.listen),
-            workers: Some(self.workers),
-            max_active: Some(self.max_active),
-            max_queue: Some(self.max_queue),
-            chunk_size: Some(self.chunk_size),
-            min_iter: Some(self.min_iterations),
-            max_iter: Some(self.max_iterations),
-            handshake_timeout: Some(self.handshake_timeout.as_secs_f64()),
-            idle_timeout: Some(self.idle_timeout.as_secs_f64()),
-            shutdown_grace: Some(self.shutdown_grace.as_secs_f64()),
-            max_connections: Some(self.max_connections),
-            max_connections_per_client: Some(self.max_connections_per_client),
-            client_ipv6_prefix: Some(self.client_ipv6_prefix),
-            max_active_per_client: Some(self.max_active_per_client),
-            max_queued_per_client: Some(self.max_queued_per_client),
-            min_input_rate: Some(self.min_input_rate),
-            input_rate_window: Some(self.input_rate_window.as_secs_f64()),
-            kdf_budget: Some(self.kdf_budget),
-            kdf_budget_total: Some(self.kdf_budget_total),
-            max_file_size: Some(self.max_file_size),
-            max_jobs_per_connection: Some(self.max_jobs_per_connection),
-            tls_cert: self.tls_files.as_ref().map(|tls| tls.cert.clone()),
-            tls_key: self.tls_files.as_ref().map(|tls| tls.key.clone()),
-            tls_handshake_rate: Some(self.tls_handshake_rate),
-            token_file: self.token_file.clone(),
-            auth_failure_delay: Some(self.auth_failure_delay.as_secs_f64()),
-            trusted_proxies: (!self.trusted_proxies.is_empty())
-                .then(|| self.trusted_proxies.to_string()),
-            log: Some(self.log.clone()),
-            metrics_listen: self.metrics_listen,
-            metrics_allow: Some(self.metrics_allow.to_string()),
-            temperature: Some(match &self.temperature {
-                TemperatureSource::Auto => "auto".to_owned(),
-                TemperatureSource::Off => "off".to_owned(),
-                TemperatureSource::Hwmon(path) => format!("hwmon:{}", path.display()),
-                TemperatureSource::Xadc(addr) => format!("xadc:{addr:#x}"),
-            }),
-            aes_backend: Some(self.aes_backend.name().to_owned()),
-            device_tree: Some(self.device_tree.clone()),
-        }
-    }
-}
-
-/// The `metrics-allow` networks (the default when unset); an empty list
-/// is refused: no scraper could reach the endpoint.
-fn metrics_allow(value: Option<&str>) -> Result<CidrList, ConfigError> {
-    let invalid = |reason| ConfigError::Invalid {
-        key: "metrics-allow",
-        reason,
-    };
-    let networks: CidrList = value
-        .unwrap_or(defaults::METRICS_ALLOW)
-        .parse()
-        .map_err(|err: CidrError| invalid(err.to_string()))?;
-    if networks.is_empty() {
-        return Err(invalid(
-            "no network given: nobody could scrape the metrics (0.0.0.0/0,::/0 allows every address)"
-                .into(),
-        ));
-    }
-    Ok(networks)
-}
-
-fn seconds(key: &'static str, value: Option<f64>, default: f64) -> Result<Duration, ConfigError> {
-    let secs = value.unwrap_or(default);
-    if !(secs > 0.0 && secs <= 86_400.0) {
-        return Err(ConfigError::Invalid {
-            key,
-            reason: format!("must be more than 0 and at most 86400 seconds, got {secs}"),
-        });
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]
@@ -696,10 +412,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(
             err,
-            ConfigError::Invalid {
-                key: "chunk-size",
-                ..
-            }
+            ConfigError::Invalid { ref key, .. } if key == "chunk-size"
         ));
         let err = Config::resolve(ConfigLayer {
             idle_timeout: Some(-1.0),
@@ -708,10 +421,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(
             err,
-            ConfigError::Invalid {
-                key: "idle-timeout",
-                ..
-            }
+            ConfigError::Invalid { ref key, .. } if key == "idle-timeout"
         ));
         let err = Config::resolve(ConfigLayer {
             temperature: Some("thermal".into()),
@@ -720,10 +430,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(
             err,
-            ConfigError::Invalid {
-                key: "temperature",
-                ..
-            }
+            ConfigError::Invalid { ref key, .. } if key == "temperature"
         ));
         let err: Result<ConfigLayer, _> = toml::from_str("wrokers = 2");
         assert!(err.is_err(), "unknown keys are refused");
@@ -765,10 +472,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(
             err,
-            ConfigError::Invalid {
-                key: "trusted-proxies",
-                ..
-            }
+            ConfigError::Invalid { ref key, .. } if key == "trusted-proxies"
         ));
         assert!(
             Config::resolve(ConfigLayer::default())
@@ -821,10 +525,7 @@ mod tests {
             assert!(
                 matches!(
                     err,
-                    ConfigError::Invalid {
-                        key: "metrics-allow",
-                        ..
-                    }
+                    ConfigError::Invalid { ref key, .. } if key == "metrics-allow"
                 ),
                 "{bad:?}: {err}"
             );
@@ -858,6 +559,32 @@ mod tests {
         let plain = Config::resolve(ConfigLayer::default()).expect("defaults");
         let secrets = plain.load_secrets().expect("nothing to read");
         assert!(format!("{secrets:?}").contains("tls: false"), "{secrets:?}");
+    }
+
+    /// `tls-cert` and `tls-key` come together: one alone is refused when
+    /// the settings are resolved, and again when the secrets are loaded
+    /// from a configuration changed since (never a silent plain port).
+    #[test]
+    fn tls_cert_and_key_come_together() {
+        let named = |err: ConfigError, setting: &str| {
+            assert!(
+                matches!(err, ConfigError::Invalid { ref key, .. } if key == setting),
+                "{err}"
+            );
+        };
+        let cert_alone = ConfigLayer {
+            tls_cert: Some("cert.pem".into()),
+            ..ConfigLayer::default()
+        };
+        named(Config::resolve(cert_alone).unwrap_err(), "tls-key");
+        let key_alone = ConfigLayer {
+            tls_key: Some("key.pem".into()),
+            ..ConfigLayer::default()
+        };
+        named(Config::resolve(key_alone).unwrap_err(), "tls-cert");
+        let mut config = Config::resolve(ConfigLayer::default()).expect("valid");
+        config.tls_cert = Some("cert.pem".into());
+        named(config.load_secrets().unwrap_err(), "tls-key");
     }
 
     #[test]

@@ -13,17 +13,19 @@
 //! Its public face is small: [`Server`] (bind, serve, or run in the
 //! background as a [`RunningServer`], whose [`ServerState`] shows slots,
 //! connections, workers and metrics), [`start_loopback`] for an
-//! in-process server, [`Config`] with [`ConfigLayer`] (and the `defaults`
-//! and `caps` it states; resolving the settings reads no file, the files
-//! they name are read afterwards into [`Secrets`]), the `cli` the `aesd`
+//! in-process server, [`Config`] with [`ConfigLayer`] (and the `caps` it
+//! states; resolving the settings reads no file, the files they name are
+//! read afterwards into [`Secrets`]), the `cli` the `aesd`
 //! binary runs, and `tls_init` (`--tls-self-signed`).
 //!
 //! # Layout
 //!
 //! * `cli`: the `aesd` command (the binary is only its `main`).
 //! * `caps`: fixed limits that are not settings.
-//! * `config`: settings from flags, a TOML file and the environment.
-//! * `defaults`: every setting's default, as a named constant and as shown.
+//! * `settings`: the table declaring every setting once (name, type, help,
+//!   default, allowed values), which makes `ConfigLayer` and `Config`.
+//! * `config`: settings from flags, a TOML file and the environment,
+//!   resolved and checked.
 //! * `server`: the listener, accept loop and graceful shutdown.
 //! * `accept`: the one way a connection comes in: PROXY header → caps →
 //!   TLS → driver.
@@ -73,7 +75,6 @@ pub mod cli;
 mod client_buckets;
 mod client_id;
 pub mod config;
-pub mod defaults;
 mod driver;
 mod error;
 mod fd_limit;

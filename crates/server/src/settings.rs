@@ -1,21 +1,42 @@
 //! Every setting of aesd declared once, in one table: its name (the
 //! flag `--max-active`, the TOML key `max-active`, the variable
-//! `AESD_MAX_ACTIVE`), its type, the value name and help of `--help`, and
-//! its default as users read it (in `--help` and docs/aesd.md's table).
+//! `AESD_MAX_ACTIVE`, the field `Config::max_active`), its type, the value
+//! name and help of `--help`, its typed default and the values it allows.
 //!
-//! From the table come [`ConfigLayer`] (which clap and serde read from
-//! the command line, the environment and TOML) and [`shown_defaults`].
-//! [`crate::Config::resolve`] fills the typed defaults of
-//! [`crate::defaults`]; tests check every setting's flag, variable, TOML
-//! key, docs row and default against this table.
+//! From the table come
+//! - [`ConfigLayer`]: the settings of one source (flags, TOML, variables),
+//!   each as written there (`Option<`[`SettingValue::Written`]`>`);
+//! - [`Config`]: the typed settings, with the table's help as their docs;
+//! - `Config::each_setting`: each setting from a layer or its default,
+//!   read and checked on its own ([`Config::resolve`] adds the rules
+//!   between settings, in config.rs);
+//! - [`Config::to_layer`]: the reverse, for `--print-config`;
+//! - [`shown_defaults`]: the default as users read it (`--help`,
+//!   docs/aesd.md's table).
+//!
+//! A new setting is one entry here and a row in docs/aesd.md's table
+//! (tests check the row); a new type of value also needs its
+//! [`SettingValue`] impl (settings/value.rs), and a rule naming two
+//! settings goes beside the others in `Config::resolve`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
+use aesd_proto::limits::{DEFAULT_DATA_CHUNK, MAX_FRAME_PAYLOAD, MIN_DATA_CHUNK};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::defaults::*;
+use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
+use crate::client_id::DEFAULT_IPV6_PREFIX;
+use crate::config::ConfigError;
+use crate::metrics::temperature::TemperatureSource;
+use crate::proxy::{CidrList, TrustedProxies};
+
+mod value;
+
+pub use value::SettingValue;
+use value::{at_least_one, at_most, within, within_unit};
 
 /// Prefix of the environment variables that configure aesd.
 pub const ENV_PREFIX: &str = "AESD_";
@@ -26,13 +47,36 @@ pub fn env_var(flag: &str) -> String {
     format!("{ENV_PREFIX}{}", flag.to_uppercase().replace('-', "_"))
 }
 
-/// Declares the settings: each entry is the help text (doc comment), the
-/// field name (the flag with `_` for `-`), the value's type, the value
-/// name `--help` shows and the default as users read it.
+/// The flag name (without `--`; also the TOML key) of a field:
+/// `max_active` → `max-active`.
+fn flag(field: &str) -> String {
+    field.replace('_', "-")
+}
+
+/// Declares the settings. Each entry:
+///
+/// ```text
+/// /// help (--help, and the docs of the ConfigLayer and Config fields)
+/// field: Type, "VALUE NAME", default EXPR [, shown TEXT] [, valid CHECK];
+/// ```
+///
+/// - `Type` is the field's type in [`Config`]; its [`SettingValue`] impl
+///   says how flags, TOML and variables write it.
+/// - `default EXPR` is the typed value when no source gives one. It is
+///   evaluated in the table's order and may use the settings above it by
+///   their field names (`ACTIVE_PER_WORKER * workers`).
+/// - `shown TEXT` is the default as `--help` and the docs show it, when
+///   that is not simply the default as written (a rule such as "2 ×
+///   workers", or "none"). An entry whose default uses other settings must
+///   have one.
+/// - `valid CHECK`: a function of `&Type` whose `Err` says what is allowed
+///   (`within(1..=1024)`); applied to given and default values alike.
 macro_rules! settings {
     ($(
         $(#[doc = $help:literal])*
-        $field:ident: $ty:ty, $value_name:literal, default $shown:expr;
+        $field:ident: $ty:ty, $value_name:literal, default $default:expr
+            $(, shown $shown:expr)?
+            $(, valid $valid:expr)?;
     )*) => {
         /// Settings from one source; `None` where that source says nothing.
         #[derive(Debug, Clone, Default, PartialEq, Args, Serialize, Deserialize)]
@@ -42,8 +86,41 @@ macro_rules! settings {
                 $(#[doc = $help])*
                 #[arg(long, value_name = $value_name)]
                 #[serde(skip_serializing_if = "Option::is_none")]
-                pub $field: Option<$ty>,
+                pub $field: Option<<$ty as SettingValue>::Written>,
             )*
+        }
+
+        /// The effective, validated settings ([`Config::resolve`]).
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Config {
+            $(
+                $(#[doc = $help])*
+                pub $field: $ty,
+            )*
+        }
+
+        impl Config {
+            /// Each setting from `layer`, or its default where `layer` has
+            /// none, read and checked on its own, in the table's order.
+            pub(crate) fn each_setting(layer: ConfigLayer) -> Result<Config, ConfigError> {
+                $(
+                    let $field: $ty = match layer.$field {
+                        Some(written) => <$ty as SettingValue>::read(written),
+                        None => Ok($default),
+                    }
+                    .map_err(invalid(stringify!($field)))?;
+                    $( ($valid)(&$field).map_err(invalid(stringify!($field)))?; )?
+                )*
+                Ok(Config { $($field),* })
+            }
+
+            /// The settings as a complete layer, each as written (for
+            /// `--print-config`; unset ones are left out).
+            pub fn to_layer(&self) -> ConfigLayer {
+                ConfigLayer {
+                    $( $field: self.$field.write(), )*
+                }
+            }
         }
 
         /// Each setting's flag name (without `--`; also its TOML key) and
@@ -51,108 +128,148 @@ macro_rules! settings {
         /// `[default: …]` and what docs/aesd.md's settings table says.
         pub fn shown_defaults() -> Vec<(String, String)> {
             vec![$(
-                (stringify!($field).replace('_', "-"), $shown.to_string()),
+                (flag(stringify!($field)), shown!($ty, $default, $($shown)?)),
             )*]
         }
     };
 }
 
+/// A default as users read it: the entry's `shown` text, else its typed
+/// default as written ("none" when that is unset).
+macro_rules! shown {
+    ($ty:ty, $default:expr,) => {
+        <$ty as SettingValue>::write(&$default)
+            .map_or_else(|| "none".to_owned(), |written| written.to_string())
+    };
+    ($ty:ty, $default:expr, $shown:expr) => {
+        $shown.to_string()
+    };
+}
+
+/// The error of a setting whose value is not allowed.
+fn invalid(field: &'static str) -> impl FnOnce(String) -> ConfigError {
+    move |reason| ConfigError::Invalid {
+        key: flag(field),
+        reason,
+    }
+}
+
+/// Active jobs per worker thread: the default `max-active` is this ×
+/// `workers`.
+const ACTIVE_PER_WORKER: usize = 2;
+
 settings! {
     /// Address and port of the job port
-    listen: SocketAddr, "ADDR", default LISTEN;
+    listen: SocketAddr, "ADDR", default SocketAddr::from(([0, 0, 0, 0], 7878));
     /// Worker threads for cryptographic work
-    workers: usize, "N", default "one per core";
+    workers: usize, "N", default std::thread::available_parallelism().map_or(1, usize::from),
+        shown "one per core", valid within(1..=1024);
     /// Jobs processed at once; more wait in the queue
-    max_active: usize, "N", default format!("{ACTIVE_PER_WORKER} × workers");
+    max_active: usize, "N", default ACTIVE_PER_WORKER * workers,
+        shown format!("{ACTIVE_PER_WORKER} × workers"), valid within(1..=65_536);
     /// Jobs that may wait for a slot; past this, clients get a Busy error at
     /// once
-    max_queue: usize, "N", default MAX_QUEUE;
+    max_queue: usize, "N", default 64, valid at_most(1_000_000);
     /// Largest data frame payload accepted, in bytes (4096 to 1048576); per-job
     /// memory is a few of these
-    chunk_size: u32, "BYTES", default CHUNK_SIZE;
+    chunk_size: u32, "BYTES", default DEFAULT_DATA_CHUNK,
+        valid within_unit(MIN_DATA_CHUNK..=MAX_FRAME_PAYLOAD, "bytes");
     /// Lowest PBKDF2 iteration count a job may ask for
-    min_iter: u32, "N", default MIN_ITER;
+    min_iter: u32, "N", default 1000;
+    // 100 000: about a minute of one core on a 100 MHz VexRiscv.
     /// Highest PBKDF2 iteration count a job may ask for
-    max_iter: u32, "N", default MAX_ITER;
+    max_iter: u32, "N", default 100_000;
     /// Seconds a new connection has to send its hello
-    handshake_timeout: f64, "SECS", default HANDSHAKE_TIMEOUT_SECS;
+    handshake_timeout: Duration, "SECS", default Duration::from_secs(10);
     /// Seconds a connection may stay silent (or not read our output) before it
     /// is closed with a Timeout error
-    idle_timeout: f64, "SECS", default IDLE_TIMEOUT_SECS;
+    idle_timeout: Duration, "SECS", default Duration::from_secs(60);
     /// Seconds in-flight jobs get to finish after SIGINT/SIGTERM before they
     /// are cut off with a ShuttingDown error
-    shutdown_grace: f64, "SECS", default SHUTDOWN_GRACE_SECS;
+    shutdown_grace: Duration, "SECS", default Duration::from_secs(30);
     /// Connections open at once; past this a new connection gets a Busy error
     /// and is closed
-    max_connections: usize, "N", default MAX_CONNECTIONS;
+    max_connections: usize, "N", default 1024;
     /// Connections open at once from one client (an IPv4 address or an
     /// IPv6 prefix, see client-ipv6-prefix)
-    max_connections_per_client: usize, "N", default MAX_CONNECTIONS_PER_CLIENT;
+    max_connections_per_client: usize, "N", default 64;
     /// Leading bits of an IPv6 address that identify one client for every
     /// per-client limit (0 to 128; IPv4 clients are their address)
-    client_ipv6_prefix: u8, "BITS", default CLIENT_IPV6_PREFIX;
+    client_ipv6_prefix: u8, "BITS", default DEFAULT_IPV6_PREFIX,
+        valid within_unit(0..=128, "bits");
+    // All slots but one, and never more than an equal part of them among
+    // the clients with jobs (see `admission`).
     /// Slots one client keeps while another client waits for one (its
     /// share is also at most an equal part of the slots). A client alone
     /// uses every slot; when another arrives it starts at once on a slot
     /// lent beyond max-active (the first client's jobs run on, but it
     /// starts no more until it is back within its share)
-    max_active_per_client: usize, "N", default "max-active − 1 (at least 1)";
+    max_active_per_client: usize, "N", default max_active.saturating_sub(1).max(1),
+        shown "max-active − 1 (at least 1)", valid at_least_one;
     /// Jobs one client may have waiting in the queue; past this its jobs
     /// get a Busy error at once (the connection stays open)
-    max_queued_per_client: usize, "N", default "max-queue";
+    max_queued_per_client: usize, "N", default max_queue, shown "max-queue";
+    // 1024 B/s: a trickle that holds a slot is cut, a slow link (a
+    // 9600-baud modem is 960 B/s) is roughly the floor.
     /// Slowest input a running job may send, in bytes per second of the
     /// time the server waits for it (not while the server itself is
     /// busy); a slower job fails with a Timeout error and frees its slot.
     /// 0 turns the check off
-    min_input_rate: u32, "BYTES", default MIN_INPUT_RATE;
+    min_input_rate: u32, "BYTES", default 1024;
     /// Seconds of waiting for input over which min-input-rate is measured;
     /// the first window is a job's grace period
-    input_rate_window: f64, "SECS", default INPUT_RATE_WINDOW_SECS;
+    input_rate_window: Duration, "SECS", default Duration::from_secs(10);
+    // 100 000: one max-iter job, or ten jobs at openssl's 10 000.
     /// PBKDF2 iterations one client may make aesd run per minute (jobs
     /// with key source 1, where the client sends its password); a begin
     /// over the budget gets busy and is told when to retry. A job larger
     /// than the budget needs a full minute's worth. 0 turns it off
-    kdf_budget: u64, "ITERATIONS", default KDF_BUDGET;
+    kdf_budget: u64, "ITERATIONS", default 100_000;
+    // 400 000: four clients' budgets.
     /// PBKDF2 iterations all clients together may make aesd run per
     /// minute (key source 1), beside each one's kdf-budget: many addresses
     /// cannot add up to every core. A begin over it gets busy. 0 turns it
     /// off
-    kdf_budget_total: u64, "ITERATIONS", default KDF_BUDGET_TOTAL;
+    kdf_budget_total: u64, "ITERATIONS", default 400_000;
+    // 16 GiB: hours on a 100 MHz board.
     /// Largest input one job may send, in bytes; past this the job fails with
     /// limit_exceeded
-    max_file_size: u64, "BYTES", default format!("{MAX_FILE_SIZE} ({} GiB)", MAX_FILE_SIZE >> 30);
+    max_file_size: u64, "BYTES", default 16 << 30, shown "17179869184 (16 GiB)";
     /// Jobs one connection may run; then it is closed with job_limit
-    max_jobs_per_connection: u64, "N", default MAX_JOBS_PER_CONNECTION;
+    max_jobs_per_connection: u64, "N", default 10_000;
     /// TLS on the job port: this PEM certificate chain (leaf first); needs
     /// --tls-key. Clients then connect with --tls or --tls-ca; a plain
     /// client gets tls_required
-    tls_cert: PathBuf, "FILE", default "none";
+    tls_cert: Option<PathBuf>, "FILE", default None, shown "none";
     /// TLS on the job port: the PEM private key of --tls-cert
-    tls_key: PathBuf, "FILE", default "none";
+    tls_key: Option<PathBuf>, "FILE", default None, shown "none";
+    // 600: ten a second on average, and a minute's worth at once (a host
+    // opening a few hundred connections together). The board's
+    // aesd.toml: 120.
     /// TLS handshakes one client may start per minute (a token bucket
     /// holding a minute's worth); a connection over it is closed before
     /// any cryptography and counted in
     /// aesd_connections_refused_total{reason="tls_handshake_rate"}. 0 turns
     /// it off
-    tls_handshake_rate: u64, "HANDSHAKES", default TLS_HANDSHAKE_RATE;
+    tls_handshake_rate: u64, "HANDSHAKES", default 600;
     /// Require clients to send this access token before any job: the file's
     /// first line, 16 to 256 bytes (clients: --token-file)
-    token_file: PathBuf, "FILE", default "none";
+    token_file: Option<PathBuf>, "FILE", default None, shown "none";
     /// Seconds a wrong or missing token waits before its unauthorized answer;
     /// doubles with each further failure from the same address within 10
     /// minutes, up to 32 times
-    auth_failure_delay: f64, "SECS", default AUTH_FAILURE_DELAY_SECS;
+    auth_failure_delay: Duration, "SECS", default Duration::from_secs(1);
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9878
-    metrics_listen: SocketAddr, "ADDR", default "off";
+    metrics_listen: Option<SocketAddr>, "ADDR", default None, shown "off";
     /// Networks that may scrape the metrics (CIDR[,CIDR...]); a connection
     /// from any other address is closed before its request is read and
     /// counted in aesd_connections_refused_total{reason="metrics_not_allowed"}.
     /// 0.0.0.0/0,::/0 allows every address
-    metrics_allow: String, "CIDR,...", default METRICS_ALLOW;
+    metrics_allow: CidrList, "CIDR,...", default local_networks(), valid some_network;
     /// Board temperature for the metrics: auto (first hwmon sensor, if any),
     /// off, hwmon:PATH (a temp*_input file) or xadc:0xADDR (LiteX XADC
     /// temperature CSR via /dev/mem, from csr.json)
-    temperature: String, "SOURCE", default TEMPERATURE;
+    temperature: TemperatureSource, "SOURCE", default TemperatureSource::Auto;
     /// AES implementation: auto (VexRiscv's AES instruction when the device
     /// tree marks the CPUs with it and its self-test passes, else Zkne/Zknd
     /// when the device tree's ISA or riscv_hwprobe lists them and their
@@ -160,176 +277,56 @@ settings! {
     /// instructions if any, else aesd's fixsliced AES), vexriscv (the
     /// AesPlugin instruction, custom-0, or exit 2) or zkne (the ratified
     /// scalar AES instructions, or exit 2)
-    aes_backend: String, "BACKEND", default AES_BACKEND;
+    aes_backend: AesBackend, "BACKEND", default AesBackend::Auto;
     /// Device tree that `aes-backend = auto` reads the CPUs' features from
     /// (`litex,aes-instruction`, `riscv,isa`, `riscv,isa-extensions`)
-    device_tree: PathBuf, "DIR", default DEVICE_TREE;
+    device_tree: PathBuf, "DIR", default PathBuf::from(DEFAULT_DEVICE_TREE),
+        shown DEFAULT_DEVICE_TREE;
     /// Load balancers (IP networks, CIDR[,CIDR...], e.g. 10.0.0.5/32) whose
     /// connections must start with a PROXY protocol header (v1 or v2); the
     /// client address it carries then keys the per-address limits and the log.
     /// A PROXY header from any other address is refused
-    trusted_proxies: String, "CIDR,...", default "none";
+    trusted_proxies: TrustedProxies, "CIDR,...", default TrustedProxies::default();
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug")
-    log: String, "FILTER", default LOG;
+    log: String, "FILTER", default "info".to_owned(), valid log_filter;
+}
+
+/// The default `metrics-allow`: loopback, the private IPv4 networks (RFC
+/// 1918), IPv4 link-local, IPv6 unique local and link-local addresses. A
+/// management network is one of these; the internet is not.
+fn local_networks() -> CidrList {
+    "127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,::1/128,fc00::/7,fe80::/10"
+        .parse()
+        .expect("the local networks are valid CIDRs")
+}
+
+/// `metrics-allow` names at least one network: with none, nobody could
+/// scrape the metrics.
+fn some_network(networks: &CidrList) -> Result<(), String> {
+    if networks.is_empty() {
+        return Err(
+            "no network given: nobody could scrape the metrics (0.0.0.0/0,::/0 allows every address)"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// `log` is a filter tracing understands.
+fn log_filter(filter: &str) -> Result<(), String> {
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map(drop)
+        .map_err(|err| format!("not a valid filter: {err}"))
+}
+
+/// The shown default of one flag (without `--`).
+pub fn shown_for(flag: &str) -> Option<String> {
+    shown_defaults()
+        .into_iter()
+        .find(|(name, _)| name == flag)
+        .map(|(_, text)| text)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Cli, Config};
-    use clap::Parser;
-
-    /// Settings whose default follows from others (shown as a rule, not
-    /// a value).
-    const DERIVED: [&str; 4] = [
-        "workers",
-        "max-active",
-        "max-active-per-client",
-        "max-queued-per-client",
-    ];
-
-    fn flags() -> Vec<String> {
-        shown_defaults().into_iter().map(|(flag, _)| flag).collect()
-    }
-
-    /// A resolved configuration with every setting given, as the TOML
-    /// table `--print-config` prints.
-    fn every_setting_printed() -> toml::Table {
-        let config = Config::resolve(ConfigLayer {
-            tls_cert: Some("cert.pem".into()),
-            tls_key: Some("key.pem".into()),
-            token_file: Some("token".into()),
-            metrics_listen: Some("127.0.0.1:9878".parse().expect("address")),
-            trusted_proxies: Some("10.0.0.0/8".into()),
-            ..ConfigLayer::default()
-        })
-        .expect("valid");
-        toml::from_str(&config.to_layer().to_toml()).expect("printed TOML reads back")
-    }
-
-    /// A TOML value as a flag or variable takes it.
-    fn as_argument(value: &toml::Value) -> String {
-        value
-            .as_str()
-            .map_or_else(|| value.to_string(), str::to_owned)
-    }
-
-    /// The TOML value a layer gives one setting, if any.
-    fn value_of(layer: &ConfigLayer, flag: &str) -> Option<toml::Value> {
-        toml::Table::try_from(layer)
-            .expect("a layer is a table")
-            .get(flag)
-            .cloned()
-    }
-
-    #[test]
-    fn every_setting_has_a_toml_key_a_flag_and_a_variable() {
-        let printed = every_setting_printed();
-        let keys: Vec<&String> = printed.keys().collect();
-        let mut flags = flags();
-        flags.sort();
-        assert_eq!(
-            keys,
-            flags.iter().collect::<Vec<_>>(),
-            "--print-config prints every setting"
-        );
-        let from_toml: ConfigLayer = printed.clone().try_into().expect("TOML keys");
-        let mut argv = vec!["aesd".to_owned()];
-        argv.extend(
-            printed
-                .iter()
-                .map(|(key, value)| format!("--{key}={}", as_argument(value))),
-        );
-        let from_flags = Cli::try_parse_from(&argv)
-            .expect("a flag per setting")
-            .settings;
-        assert_eq!(from_flags, from_toml);
-        let from_env = ConfigLayer::from_env(|name| {
-            printed
-                .iter()
-                .find(|(key, _)| env_var(key) == name)
-                .map(|(_, value)| as_argument(value))
-        })
-        .expect("a variable per setting");
-        assert_eq!(from_env, from_toml);
-        assert!(flags.iter().all(|flag| env_var(flag).starts_with("AESD_")));
-        assert_eq!(
-            env_var("max-connections-per-client"),
-            "AESD_MAX_CONNECTIONS_PER_CLIENT"
-        );
-    }
-
-    /// The default users read (in `--help` and docs/aesd.md) is the one
-    /// `resolve` fills in: read as the setting's value, it gives the same
-    /// value; "none" and "off" are settings left unset; only the derived
-    /// defaults are rules rather than values.
-    #[test]
-    fn shown_defaults_are_the_resolved_defaults() {
-        let defaults = Config::resolve(ConfigLayer::default())
-            .expect("defaults are valid")
-            .to_layer();
-        for (flag, shown) in shown_defaults() {
-            let resolved = value_of(&defaults, &flag);
-            if shown == "none" || shown == "off" {
-                assert_eq!(resolved, None, "--{flag}: shown {shown}");
-                continue;
-            }
-            // "17179869184 (16 GiB)": the value, then a reading aid.
-            let value = shown.split(" (").next().unwrap_or(&shown);
-            let var = env_var(&flag);
-            let read = ConfigLayer::from_env(|name| (name == var).then(|| value.to_owned()));
-            match read {
-                Ok(layer) => {
-                    assert!(!DERIVED.contains(&flag.as_str()), "--{flag}: {shown}");
-                    assert_eq!(value_of(&layer, &flag), resolved, "--{flag}: shown {shown}");
-                }
-                Err(_) => assert!(DERIVED.contains(&flag.as_str()), "--{flag}: {shown}"),
-            }
-        }
-    }
-
-    /// docs/aesd.md's settings table names each setting's flag with the
-    /// value name `--help` shows (`--listen ADDR`).
-    #[test]
-    fn the_settings_table_names_the_value_of_each_flag() {
-        let docs = include_str!("../../../docs/aesd.md");
-        let table = docs
-            .split("## Settings\n")
-            .nth(1)
-            .expect("docs/aesd.md has the settings section");
-        let command = ConfigLayer::augment_args(clap::Command::new("settings"));
-        let mut seen = Vec::new();
-        let rows = table
-            .lines()
-            .skip_while(|line| !line.starts_with('|'))
-            .take_while(|line| line.starts_with('|'));
-        for row in rows {
-            let flag_cell = row.split('|').nth(1).unwrap_or_default();
-            for flag in flag_cell
-                .split('`')
-                .filter_map(|part| part.strip_prefix("--"))
-            {
-                let (name, value) = flag.split_once(' ').unwrap_or((flag, ""));
-                let Some(arg) = command
-                    .get_arguments()
-                    .find(|arg| arg.get_long() == Some(name))
-                else {
-                    continue;
-                };
-                let declared: Vec<String> = arg
-                    .get_value_names()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                assert_eq!(declared, [value], "docs/aesd.md row {row}");
-                seen.push(name.to_owned());
-            }
-        }
-        let mut flags = flags();
-        flags.sort();
-        seen.sort();
-        assert_eq!(seen, flags, "a docs row for every setting");
-    }
-}
+mod tests;

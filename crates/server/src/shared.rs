@@ -92,7 +92,7 @@ impl Shared {
             max_jobs: config.max_jobs_per_connection,
             job: JobLimits {
                 max_file_size: config.max_file_size,
-                iterations: (config.min_iterations, config.max_iterations),
+                iterations: (config.min_iter, config.max_iter),
             },
         });
         let tls_thread = match secrets.tls {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use aesd_proto::ErrorCode;
 
 pub use aesd_core::proxy_header::{self as header, HeaderError};
-pub use cidr::{CidrError, CidrList, TrustedProxies};
+pub use cidr::{CidrList, TrustedProxies};
 
 /// A connection's PROXY header was missing, wrong or not allowed.
 #[derive(Debug, thiserror::Error)]
