@@ -11,10 +11,14 @@
 # copies, scheduling and the cipher). `openssl speed -evp chacha20-poly1305
 # -bytes 16384` reports user CPU time too (its default), one core.
 #
-# Usage: bash scripts/bench/age-host.sh [--size BYTES] [--jobs N] [--no-build]
+# Usage: bash scripts/bench/age-host.sh [--size BYTES] [--jobs N] [--no-build] [--floor]
 #   --size BYTES   bytes per job (default 268435456)
 #   --jobs N       jobs per phase, one after another (default 2)
 #   --no-build     use target/release as it is
+#   --floor        also measure the copy floor (scripts/bench/loopback-floor.sh
+#                  --figure copy: an echo server, SIZE bytes over one
+#                  connection, median of 3) and print aesd's CPU per byte
+#                  above it beside openssl's
 # Exit status: 0 done; 1 a build, job or check failed; 2 bad usage.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -24,6 +28,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 size=268435456
 jobs=2
 build=1
+floor=0
 while (($#)); do
   case "$1" in
     --size | --jobs)
@@ -39,8 +44,9 @@ while (($#)); do
       shift
       ;;
     --no-build) build=0 ;;
+    --floor) floor=1 ;;
     -h | --help)
-      sed -n '2,19s/^# \{0,1\}//p' "$0"
+      sed -n '2,23s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -110,12 +116,23 @@ openssl_rate="$(openssl speed -evp chacha20-poly1305 -bytes 16384 -seconds 3 -mr
   echo "age-host.sh: no figure from openssl speed" >&2
   exit 1
 }
-python3 - "$encrypt_rate" "$decrypt_rate" "$openssl_rate" "$size" "$jobs" <<'PY'
+floor_ns=0
+if ((floor)); then
+  floor_ns="$(bash "$root/scripts/bench/loopback-floor.sh" --figure copy --connections 1 \
+    --bytes "$size" --repeat 3)"
+fi
+python3 - "$encrypt_rate" "$decrypt_rate" "$openssl_rate" "$size" "$jobs" "$floor_ns" <<'PY'
 import sys
 enc, dec, ossl = map(float, sys.argv[1:4])
-size, jobs = int(sys.argv[4]), int(sys.argv[5])
+size, jobs, floor_ns = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 print(f"age through aesd ({jobs} jobs of {size} bytes each, aesd --workers 1, its own CPU time):")
 print(f"  encrypt  {enc / 1e6:9.1f} MB per CPU-second   {enc / ossl:5.2f} x openssl")
 print(f"  decrypt  {dec / 1e6:9.1f} MB per CPU-second   {dec / ossl:5.2f} x openssl")
 print(f"openssl speed -evp chacha20-poly1305 -bytes 16384 (user CPU, one core): {ossl / 1e6:9.1f} MB/s")
+if floor_ns:
+    print(f"copy floor (an echo server, {size} bytes over one connection): {floor_ns:6.3f} ns/byte")
+    for name, rate in (("encrypt", enc), ("decrypt", dec)):
+        above = 1e9 / rate - floor_ns
+        print(f"  {name} above it {above:6.3f} ns/byte  "
+              f"{1e9 / ossl / above if above > 0 else float('inf'):5.2f} x openssl")
 PY

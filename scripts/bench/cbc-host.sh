@@ -21,6 +21,10 @@
 #                    per binary
 #   --aesload PATH   the aesload binary (default: target/release/aesload)
 #   --no-build       use target/release as it is
+#   --floor          also measure the copy floor (scripts/bench/loopback-floor.sh
+#                    --figure copy: an echo server, the same bytes over 10
+#                    connections, median of 3) and print aesd's CPU per byte
+#                    above it beside openssl's
 #   -h, --help       this help
 # Exit status: 0 done; 1 a build, run or check failed; 2 bad usage.
 set -euo pipefail
@@ -36,6 +40,7 @@ die_usage() {
 suite=large
 repeat=1
 build=1
+floor=0
 bin="${CARGO_TARGET_DIR:-$root/target}/release"
 aesd="$bin/aesd"
 aesload="$bin/aesload"
@@ -52,8 +57,9 @@ while (($#)); do
       shift
       ;;
     --no-build) build=0 ;;
+    --floor) floor=1 ;;
     -h | --help)
-      sed -n '2,25s/^# \{0,1\}//p' "$0"
+      sed -n '2,29s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *) die_usage "unknown argument $1" ;;
@@ -110,14 +116,23 @@ openssl_rate="$(openssl speed -evp aes-256-cbc -bytes 16384 -seconds 3 -mr 2>/de
   echo "cbc-host.sh: no figure from openssl speed" >&2
   exit 1
 }
-python3 - "$bytes" "$((after - before))" "$hz" "$openssl_rate" "$suite" "$repeat" "$aesd" <<'PY'
+floor_ns=0
+if ((floor)); then
+  floor_ns="$(bash "$root/scripts/bench/loopback-floor.sh" --figure copy --connections 10 \
+    --bytes $((bytes / 10)) --repeat 3)"
+fi
+python3 - "$bytes" "$((after - before))" "$hz" "$openssl_rate" "$suite" "$repeat" "$aesd" "$floor_ns" <<'PY'
 import sys
 bytes_, ticks, hz, ossl = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-suite, repeat, aesd = sys.argv[5], int(sys.argv[6]), sys.argv[7]
+suite, repeat, aesd, floor_ns = sys.argv[5], int(sys.argv[6]), sys.argv[7], float(sys.argv[8])
 seconds = ticks / hz
 rate = bytes_ / seconds if seconds else float("inf")
 print(f"aesd {aesd}: --suite {suite} x{repeat} from a separate aesload, "
       f"{bytes_ / 1e6:.1f} MB in {seconds:.2f} CPU-s of aesd")
 print(f"  aesd            {rate / 1e6:9.1f} MB per CPU-second  {1e9 / rate if rate else 0:6.3f} ns/byte  {rate / ossl:5.2f} x openssl")
 print(f"  openssl speed -evp aes-256-cbc -bytes 16384 (user CPU, one core): {ossl / 1e6:9.1f} MB/s  {1e9 / ossl:6.3f} ns/byte")
+if floor_ns:
+    above = 1e9 / rate - floor_ns
+    print(f"  copy floor (an echo server, the same bytes over 10 connections): {floor_ns:6.3f} ns/byte; "
+          f"aesd above it {above:6.3f} ns/byte  {1e9 / ossl / above if above > 0 else float('inf'):5.2f} x openssl")
 PY

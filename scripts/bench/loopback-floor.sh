@@ -22,6 +22,9 @@
 #   --repeat N        runs of each mode (default 1)
 #   --sockbuf         also measure fixed socket buffers
 #   --quick           2 MB per connection, one run, no openssl speed (CI)
+#   --figure MODE     only MODE (copy, touch or splice), REPEAT runs, and
+#                     print only their median in ns per byte (for
+#                     cbc-host.sh and age-host.sh --floor)
 #   -h, --help        this help
 # Exit status: 0 done; 1 a build, run or check failed; 2 bad usage.
 set -euo pipefail
@@ -39,6 +42,7 @@ connections=10
 repeat=1
 sockbuf=0
 quick=0
+figure=""
 while (($#)); do
   case "$1" in
     --bytes | --connections | --repeat)
@@ -53,8 +57,14 @@ while (($#)); do
       ;;
     --sockbuf) sockbuf=1 ;;
     --quick) quick=1 ;;
+    --figure)
+      (($# >= 2)) || die_usage "--figure needs a mode"
+      [[ "$2" =~ ^(copy|touch|splice)$ ]] || die_usage "--figure takes copy, touch or splice"
+      figure="$2"
+      shift
+      ;;
     -h | --help)
-      sed -n '2,26s/^# \{0,1\}//p' "$0"
+      sed -n '2,29s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *) die_usage "unknown argument $1" ;;
@@ -113,12 +123,25 @@ measure() {
 
 runs=(copy:0:0 touch:0:0 splice:0:0)
 if ((sockbuf)); then runs+=(copy:4194304:0 copy:0:4194304); fi
+if [[ -n "$figure" ]]; then runs=("$figure:0:0"); fi
 for ((run = 0; run < repeat; run++)); do
   for spec in "${runs[@]}"; do
     IFS=: read -r mode sndbuf rcvbuf <<<"$spec"
     measure "$mode" "$sndbuf" "$rcvbuf"
   done
 done
+
+if [[ -n "$figure" ]]; then
+  python3 - "$results" <<'PY'
+import statistics, sys
+figures = []
+for line in open(sys.argv[1]):
+    _, _, _, total, user_us, system_us = line.split()
+    figures.append((int(user_us) + int(system_us)) * 1e3 / int(total))
+print(f"{statistics.median(figures):.3f}")
+PY
+  exit 0
+fi
 
 cbc=0
 chacha=0
