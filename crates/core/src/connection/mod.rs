@@ -861,18 +861,24 @@ impl Connection {
             }
             Work::Chunk {
                 transform,
-                buf,
-                out,
+                bufs,
+                outs,
                 outcome,
             } => {
                 job.cipher = Cipher::Ready(transform);
                 match outcome {
                     Ok(()) => {
-                        job.send_output(&mut self.outbox, buf, out, chunk_size);
+                        // Each chunk's output in order (age: its own,
+                        // openssl: in place).
+                        let mut outs = outs.into_iter();
+                        for buf in bufs {
+                            let out = outs.next().unwrap_or_default();
+                            job.send_output(&mut self.outbox, buf, out, chunk_size);
+                        }
                         Ok(())
                     }
                     Err(error) => {
-                        job.free.push(buf);
+                        job.free.extend(bufs);
                         Err(error)
                     }
                 }
@@ -1014,10 +1020,20 @@ impl Connection {
             self.hand_out(Work::Derive(Box::new(derivation)));
             return;
         }
+        // Age takes every chunk read so far in one hand-off to a worker:
+        // one wake-up there and back for all of them, where each chunk
+        // alone would cost two (the cipher state travels with the work, so
+        // only one hand-off can be out at a time). openssl's decryption
+        // goes chunk by chunk: a later chunk may complete the salt that
+        // its password's key is derived for (above).
+        let mut bufs = vec![buf];
+        if matches!(transform, Transform::Age(_)) {
+            bufs.extend(job.input.drain(..));
+        }
         self.hand_out(Work::Chunk {
             transform,
-            buf,
-            out: Vec::new(),
+            bufs,
+            outs: Vec::new(),
             outcome: Ok(()),
         });
     }

@@ -236,14 +236,16 @@ pub enum Work {
     },
     /// [`SLICE_ITERATIONS`] of a PBKDF2 derivation.
     Derive(Box<Derivation>),
-    /// One chunk of input through the cipher.
+    /// Chunks of input through the cipher, in order: one for openssl (in
+    /// place), every chunk that was waiting for age.
     Chunk {
         /// The job's cipher.
         transform: Transform,
-        /// The chunk: input before, output after (openssl: in place).
-        buf: ChunkBuf,
-        /// Output of another size (age), else empty.
-        out: Vec<u8>,
+        /// The chunks: input before, output after (openssl: in place).
+        bufs: Vec<ChunkBuf>,
+        /// Output of another size, once run (age: one per chunk), else
+        /// empty.
+        outs: Vec<Vec<u8>>,
         /// Whether the chunk went through, once run.
         outcome: Result<(), JobError>,
     },
@@ -298,13 +300,18 @@ impl Work {
             }
             Work::Chunk {
                 transform,
-                buf,
-                out,
+                bufs,
+                outs,
                 outcome,
             } => {
                 *outcome = match transform {
-                    Transform::Openssl(job) => job.update(buf),
-                    Transform::Age(job) => job.update(buf.as_slice(), out),
+                    Transform::Openssl(job) => bufs.iter_mut().try_for_each(|buf| job.update(buf)),
+                    Transform::Age(job) => {
+                        outs.resize_with(bufs.len(), Vec::new);
+                        bufs.iter()
+                            .zip(outs.iter_mut())
+                            .try_for_each(|(buf, out)| job.update(buf.as_slice(), out))
+                    }
                 };
             }
             Work::Finish {
@@ -339,4 +346,123 @@ fn start(begin: Begin) -> Result<Started, JobError> {
         },
         Start::DeriveKey(pending) => Started::DeriveKey(pending),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use aesd_age::Identity;
+    use aesd_proto::{AgeFileKey, KeySource, Operation};
+    use zeroize::Zeroizing;
+
+    use super::*;
+
+    /// A started age transform for `operation` with `key`.
+    fn age_transform(operation: Operation, key: KeySource) -> Transform {
+        let mut work = Work::Start {
+            begin: Some(Begin {
+                operation,
+                format: Format::Age,
+                key,
+            }),
+            outcome: None,
+        };
+        work.run();
+        match work {
+            Work::Start {
+                outcome: Some(Ok(Started::Ready { transform, .. })),
+                ..
+            } => transform,
+            _ => panic!("the age job did not start"),
+        }
+    }
+
+    /// Chunk buffers holding `input` in pieces of `piece` bytes.
+    fn chunks(input: &[u8], piece: usize) -> Vec<ChunkBuf> {
+        input
+            .chunks(piece)
+            .map(|part| {
+                let mut buf = ChunkBuf::with_capacity(piece);
+                buf.payload_mut(part.len()).copy_from_slice(part);
+                buf
+            })
+            .collect()
+    }
+
+    /// `input` through `transform` in one hand-off of all its chunks, then
+    /// the end: the output.
+    fn in_one_hand_off(transform: Transform, input: &[u8], piece: usize) -> Vec<u8> {
+        let mut work = Work::Chunk {
+            transform,
+            bufs: chunks(input, piece),
+            outs: Vec::new(),
+            outcome: Ok(()),
+        };
+        work.run();
+        let Work::Chunk {
+            transform,
+            outs,
+            outcome,
+            ..
+        } = work
+        else {
+            unreachable!()
+        };
+        outcome.expect("the chunks go through");
+        let mut output = outs.concat();
+        let mut end = Work::finish(transform);
+        end.run();
+        let Work::Finish { out, outcome, .. } = end else {
+            unreachable!()
+        };
+        assert_eq!(outcome.expect("ran").expect("ends"), input.len() as u64);
+        output.extend_from_slice(&out);
+        output
+    }
+
+    /// An age chunk work takes the job's waiting chunks with it, in
+    /// order: an encryption of three chunks in one hand-off decrypts
+    /// (chunk by chunk, in a separate job) to the whole input, and a
+    /// decryption of three chunks in one hand-off gives it back.
+    #[test]
+    fn an_age_hand_off_takes_every_waiting_chunk_in_order() {
+        let identity = Identity::from_bytes([9; 32]);
+        let plain: Vec<u8> = (0..150_000u32).map(|i| (i % 253) as u8).collect();
+        let piece = 50_000;
+        let file = in_one_hand_off(
+            age_transform(
+                Operation::Encrypt,
+                KeySource::AgeRecipients(vec![*identity.recipient().as_bytes()]),
+            ),
+            &plain,
+            piece,
+        );
+        let (header, _) = aesd_age::HeaderReader::new()
+            .push(&file)
+            .expect("header")
+            .expect("complete");
+        let file_key = *header
+            .unwrap_file_key(&[identity])
+            .expect("unwraps")
+            .as_bytes();
+        let decrypt = || {
+            age_transform(
+                Operation::Decrypt,
+                KeySource::AgeFileKey(AgeFileKey(Zeroizing::new(file_key))),
+            )
+        };
+        let Transform::Age(mut job) = decrypt() else {
+            unreachable!()
+        };
+        let mut back = Vec::new();
+        for part in file.chunks(piece) {
+            job.update(part, &mut back).expect("decrypts");
+        }
+        job.finish(&mut back).expect("ends");
+        assert_eq!(back, plain, "the encryption's chunks in one hand-off");
+        assert_eq!(
+            in_one_hand_off(decrypt(), &file, piece),
+            plain,
+            "the decryption's chunks in one hand-off"
+        );
+    }
 }
