@@ -78,6 +78,28 @@ stop_aesd_and_remove() {
   rm -rf "$1"
 }
 
+# Prints `openssl speed -evp CIPHER -bytes 16384` (3 s, user CPU, one core)
+# in bytes per second; fails saying so, naming SCRIPT, when openssl gives no
+# figure:  openssl_speed SCRIPT CIPHER
+openssl_speed() {
+  local rate
+  rate="$(openssl speed -evp "$2" -bytes 16384 -seconds 3 -mr 2>/dev/null | awk -F: '$1 == "+F" { print $4 }')"
+  [[ -n "$rate" ]] || {
+    echo "$1: no figure from openssl speed -evp $2" >&2
+    return 1
+  }
+  echo "$rate"
+}
+
+# Prints the copy floor in ns per byte of the echo server's own CPU
+# (scripts/bench/loopback-floor.sh --figure copy, median of 3 runs) for
+# CONNECTIONS connections at once sending BYTES each:
+#   copy_floor_ns CONNECTIONS BYTES
+copy_floor_ns() {
+  bash "$(dirname "${BASH_SOURCE[0]}")/bench/loopback-floor.sh" --figure copy \
+    --connections "$1" --bytes "$2" --repeat 3
+}
+
 # Waits up to SECONDS (default 60: qemu start-up) for 127.0.0.1:PORT to accept
 # connections; fails saying so otherwise.
 wait_port() {

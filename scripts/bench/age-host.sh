@@ -110,17 +110,9 @@ phase() {
 
 encrypt_rate="$(phase encrypt)"
 decrypt_rate="$(phase decrypt)"
-openssl_rate="$(openssl speed -evp chacha20-poly1305 -bytes 16384 -seconds 3 -mr 2>/dev/null |
-  awk -F: '/^\+F:/ { print $4 }')"
-[[ -n "$openssl_rate" ]] || {
-  echo "age-host.sh: no figure from openssl speed" >&2
-  exit 1
-}
+openssl_rate="$(openssl_speed age-host.sh chacha20-poly1305)"
 floor_ns=0
-if ((floor)); then
-  floor_ns="$(bash "$root/scripts/bench/loopback-floor.sh" --figure copy --connections 1 \
-    --bytes "$size" --repeat 3)"
-fi
+if ((floor)); then floor_ns="$(copy_floor_ns 1 "$size")"; fi
 python3 - "$encrypt_rate" "$decrypt_rate" "$openssl_rate" "$size" "$jobs" "$floor_ns" <<'PY'
 import sys
 enc, dec, ossl = map(float, sys.argv[1:4])

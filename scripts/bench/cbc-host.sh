@@ -110,17 +110,9 @@ for ((run = 0; run < repeat; run++)); do
 done
 after="$(cpu_ticks)"
 
-openssl_rate="$(openssl speed -evp aes-256-cbc -bytes 16384 -seconds 3 -mr 2>/dev/null |
-  awk -F: '$1 == "+F" { print $4 }')"
-[[ -n "$openssl_rate" ]] || {
-  echo "cbc-host.sh: no figure from openssl speed" >&2
-  exit 1
-}
+openssl_rate="$(openssl_speed cbc-host.sh aes-256-cbc)"
 floor_ns=0
-if ((floor)); then
-  floor_ns="$(bash "$root/scripts/bench/loopback-floor.sh" --figure copy --connections 10 \
-    --bytes $((bytes / 10)) --repeat 3)"
-fi
+if ((floor)); then floor_ns="$(copy_floor_ns 10 $((bytes / 10)))"; fi
 python3 - "$bytes" "$((after - before))" "$hz" "$openssl_rate" "$suite" "$repeat" "$aesd" "$floor_ns" <<'PY'
 import sys
 bytes_, ticks, hz, ossl = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])

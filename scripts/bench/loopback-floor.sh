@@ -146,15 +146,8 @@ fi
 cbc=0
 chacha=0
 if ((!quick)); then
-  speed() {
-    openssl speed -evp "$1" -bytes 16384 -seconds 3 -mr 2>/dev/null | awk -F: '$1 == "+F" { print $4 }'
-  }
-  cbc="$(speed aes-256-cbc)"
-  chacha="$(speed chacha20-poly1305)"
-  [[ -n "$cbc" && -n "$chacha" ]] || {
-    echo "loopback-floor.sh: no figure from openssl speed" >&2
-    exit 1
-  }
+  cbc="$(openssl_speed loopback-floor.sh aes-256-cbc)"
+  chacha="$(openssl_speed loopback-floor.sh chacha20-poly1305)"
 fi
 python3 - "$results" "$cbc" "$chacha" "$connections" "$bytes" <<'PY'
 import sys
