@@ -2,14 +2,40 @@
 # Shared helpers for the project's scripts: logging and idempotent installs.
 # Source it; it defines functions only.
 
-# Prints a step heading on stderr.
 # Prints a step's title with the wall-clock time since the outermost script
 # started (AESD_STEP_T0 is inherited by nested scripts), so a CI log shows
-# where its minutes go.
+# where its minutes go. With AESD_STEP_LOG set (scripts/test.sh sets it), also
+# appends "SECONDS<TAB>SCRIPT<TAB>TITLE" to that file: step_table prints it.
 export AESD_STEP_T0="${AESD_STEP_T0:-$(date +%s)}"
 step() {
   local elapsed=$(($(date +%s) - AESD_STEP_T0))
   printf '\n==> [%d:%02d] %s\n' $((elapsed / 60)) $((elapsed % 60)) "$*" >&2
+  if [[ -n "${AESD_STEP_LOG:-}" ]]; then
+    printf '%d\t%s\t%s\n' "$elapsed" "$(basename "$0")" "$*" >>"$AESD_STEP_LOG"
+  fi
+}
+
+# Prints the time of each step that SCRIPT started, from the AESD_STEP_LOG
+# file LOG (a step lasts until the next step of SCRIPT, the last one until
+# END seconds), as a Markdown table with the total; the steps of nested
+# scripts are counted in the step of SCRIPT that ran them. SCRIPT '*': every
+# step of every script, each until the next one:
+#   step_table LOG SCRIPT END
+step_table() {
+  awk -F '\t' -v script="$2" -v end="$3" '
+    script == "*" || $2 == script { t[n] = $1; sc[n] = $2; title[n] = $3; n++ }
+    END {
+      if (n == 0) exit
+      printf "\n| step | time |\n| --- | ---: |\n"
+      for (i = 0; i < n; i++) {
+        stop = (i + 1 < n) ? t[i + 1] : end
+        d = stop - t[i]
+        name = (script == "*") ? (sc[i] ": " title[i]) : title[i]
+        if (length(name) > 90) name = substr(name, 1, 87) "..."
+        printf "| %s | %d:%02d |\n", name, int(d / 60), d % 60
+      }
+      printf "| **total** | **%d:%02d** |\n", int(end / 60), end % 60
+    }' "$1"
 }
 
 # Installs the Debian packages that are not installed yet; runs

@@ -24,6 +24,28 @@ for arg in "$@"; do
   esac
 done
 
+# Where the minutes go: every step below (and in the scripts they run) is
+# timed, and the table is printed at the end, also on failure
+# (target/test-times.md; docs/testing.md keeps the last fresh-machine run's).
+AESD_STEP_LOG="$(mktemp)"
+export AESD_STEP_LOG
+times_file="${CARGO_TARGET_DIR:-target}/test-times.md"
+print_times() {
+  local rc=$?
+  mkdir -p "$(dirname "$times_file")"
+  local end=$(($(date +%s) - AESD_STEP_T0))
+  step_table "$AESD_STEP_LOG" test.sh "$end" | tee "$times_file" >&2
+  {
+    printf '\nEvery step, nested scripts included:\n'
+    step_table "$AESD_STEP_LOG" '*' "$end"
+  } >>"$times_file"
+  echo "test.sh: the steps' times are in $times_file" >&2
+  rm -f "$AESD_STEP_LOG"
+  exit "$rc"
+}
+trap print_times EXIT
+
+step "setup (scripts/setup.sh: apt, the pinned nightly, zig, the riscv std)"
 bash scripts/setup.sh
 
 step "shellcheck"
@@ -33,6 +55,13 @@ mapfile -t scripts < <(git ls-files '*.sh' 'buildroot-overlay/**/S*' | sort -u)
 step "shfmt (the shell scripts' formatting, .editorconfig; fix with: shfmt -w \$(shfmt -f .))"
 mapfile -t formatted < <(git ls-files -z | xargs -0 shfmt -f | sort)
 shfmt -d "${formatted[@]}"
+
+step "shell scripts (*.sh) under 400 lines each (split a longer one by concern)"
+long_scripts="$(git ls-files -z '*.sh' | xargs -0 wc -l | awk '$2 != "total" && $1 >= 400 { print "  " $2 ": " $1 " lines" }')"
+if [[ -n "$long_scripts" ]]; then
+  printf 'test.sh: shell scripts of 400 lines or more:\n%s\n' "$long_scripts" >&2
+  exit 1
+fi
 
 step "Prometheus alerting rules (promtool test rules deploy/prometheus/alerts.test.yml)"
 promtool check rules deploy/prometheus/alerts.yml

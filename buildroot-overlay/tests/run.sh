@@ -130,5 +130,7 @@ port=$(free_port)
 . "$here/cases/systemd.sh"
 # shellcheck source=buildroot-overlay/tests/cases/s50aesd.sh
 . "$here/cases/s50aesd.sh"
+# shellcheck source=buildroot-overlay/tests/cases/s50aesd-failures.sh
+. "$here/cases/s50aesd-failures.sh"
 
 harness_run

@@ -19,7 +19,8 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/cross/env.sh
 . "$here/env.sh"
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
 
 step "cross: setup"
 "$here/setup.sh"
