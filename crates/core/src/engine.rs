@@ -29,7 +29,7 @@ use aesd_cipher::cbc::CbcLane;
 use aesd_vexriscv::Aes256Key as VexKey;
 use cbc::cipher::{Array, BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
 
-use crate::openssl_enc::BLOCK;
+use aesd_cipher::cbc::BLOCK;
 
 type CbcEncryptor = cbc::Encryptor<Aes256>;
 type CbcDecryptor = cbc::Decryptor<Aes256>;
