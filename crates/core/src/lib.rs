@@ -29,8 +29,11 @@
 //!   auth, begin, queued, started, data, end, done; a failed job's input
 //!   discarded): frames, work results and timer events in; frames,
 //!   work and requests out.
-//! * [`memory`]: a driver that serves connections from memory on one
-//!   thread, for the benchmarks, fuzzers and tests.
+//! * [`memory`]: drivers that serve connections from memory on one
+//!   thread: [`memory::serve`] for the benchmarks and fuzzers, and
+//!   [`memory::harness`], one connection on its own clock with a scripted
+//!   client and server side, for the protocol's behaviour tests
+//!   (`tests/protocol.rs`) and the session fuzzer.
 
 pub mod access_token;
 pub mod chunk;

@@ -1,28 +1,31 @@
-//! A driver that serves connections from memory, on the calling thread:
+//! Drivers that serve connections from memory, on the calling thread:
 //! each client's bytes from a slice, everything sent to a [`Sink`], all
 //! work run in place (CBC encryption chunks of all connections together
-//! through the [lane engine](crate::lanes)), every job admitted at once,
-//! time standing still until nothing else can happen, then jumping to the
-//! next deadline.
+//! through the [lane engine](crate::lanes)).
 //!
-//! The benchmarks count with it what the server's state machine, job
-//! transform and lane engine cost per byte; the fuzzers feed it arbitrary
-//! client bytes; the tests check the protocol with it. None of them copy
-//! the server's logic: only the sockets, the async runtime and the worker
-//! threads are the server's own (`aesd-server`).
+//! * [`serve`]: every client's whole input at once, every job admitted at
+//!   once, time standing still until nothing else can happen, then jumping
+//!   to the next deadline. The benchmarks count with it what the server's
+//!   state machine, job transform and lane engine cost per byte; the
+//!   fuzzers feed it arbitrary client bytes.
+//! * [`harness`]: one connection on its own clock, the client's side a
+//!   timeline (bytes, pauses, closing, not reading), the server's side
+//!   scripted (admission answers, stops, the delay after a wrong token):
+//!   the protocol's behaviour tests (crates/core/tests) run on it, exact
+//!   to the nanosecond and without sockets or sleeps.
+//!
+//! None of them copy the server's logic: only the sockets, the async
+//! runtime and the worker threads are the server's own (`aesd-server`).
+
+pub mod harness;
+mod served;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use aesd_proto::frame::HEADER_LEN as FRAME_HEADER_LEN;
-use aesd_proto::handshake::HELLO_LEN;
-use aesd_proto::{FrameHeader, FrameKind, Hello, Message};
-
-use crate::connection::{
-    Action, AdmissionReply, Connection, JobReport, Read, SessionError, Settings, Transmit,
-};
-use crate::job::EncryptFeed;
+use crate::connection::{Connection, JobReport, SessionError, Settings};
 use crate::lanes::{FeedQueue, LaneCounts, LaneLoad};
+use served::{AdmitAll, Served};
 
 /// Where a connection's output goes.
 pub trait Sink {
@@ -62,16 +65,6 @@ pub struct Outcome {
     pub slot_held: bool,
 }
 
-/// One connection being served.
-struct Served<'a, S> {
-    connection: Connection,
-    input: &'a [u8],
-    output: S,
-    outcome: Outcome,
-    /// Encryptions queued for the lane engine.
-    feeds: Vec<Arc<EncryptFeed>>,
-}
-
 /// Serves one connection per input (a client's whole byte stream) until
 /// each is closed or has nothing left to do, with `lanes` CBC chains per
 /// lane engine run. Returns what happened on each, and how full the lanes
@@ -90,20 +83,14 @@ pub fn serve<S: Sink + Default>(
         .map(|(input, output)| {
             let mut connection = Connection::new(Arc::clone(settings), now);
             connection.link_lanes(Arc::clone(&load), None);
-            Served {
-                connection,
-                input,
-                output: std::mem::take(output),
-                outcome: Outcome::default(),
-                feeds: Vec::new(),
-            }
+            Served::new(connection, input, std::mem::take(output)).all_arrived_and_closed()
         })
         .collect();
     let mut counts = LaneCounts::default();
     loop {
         let mut progress = false;
         for one in &mut served {
-            progress |= one.step(now);
+            progress |= one.step(now, &mut AdmitAll);
         }
         progress |= run_lanes(&mut served, now, lanes, &load, &mut counts);
         if progress {
@@ -160,177 +147,14 @@ fn run_lanes<S: Sink>(
     true
 }
 
-impl<'a, S: Sink> Served<'a, S> {
-    /// Does what can be done now; whether anything happened.
-    fn step(&mut self, now: Instant) -> bool {
-        let mut progress = false;
-        while let Some(transmit) = self.connection.poll_transmit(now) {
-            self.send(&transmit);
-            self.connection.on_sent(now, transmit);
-            progress = true;
-        }
-        while let Some(action) = self.connection.poll_action() {
-            progress = true;
-            match action {
-                Action::Admit { .. } => {
-                    self.outcome.slot_held = true;
-                    self.connection.on_admission(now, AdmissionReply::Admitted);
-                }
-                Action::Lane(feed) => self.feeds.push(feed),
-                Action::Work(mut work) => {
-                    work.run();
-                    self.connection.on_work_done(now, work, Duration::ZERO);
-                }
-                Action::AuthFailed { .. } => self.connection.set_auth_delay(now),
-                Action::JobEnded(report) => {
-                    self.outcome.slot_held = false;
-                    self.outcome.jobs.push(report);
-                }
-                Action::Failed(error) => self.outcome.errors.push(error),
-                Action::Authenticated | Action::JobStarted { .. } => {}
-            }
-        }
-        if self.connection.is_closed() {
-            return progress;
-        }
-        if let Some(read) = self.connection.poll_read(now) {
-            progress |= self.read(now, read);
-        }
-        progress
-    }
-
-    fn send(&mut self, transmit: &Transmit) {
-        match transmit {
-            Transmit::Frame(message) => {
-                let mut bytes = Vec::new();
-                // The server's own messages always encode.
-                if message.encode(&mut bytes).is_ok() {
-                    self.output.write(&bytes);
-                }
-            }
-            Transmit::Data(payload) => {
-                let payload = payload.as_slice();
-                let header = FrameHeader {
-                    kind: FrameKind::Data,
-                    len: payload.len() as u32,
-                };
-                self.output.write(&header.encode());
-                self.output.write(payload);
-            }
-        }
-    }
-
-    /// Takes `n` bytes of input, or all that is left.
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let input: &'a [u8] = self.input;
-        let (taken, rest) = input.split_at(n.min(input.len()));
-        self.input = rest;
-        taken
-    }
-
-    /// Takes the next `N` bytes; when fewer are left, tells the
-    /// connection the input ended (cleanly before any byte of `what`,
-    /// else truncated).
-    fn take_exact<const N: usize>(
-        &mut self,
-        now: Instant,
-        what: &'static str,
-    ) -> Option<&'a [u8; N]> {
-        let bytes = self.take(N);
-        match <&[u8; N]>::try_from(bytes) {
-            Ok(whole) => Some(whole),
-            Err(_) if bytes.is_empty() => {
-                self.connection.on_input_closed(now);
-                None
-            }
-            Err(_) => {
-                let got = bytes.len();
-                let error = SessionError::Truncated {
-                    what,
-                    expected: N,
-                    got,
-                };
-                self.connection.on_read_error(now, error);
-                None
-            }
-        }
-    }
-
-    /// Performs `read` from the input; whether anything happened.
-    fn read(&mut self, now: Instant, read: Read) -> bool {
-        let max_data = self.connection.settings().chunk_size;
-        match read {
-            Read::Hello => {
-                if let Some(bytes) = self.take_exact::<HELLO_LEN>(now, "hello") {
-                    match Hello::decode(bytes) {
-                        Ok(hello) => self.connection.on_hello(now, hello),
-                        Err(err) => self.connection.on_read_error(now, err.into()),
-                    }
-                }
-            }
-            Read::Header => {
-                if let Some(bytes) = self.take_exact::<FRAME_HEADER_LEN>(now, "frame header") {
-                    match FrameHeader::decode(bytes, max_data) {
-                        Ok(header) => self.connection.on_header(now, header),
-                        Err(err) => self.connection.on_read_error(now, err.into()),
-                    }
-                }
-            }
-            Read::Body(header) => {
-                let len = header.len as usize;
-                let bytes = self.take(len);
-                if bytes.len() < len {
-                    let got = bytes.len();
-                    self.connection.on_read_error(now, truncated(len, got));
-                } else {
-                    match Message::decode(header.kind, bytes) {
-                        Ok(message) => self.connection.on_message(now, message),
-                        Err(err) => self.connection.on_read_error(now, err.into()),
-                    }
-                }
-            }
-            Read::Payload(header, mut buf) => {
-                let len = header.len as usize;
-                let bytes = self.take(len);
-                if bytes.len() < len {
-                    let got = bytes.len();
-                    self.connection.on_read_error(now, truncated(len, got));
-                } else {
-                    buf.payload_mut(len).copy_from_slice(bytes);
-                    self.connection.on_payload(now, buf);
-                }
-            }
-            Read::Skip(header) => {
-                let len = header.len as usize;
-                let got = self.take(len).len();
-                if got < len {
-                    self.connection.on_read_error(now, truncated(len, got));
-                } else {
-                    self.connection.on_skipped(now);
-                }
-            }
-            Read::Watch => {
-                // Early input means a live client; none left means it
-                // closed. Either way the job stops waiting for a watch.
-                let closed = self.input.is_empty();
-                self.connection.on_watched(now, closed);
-            }
-        }
-        true
-    }
-}
-
-fn truncated(expected: usize, got: usize) -> SessionError {
-    SessionError::Truncated {
-        what: "frame payload",
-        expected,
-        got,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    use aesd_proto::frame::HEADER_LEN as FRAME_HEADER_LEN;
+    use aesd_proto::{FrameHeader, Hello, Message};
+
     use crate::job::JobLimits;
     use crate::openssl_enc::decrypt_buffer;
     use aesd_proto::{Begin, ErrorCode, Format, KeySource, Operation, Password};
