@@ -90,6 +90,9 @@ bash scripts/shards.sh --shards 3 --quick --profile debug
 step "loopback floor (quick): the echo servers of scripts/bench/loopback-floor.sh move and check their bytes"
 bash scripts/bench/loopback-floor.sh --quick
 
+step "figures table: scripts/bench/figures-table.py on sample JSON of every bench script and criterion (self-test)"
+python3 scripts/bench/figures-table.py --self-test
+
 step "deploy/k8s/: the manifests against the Kubernetes schemas (kubernetes-validate --strict)"
 bash scripts/k8s-validate.sh
 bash scripts/k8s-rehearse.sh --pods 3 --profile debug

@@ -51,7 +51,8 @@
 #                       count then includes the TLS record layer and handshakes
 #   --quick             CI: --jobs 2 --size 1048576, one count per run
 #   --no-build          use the binaries of the last build
-#   --json FILE         write the results as JSON
+#   --json FILE         write the results as JSON (scripts/bench/figures-table.py
+#                       makes a table row of each run)
 #   -h, --help          this help
 # Env: AESD_BENCH_CACHE (plugin cache, default ~/.cache/aesd-bench), AESD_JOBS (cargo -j).
 # Exit status: 0 done; 1 a build, run or job failed; 2 bad usage.
@@ -65,7 +66,7 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/bench/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,51s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,58s/^# \{0,1\}//p' "$0"; }
 die_usage() {
   echo "aesd-icount.sh: $* (try --help)" >&2
   exit 2
@@ -361,9 +362,9 @@ PY
 done
 if [[ -n "$json" ]]; then
   printf '%s\n' "${results[@]}" | jq -s --arg target "$target" --arg derivation "$derivation" --arg backend "$backend" --arg operation "$operation" \
-    --arg format "$format" --argjson workers "$workers" --argjson iter "$iter" \
+    --arg format "$format" --argjson workers "$workers" --argjson iter "$iter" --argjson tls "$tls" \
     --argjson idle "$(printf '%s\n' "${idle[@]}" | jq -s 'min')" \
     '{target: $target, format: $format, operation: $operation, aes_backend: $backend, workers: $workers, key_derivation: $derivation, iterations: $iter,
-      idle_process_instructions: $idle, runs: .}' >"$json"
+      tls: ($tls == 1), idle_process_instructions: $idle, runs: .}' >"$json"
   echo "wrote $json"
 fi

@@ -18,6 +18,11 @@
 //!
 //! Passphrase (scrypt) stanzas are recognised but never unwrapped here:
 //! they belong on the client.
+//!
+//! It depends on no other aesd crate. The cryptography is RustCrypto's
+//! (`chacha20`, `chacha20poly1305`, `hkdf`, `hmac`, `sha2`) and
+//! `x25519-dalek`, except where this crate has its own: the payload's AEAD
+//! on riscv32 and aarch64 (`aead`) and X25519 on riscv32 (`curve25519`).
 #![no_std]
 #![forbid(unsafe_code)]
 

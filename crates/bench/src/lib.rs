@@ -13,6 +13,11 @@
 //!   whole job) whose guest instructions `scripts/bench/icount.sh` counts
 //!   under qemu-user (the `cost` bench binary runs them).
 //!
+//! It depends on `aesd-core` (the streams, chunk buffers and in-memory
+//! driver), `aesd-proto`, `aesd-client` (the loopback jobs' client) and
+//! `aesd-pattern` (their data and verifier); the loopback bench's server
+//! (`aesd-server`) and criterion are dev-dependencies, for the benches only.
+//!
 //! See `docs/performance.md` for the figures and how to reproduce them.
 
 pub mod cost;

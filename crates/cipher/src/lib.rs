@@ -1,5 +1,9 @@
-//! aesd's cipher core, `no_std` and without allocation: what a board runs
-//! per byte.
+//! aesd's cipher core, `no_std` and without allocation (the `alloc`
+//! feature only adds constructors of heap-backed chunk buffers): what a
+//! board runs per byte.
+//!
+//! It depends on no other aesd crate: `zeroize`, `bytemuck` and, on x86-64
+//! and aarch64, `cpufeatures`.
 //!
 //! # Layout
 //!

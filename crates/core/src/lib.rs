@@ -6,6 +6,15 @@
 //! very same code from memory, so what they measure and check is what the
 //! server runs.
 //!
+//! It builds on `aesd-proto` (frames and messages, without its tokio I/O),
+//! `aesd-cipher` (the fixsliced AES, multi-lane CBC, the CPU's AES
+//! instructions, the chunk buffer), `aesd-vexriscv` (VexRiscv's and Zkne's
+//! AES instructions) and `aesd-age` (format 2), and on RustCrypto's `aes`
+//! and `cbc` (software CBC decryption, and the encryption chain of a
+//! CPU-AES engine on a CPU without AES instructions), `pbkdf2`, `hmac` and
+//! `sha2` (the key derivation; SHA-256 also for access-token digests); no
+//! tokio, no socket, no TLS crate.
+//!
 //! # Layout
 //!
 //! * [`openssl_enc`]: format 1, `openssl enc -aes-256-cbc -salt -pbkdf2`:

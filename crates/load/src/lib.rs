@@ -1,7 +1,11 @@
 //! `aesload`, the load generator: the study's load suites (and custom
 //! plans) against one or more aesd servers, or a server embedded in the
 //! process, with every result verified; its reports, plots and
-//! comparisons. Jobs run through the client library (`aesd-client`).
+//! comparisons. Jobs run through the client library (`aesd-client`); the
+//! crate also depends on `aesd-server` (the embedded server, when no
+//! `--server` is given), `aesd-pattern` (test data and the verifier),
+//! `aesd-age` (age headers of `--format age`, whose payload it checks with
+//! RustCrypto's AEAD directly) and `aesd-proto`.
 //!
 //! # Layout
 //!

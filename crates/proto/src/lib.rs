@@ -16,8 +16,12 @@
 //! * `io` (feature `tokio`): async `FrameReader` and `FrameWriter` over any
 //!   tokio byte stream; they only move frames and enforce the caps, they
 //!   make no policy decisions (timeouts, admission, retries belong to the
-//!   server and client). Without the feature the crate does no I/O at all
-//!   (aesd-core's protocol state machine builds on that).
+//!   server and client). Without the feature the crate does no network
+//!   I/O (aesd-core's protocol state machine builds on that); only
+//!   `secret_file` reads files, through `std::fs`.
+//!
+//! It depends on no other aesd crate: `thiserror` and `zeroize`, plus
+//! `tokio` and `bytes` with the `tokio` feature.
 //!
 //! The byte layouts, the session state machine and hex test vectors are
 //! written down in `PROTOCOL.md` beside this crate; a test checks every

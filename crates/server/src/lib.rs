@@ -8,7 +8,12 @@
 //! What a connection and its jobs do is aesd-core's: the protocol state
 //! machine and the job transform, without I/O. This crate is their driver:
 //! sockets, TLS, the PROXY header, the connection caps, admission, the
-//! worker threads, timers, metrics and logs.
+//! worker threads, timers, metrics and logs. Of aesd's crates it depends
+//! on `aesd-proto` (with its tokio frame I/O), `aesd-core` and
+//! `aesd-vexriscv` (the AES instruction's start-up probe and self-test);
+//! never on the client, the load generator or the test helpers (its tests
+//! use `aesd-client`, `aesd-pattern`, `aesd-testkit` and `aesd-age` as
+//! dev-dependencies).
 //!
 //! Its public face is small: [`Server`] (bind, serve, or run in the
 //! background as a [`RunningServer`], whose [`ServerState`] shows slots,

@@ -1,5 +1,8 @@
 //! AES-256 on VexRiscv's AES instruction (`AesPlugin`), `no_std`.
 //!
+//! It depends on no other aesd crate: `zeroize`, and `libc` on riscv32 Linux
+//! (the SIGILL probe and handler, the kernel's hwprobe).
+//!
 //! # Layout
 //!
 //! * [`model`]: the instruction in software, from the plugin's Scala
