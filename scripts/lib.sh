@@ -23,6 +23,7 @@ step() {
 #   step_table LOG SCRIPT END
 step_table() {
   awk -F '\t' -v script="$2" -v end="$3" '
+    BEGIN { n = 0 }
     script == "*" || $2 == script { t[n] = $1; sc[n] = $2; title[n] = $3; n++ }
     END {
       if (n == 0) exit
