@@ -46,10 +46,11 @@ BUSYBOX_RECIPE="busybox v1: defconfig + busybox.fragment, oldconfig, busybox-cc.
 AESD_QEMU_HOME="${AESD_QEMU_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-qemu}"
 jobs="${AESD_JOBS:-2}"
 rebuild=0
+deps_only=0
 
 usage() {
 	cat <<EOF
-Usage: buildroot-overlay/qemu/build.sh [--rebuild] [--jobs N] [-h|--help]
+Usage: buildroot-overlay/qemu/build.sh [--rebuild] [--jobs N] [--deps-only] [-h|--help]
 
 Builds the emulated board's kernel, firmware and BusyBox into the cache
   \$AESD_QEMU_HOME (default \${XDG_CACHE_HOME:-\$HOME/.cache}/aesd-qemu, now
@@ -61,6 +62,10 @@ Nothing goes into the repository. buildroot-overlay/qemu/run.sh runs it.
   --rebuild   rebuild all three from scratch (fresh sources), even if the
               stamps match
   --jobs N    parallel make jobs [\$AESD_JOBS or 2]
+  --deps-only only install the Debian packages the build needs, then exit
+              (scripts/test.sh does this first, then builds in the
+              background while other steps run, so that no two apt-get
+              runs meet)
   -h, --help  this help
 
 Every part is rebuilt when its inputs change: kernel.fragment, busybox.fragment,
@@ -93,6 +98,7 @@ while (($#)); do
 			shift
 			;;
 		--jobs=*) jobs="${1#*=}" ;;
+		--deps-only) deps_only=1 ;;
 		-h | --help)
 			usage
 			exit 0
@@ -159,6 +165,7 @@ is_rv32_elf() {
 apt_install gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu gcc libc6-dev make flex bison bc \
 	xz-utils bzip2 "$LINUX_PACKAGE" apt debian-archive-keyring
 [[ -f "$LINUX_TARBALL" ]] || die "$LINUX_TARBALL is missing although $LINUX_PACKAGE is installed"
+((deps_only == 0)) || exit 0
 if [[ "$("$AESD_ZIG" version 2>/dev/null || true)" != "$AESD_ZIG_VERSION" ]]; then
 	die "zig $AESD_ZIG_VERSION not found at $AESD_ZIG (BusyBox is built with it): run scripts/cross/setup.sh"
 fi
