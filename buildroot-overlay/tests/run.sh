@@ -15,8 +15,11 @@
 # Only loopback addresses are used. Every process started in the sandbox or
 # in the background is killed on exit, also on failure or interruption.
 #
-#   buildroot-overlay/tests/run.sh [--no-build] [--keep] [-v]
-#     --no-build  use the existing target/x86_64-unknown-linux-musl/release
+#   buildroot-overlay/tests/run.sh [--profile P] [--no-build] [--keep] [-v]
+#     --profile P the cargo profile of the static x86_64 musl binaries:
+#                 release (the default) or dev (what scripts/test.sh uses:
+#                 no fat-LTO link; the init script is what is tested)
+#     --no-build  use the existing target/x86_64-unknown-linux-musl/<profile>
 #                 binaries instead of running cargo build first
 #     --keep      keep the work directory (sandbox, logs) for inspection;
 #                 it is also kept when a test fails
@@ -42,17 +45,22 @@ repo=$(cd "$overlay_dir/.." && pwd)
 . "$here/sandbox.sh"
 musl=x86_64-unknown-linux-musl
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
-bin_dir=$target_dir/$musl/release
+profile=release
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/aesd-buildroot-overlay/venv
 
 build=1
-for arg in "$@"; do
+while (($#)); do
+	arg=$1
 	case "$arg" in
+		--profile)
+			profile=${2:?--profile needs release or dev}
+			shift
+			;;
 		--no-build) build=0 ;;
 		--keep) harness_keep=1 ;;
 		-v | --verbose) harness_verbose=1 ;;
 		-h | --help)
-			sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+			sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 			exit 0
 			;;
 		*)
@@ -60,7 +68,16 @@ for arg in "$@"; do
 			exit 2
 			;;
 	esac
+	shift
 done
+case "$profile" in
+	release) bin_dir=$target_dir/$musl/release ;;
+	dev) bin_dir=$target_dir/$musl/debug ;;
+	*)
+		echo "run.sh: --profile must be release or dev, not '$profile'" >&2
+		exit 2
+		;;
+esac
 
 harness_init aesd-overlay-test
 # State shared by the tests, in the work folder.
@@ -103,9 +120,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ "$build" = 1 ]; then
-	echo "building static aesd + aescrypt ($musl, release)..."
+	echo "building static aesd + aescrypt ($musl, $profile)..."
 	start_time=$SECONDS
-	if ! (cd "$repo" && cargo build --release --locked --target "$musl" -p aesd-server -p aesd-client) >"$work/build.log" 2>&1; then
+	if ! (cd "$repo" && cargo build --profile "$profile" --locked --target "$musl" -p aesd-server -p aesd-client) >"$work/build.log" 2>&1; then
 		tail -n 30 "$work/build.log"
 		setup_failed "cargo build failed"
 	fi

@@ -37,11 +37,12 @@ t_br2_package_install() {
 	grep -q '^ExecStart=/usr/bin/aesd --config /etc/aesd/aesd.toml$' "$dest/usr/lib/systemd/system/aesd.service" ||
 		die "unit not rewritten to /usr/bin/aesd"
 	# The Kconfig default, $(BR2_EXTERNAL_AESD_PATH)/../../target/<triple>/release,
-	# expanded by make (only when the default cargo target directory is used).
+	# expanded by make (only when the default cargo target directory is used;
+	# the profile's folder, release or debug, that run.sh built into).
 	if [ "$target_dir" = "$repo/target" ]; then
 		rm -rf "$dest"
 		make -s -f "$here/br2-harness.mk" BR2_EXTERNAL_AESD_PATH="$overlay_dir/br2-external" TARGET_DIR="$dest" \
-			BR2_PACKAGE_AESD_PREBUILT_DIR='"$(BR2_EXTERNAL_AESD_PATH)/../../target/x86_64-unknown-linux-musl/release"' \
+			BR2_PACKAGE_AESD_PREBUILT_DIR='"$(BR2_EXTERNAL_AESD_PATH)/../../target/x86_64-unknown-linux-musl/'"${bin_dir##*/}"'"' \
 			install-target
 		cmp "$bin_dir/aesd" "$dest/usr/bin/aesd"
 	fi
