@@ -26,6 +26,10 @@
 #   --jobs N      parallel fuzzing processes per target [1]
 #   TARGET...     frame_decoder, session, proxy_header, client and/or
 #                 job_core [all]
+#   --build-only     install what fuzzing needs (Debian packages,
+#                 cargo-fuzz) and build the targets, then exit
+#   --packages-only  install only the Debian packages, then exit
+#                 (scripts/test.sh: then --build-only in the background)
 #   -h, --help    this text
 #
 # Each run starts from a seed corpus written from the hex test vectors of
@@ -46,6 +50,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 time_per_target=20
 jobs=1
+build_only=0
+packages_only=0
 targets=()
 while (($#)); do
   case "$1" in
@@ -57,6 +63,8 @@ while (($#)); do
       jobs="${2:?--jobs needs a number}"
       shift
       ;;
+    --build-only) build_only=1 ;;
+    --packages-only) packages_only=1 ;;
     -h | --help)
       sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
       exit 0
@@ -80,9 +88,18 @@ done
 ((${#targets[@]})) || targets=(frame_decoder session proxy_header client job_core)
 
 apt_install python3 g++
+((packages_only == 0)) || exit 0
 if ! cargo fuzz --version >/dev/null 2>&1; then
   step "cargo install cargo-fuzz"
   cargo install cargo-fuzz --locked --quiet
+fi
+fuzz_target="${AESD_FUZZ_TARGET:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-fuzz/target}"
+if ((build_only)); then
+  for target in "${targets[@]}"; do
+    step "fuzz: build $target"
+    (cd "$root/fuzz" && cargo fuzz build --target-dir "$fuzz_target" "$target")
+  done
+  exit 0
 fi
 
 step "fuzz: seed corpus from PROTOCOL.md"
@@ -154,7 +171,6 @@ for target, named in seeds.items():
     print(f"{target}: {len(named)} seeds", file=sys.stderr)
 PY
 
-fuzz_target="${AESD_FUZZ_TARGET:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-fuzz/target}"
 logs="$root/fuzz/artifacts/logs"
 cd "$root/fuzz"
 status=0

@@ -32,7 +32,7 @@ export AESD_STEP_LOG
 times_file="${CARGO_TARGET_DIR:-target}/test-times.md"
 print_times() {
   local rc=$?
-  if [[ -n "${board_images_pid:-}" ]]; then kill -- -"$board_images_pid" 2>/dev/null || true; fi
+  background_stop_all
   mkdir -p "$(dirname "$times_file")"
   local end=$(($(date +%s) - AESD_STEP_T0))
   step_table "$AESD_STEP_LOG" test.sh "$end" | tee "$times_file" >&2
@@ -46,21 +46,52 @@ print_times() {
 }
 trap print_times EXIT
 
+# Preparations that build while the steps run (a lower priority, in the
+# gaps the Rust steps leave: test runs, single-threaded links), each a
+# process group with its output in a file; a later step waits for its own.
+declare -A background_pids background_logs
+# background_start NAME CMD...: starts CMD (niced) in the background.
+background_start() {
+  local name="$1" log
+  shift
+  log="$(mktemp)"
+  setsid nice -n 5 "$@" >"$log" 2>&1 &
+  background_pids[$name]=$!
+  background_logs[$name]=$log
+}
+# background_wait NAME: waits for NAME; fails with its output if it failed.
+background_wait() {
+  local name="$1"
+  if ! wait "${background_pids[$name]}"; then
+    cat "${background_logs[$name]}" >&2
+    echo "test.sh: $name failed in the background (its output is above)" >&2
+    unset "background_pids[$name]"
+    exit 1
+  fi
+  unset "background_pids[$name]"
+}
+# background_stop_all: ends what still runs (the test command is ending).
+background_stop_all() {
+  local name
+  for name in "${!background_pids[@]}"; do
+    kill -- -"${background_pids[$name]}" 2>/dev/null || true
+  done
+}
+
 step "setup (scripts/setup.sh: apt, the pinned nightly, kubernetes-validate)"
 bash scripts/setup.sh
 
 if [ "$only_rust" -eq 0 ]; then
-  # The emulated board's kernel, OpenSBI and BusyBox take 10 minutes of
-  # make on a fresh machine: they build in the background (a lower
-  # priority, in the gaps the Rust steps leave: test runs, single-threaded
-  # links) and the emulated board's step waits for them. Their packages
-  # and zig are installed first, in the foreground.
-  step "the emulated board's images: packages and zig now, the build in the background (buildroot-overlay/qemu/build.sh)"
+  # The emulated board's kernel, OpenSBI and BusyBox (10 minutes of make on
+  # a fresh machine), cargo-fuzz and the fuzz targets' sanitizer build
+  # build in the background; their packages and zig are installed first,
+  # here, so that no two apt-get runs meet.
+  step "background: the emulated board's images (buildroot-overlay/qemu/build.sh), cargo-fuzz and the fuzz targets; their packages and zig first"
   bash scripts/cross/setup.sh
   bash buildroot-overlay/qemu/build.sh --deps-only
-  board_images_log="$(mktemp)"
-  setsid nice -n 5 bash buildroot-overlay/qemu/build.sh >"$board_images_log" 2>&1 &
-  board_images_pid=$!
+  bash scripts/fuzz.sh --packages-only
+  background_start "buildroot-overlay/qemu/build.sh" bash buildroot-overlay/qemu/build.sh
+  background_start "scripts/fuzz.sh --build-only" bash scripts/fuzz.sh --build-only
 fi
 
 step "shellcheck"
@@ -136,12 +167,7 @@ step "board targets: cross builds, no-FPU check, smoke tests under qemu"
 bash scripts/cross/ci.sh
 
 step "the emulated board's images: waiting for the background build"
-if ! wait "$board_images_pid"; then
-  cat "$board_images_log" >&2
-  echo "test.sh: buildroot-overlay/qemu/build.sh failed in the background (its output is above)" >&2
-  exit 1
-fi
-board_images_pid=""
+background_wait "buildroot-overlay/qemu/build.sh"
 
 step "buildroot-overlay/qemu/: emulated board (qemu-system-riscv32): boot, aesload (48 clients, 4 at a time), /metrics, poweroff"
 # 48 clients, not run.sh's default 8: jobs sharing the board's lanes from
@@ -153,5 +179,6 @@ bash buildroot-overlay/qemu/run.sh --smoke --aesload "${CARGO_TARGET_DIR:-target
 step "buildroot-overlay/qemu/: broken overlays make --smoke fail, saying why"
 bash buildroot-overlay/qemu/tests.sh --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload"
 
-step "fuzzing: frame decoder and session state machine, 20 s each"
+step "fuzzing: every target 20 s (built in the background)"
+background_wait "scripts/fuzz.sh --build-only"
 bash scripts/fuzz.sh --time 20
