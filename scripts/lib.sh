@@ -5,37 +5,69 @@
 # Prints a step's title with the wall-clock time since the outermost script
 # started (AESD_STEP_T0 is inherited by nested scripts), so a CI log shows
 # where its minutes go. With AESD_STEP_LOG set (scripts/test.sh sets it), also
-# appends "SECONDS<TAB>SCRIPT<TAB>TITLE" to that file: step_table prints it.
+# appends "SECONDS<TAB>SCRIPT<TAB>TITLE<TAB>CPU" to that file (CPU: the
+# script's finished children's CPU seconds so far): step_table prints it.
 export AESD_STEP_T0="${AESD_STEP_T0:-$(date +%s)}"
 step() {
   local elapsed=$(($(date +%s) - AESD_STEP_T0))
   printf '\n==> [%d:%02d] %s\n' $((elapsed / 60)) $((elapsed % 60)) "$*" >&2
   if [[ -n "${AESD_STEP_LOG:-}" ]]; then
-    printf '%d\t%s\t%s\n' "$elapsed" "$(basename "$0")" "$*" >>"$AESD_STEP_LOG"
+    children_cpu
+    printf '%d\t%s\t%s\t%s\n' "$elapsed" "$(basename "$0")" "$*" "$CHILDREN_CPU" >>"$AESD_STEP_LOG"
   fi
+}
+
+# Sets CHILDREN_CPU to the CPU seconds (user + system) of this shell's
+# finished children so far: what the steps cost whatever else the machine is
+# doing. (Called as $(...) it would count a subshell's children: none.)
+children_cpu() {
+  local file
+  file="$(mktemp)"
+  times >"$file"
+  CHILDREN_CPU="$(awk 'NR == 2 {
+    total = 0
+    for (i = 1; i <= 2; i++) { sub(/s$/, "", $i); split($i, part, "m"); total += part[1] * 60 + part[2] }
+    printf "%.0f", total
+  }' "$file")"
+  rm -f "$file"
 }
 
 # Prints the time of each step that SCRIPT started, from the AESD_STEP_LOG
 # file LOG (a step lasts until the next step of SCRIPT, the last one until
-# END seconds), as a Markdown table with the total; the steps of nested
-# scripts are counted in the step of SCRIPT that ran them. SCRIPT '*': every
-# step of every script, each until the next one:
-#   step_table LOG SCRIPT END
+# END seconds and END_CPU CPU seconds), as a Markdown table with the total:
+# wall-clock time, and the CPU time of the processes the step ran (for the
+# steps of SCRIPT itself; a background job's CPU counts where it is waited
+# for). The steps of nested scripts are counted in the step of SCRIPT that
+# ran them. SCRIPT '*': every step of every script, wall-clock time only:
+#   step_table LOG SCRIPT END [END_CPU]
 step_table() {
-  awk -F '\t' -v script="$2" -v end="$3" '
+  awk -F '\t' -v script="$2" -v end="$3" -v end_cpu="${4:-}" '
     BEGIN { n = 0 }
-    script == "*" || $2 == script { t[n] = $1; sc[n] = $2; title[n] = $3; n++ }
+    script == "*" || $2 == script { t[n] = $1; sc[n] = $2; title[n] = $3; cpu[n] = $4; n++ }
     END {
       if (n == 0) exit
-      printf "\n| step | time |\n| --- | ---: |\n"
+      with_cpu = (script != "*" && end_cpu != "")
+      if (with_cpu) printf "\n| step | wall | CPU |\n| --- | ---: | ---: |\n"
+      else printf "\n| step | wall |\n| --- | ---: |\n"
       for (i = 0; i < n; i++) {
         stop = (i + 1 < n) ? t[i + 1] : end
         d = stop - t[i]
         name = (script == "*") ? (sc[i] ": " title[i]) : title[i]
+        gsub(/\|/, "\\|", name)
         if (length(name) > 90) name = substr(name, 1, 87) "..."
-        printf "| %s | %d:%02d |\n", name, int(d / 60), d % 60
+        if (with_cpu) {
+          c = ((i + 1 < n) ? cpu[i + 1] : end_cpu) - cpu[i]
+          printf "| %s | %d:%02d | %d:%02d |\n", name, int(d / 60), d % 60, int(c / 60), c % 60
+        } else {
+          printf "| %s | %d:%02d |\n", name, int(d / 60), d % 60
+        }
       }
-      printf "| **total** | **%d:%02d** |\n", int(end / 60), end % 60
+      if (with_cpu) {
+        c = end_cpu - cpu[0]
+        printf "| **total** | **%d:%02d** | **%d:%02d** |\n", int(end / 60), end % 60, int(c / 60), c % 60
+      } else {
+        printf "| **total** | **%d:%02d** |\n", int(end / 60), end % 60
+      }
     }' "$1"
 }
 

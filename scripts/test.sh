@@ -35,7 +35,8 @@ print_times() {
   background_stop_all
   mkdir -p "$(dirname "$times_file")"
   local end=$(($(date +%s) - AESD_STEP_T0))
-  step_table "$AESD_STEP_LOG" test.sh "$end" | tee "$times_file" >&2
+  children_cpu
+  step_table "$AESD_STEP_LOG" test.sh "$end" "$CHILDREN_CPU" | tee "$times_file" >&2
   {
     printf '\nEvery step, nested scripts included:\n'
     step_table "$AESD_STEP_LOG" '*' "$end"
