@@ -15,8 +15,9 @@ use crate::{Entropy, KeyType, KeyringError, SecretKey, ciphertext, name};
 pub const MAX_KEYS: usize = 256;
 /// The most versions one key keeps (trim frees them).
 pub const MAX_VERSIONS_PER_KEY: usize = 1024;
-/// The most versions over all keys (about 160 bytes each when sealed, so
-/// the sealed keyring stays under about 1.3 MB).
+/// The most versions over all keys (about 180 bytes each when sealed, so
+/// the sealed keyring stays under 1.5 MB: 1 490 941 bytes at every limit
+/// with 128-byte names).
 pub const MAX_TOTAL_VERSIONS: usize = 8192;
 /// The longest plaintext one encrypt call takes: 32 MiB, OpenBao's
 /// default `max_request_size` (files beyond go by the binary protocol,
@@ -280,14 +281,6 @@ impl Keyring {
             .try_into()
             .map_err(|_| KeyringError::BadCiphertext(crate::CiphertextFault::NotAFileKey))?;
         Ok(FileKey::from_bytes(bytes))
-    }
-
-    /// An upper bound of the keyring's JSON length: 400 bytes per key
-    /// (name up to 128, settings) and 200 per version (32 numbers of up to
-    /// 4 bytes, the creation time), so the buffer holding key material in
-    /// JSON is allocated once.
-    pub(crate) fn json_len_bound(&self) -> usize {
-        512 + 400 * self.keys.len() + 200 * self.total_versions()
     }
 
     /// Checks the invariants of every key (after loading).

@@ -39,7 +39,7 @@ pub const CIPHER_AES256_GCM: u8 = 1;
 /// Bytes of the header (the associated data).
 pub const HEADER_LEN: usize = 20;
 /// The largest sealed keyring written or read (the keyring's limits keep
-/// the keys under about 1.3 MB, the policies' and tokens' about 3 MB;
+/// the keys under 1.5 MB, the policies' and tokens' about 3 MB;
 /// a larger file is refused before it is parsed).
 pub const MAX_SEALED_LEN: usize = 8 << 20;
 
@@ -206,17 +206,7 @@ pub fn seal(
     header: SealedHeader,
     entropy: &mut dyn Entropy,
 ) -> Result<Vec<u8>, SealError> {
-    // Reserve generously so the JSON holding key material is never
-    // reallocated (a reallocation would leave a copy behind unwiped).
-    // Policies and token hashes are not secret; only the keys' JSON must
-    // not be reallocated.
-    let bound = contents.keyring.json_len_bound() + 4096;
-    let mut json = Zeroizing::new(Vec::with_capacity(bound));
-    serde_json::to_writer(&mut *json, &contents)
-        .map_err(|err| SealError::InvalidContents(err.to_string()))?;
-    if json.len() > MAX_SEALED_LEN - HEADER_LEN - NONCE_LEN - TAG_LEN {
-        return Err(SealError::TooLarge(json.len()));
-    }
+    let json = to_json(&contents)?;
     let mut nonce = [0; NONCE_LEN];
     entropy.fill(&mut nonce)?;
     let aad = header_bytes(&header);
@@ -225,6 +215,35 @@ pub fn seal(
     out.extend_from_slice(&aad);
     out.extend_from_slice(&body);
     Ok(out)
+}
+
+/// Counts bytes written, keeping none.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The contents' JSON in a buffer allocated once at its exact length
+/// (counted first), so the key material in it is never copied by a
+/// reallocation and left unwiped.
+fn to_json(contents: &ContentsRef<'_>) -> Result<Zeroizing<Vec<u8>>, SealError> {
+    let invalid = |err: serde_json::Error| SealError::InvalidContents(err.to_string());
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, contents).map_err(invalid)?;
+    if counter.0 > MAX_SEALED_LEN - HEADER_LEN - NONCE_LEN - TAG_LEN {
+        return Err(SealError::TooLarge(counter.0));
+    }
+    let mut json = Zeroizing::new(Vec::with_capacity(counter.0));
+    serde_json::to_writer(&mut *json, contents).map_err(invalid)?;
+    Ok(json)
 }
 
 /// Opens a sealed keyring with `root`.
@@ -240,4 +259,58 @@ pub fn open(sealed: &[u8], root: &RootKey) -> Result<(SealedHeader, Contents), S
         .check()
         .map_err(SealError::InvalidContents)?;
     Ok((header, contents))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MAX_KEYS, MAX_TOTAL_VERSIONS, MAX_VERSIONS_PER_KEY, OsEntropy};
+
+    /// A keyring at its limits, with the longest names: the JSON buffer is
+    /// allocated once at its exact length (never reallocated, so never
+    /// copied unwiped) and the sealed keyring fits [`MAX_SEALED_LEN`].
+    #[test]
+    fn a_full_keyring_fits_its_buffer_and_the_size_limit() {
+        let mut ring = Keyring::new();
+        let names: Vec<String> = (0..MAX_KEYS).map(|i| format!("{i:0>128}")).collect();
+        for name in &names {
+            ring.create(name, KeyType::ChaCha20Poly1305, u64::MAX, &mut OsEntropy)
+                .expect("create");
+        }
+        let mut total = MAX_KEYS;
+        'fill: for name in &names {
+            for _ in 1..MAX_VERSIONS_PER_KEY {
+                if total == MAX_TOTAL_VERSIONS {
+                    break 'fill;
+                }
+                ring.rotate(name, u64::MAX, &mut OsEntropy).expect("rotate");
+                total += 1;
+            }
+        }
+        let none = Contents::default();
+        let contents = ContentsRef {
+            keyring: &ring,
+            policies: &none.policies,
+            tokens: &none.tokens,
+        };
+        let json = to_json(&contents).expect("json");
+        assert_eq!(json.capacity(), json.len(), "reallocated");
+        let root = RootKey::from_bytes([1; 32]);
+        let header = SealedHeader {
+            config: SealConfig {
+                threshold: 2,
+                shares: 3,
+            },
+            generation: 1,
+        };
+        let sealed = seal(contents, &root, header, &mut OsEntropy).expect("seal");
+        assert!(sealed.len() <= MAX_SEALED_LEN, "{} bytes", sealed.len());
+        let (_, back) = open(&sealed, &root).expect("open");
+        assert_eq!(back.keyring, ring);
+        println!(
+            "full keyring: {} keys, {total} versions, {} bytes sealed",
+            MAX_KEYS,
+            sealed.len()
+        );
+    }
 }
