@@ -9,10 +9,12 @@
 //! fsynced, so after `kill -9` or a power loss the directory holds the
 //! old generation or the new one, never a torn one; a reader ignores
 //! temporary files and checks each candidate's SHA-256 trailer, header
-//! and generation before taking it.
+//! and generation before taking it. A directory it creates is mode 0700,
+//! its files 0600 (sealed, but nobody else's business).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -91,7 +93,11 @@ pub trait KeyringStore {
 
     /// Stores `sealed` as `generation`, only if the newest stored
     /// generation is `generation - 1` (0: none); otherwise
-    /// [`StoreError::Conflict`]. On any error the store is unchanged.
+    /// [`StoreError::Conflict`]. On an error the store is unchanged,
+    /// except when the last step fails (the directory's fsync after the
+    /// rename): then the new generation may or may not survive a power
+    /// loss, and the caller reloads ([`KeyringStore::load_newest`] says
+    /// which) before writing again.
     fn put(&self, generation: u64, sealed: &[u8]) -> Result<(), StoreError>;
 }
 
@@ -163,7 +169,11 @@ impl DirStore {
     /// A store in `dir` (created if missing).
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(io_err("creating directory", &dir))?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io_err("creating directory", &dir))?;
         Ok(DirStore { dir })
     }
 
@@ -242,6 +252,7 @@ impl DirStore {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(&path)
             .map_err(io_err("opening lock file", &path))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
@@ -316,6 +327,7 @@ impl DirStore {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(temp)
             .map_err(io_err("creating", temp))?;
         if crash == Some(CrashPoint::PartialWrite) {

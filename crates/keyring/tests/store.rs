@@ -86,6 +86,20 @@ fn compare_and_put_on_the_generation() {
         .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
         .collect();
     names.sort();
+    use std::os::unix::fs::PermissionsExt;
+    for name in &names {
+        let mode = fs::metadata(tmp.path().join(name))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
+    let fresh = tmp.path().join("a/b");
+    DirStore::open(&fresh).expect("nested");
+    assert_eq!(
+        fs::metadata(&fresh).expect("stat").permissions().mode() & 0o777,
+        0o700
+    );
     assert_eq!(
         names,
         [
