@@ -63,6 +63,8 @@ step "cross: Zkne/Zknd: riscv32 machine code on a qemu CPU with the extensions (
   cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --test zkne)
 step "cross: aesd-age on riscv32imac under qemu: the scalar ChaCha20-Poly1305 and the X25519 the board uses (Wycheproof, RFC 7748, RustCrypto, x25519-dalek), age CLI interop"
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-age --lib --tests)
+step "cross: aesd-keyring on riscv32imac under qemu: AES-GCM/ChaCha20-Poly1305 (Wycheproof), Shamir GF(2^8), sealing, the crash-safe store"
+(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-keyring --lib --tests)
 step "cross: aesd-age on aarch64 under qemu: RustCrypto's NEON ChaCha20 with the radix-2^64 Poly1305 the Pi's payload uses (Wycheproof, RustCrypto)"
 (cd "$root" && cargo test --quiet --locked --target aarch64-unknown-linux-musl -p aesd-age --lib --tests)
 step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated), Zkne in the shipped aesd, the fallbacks"

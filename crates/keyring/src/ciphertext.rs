@@ -1,0 +1,75 @@
+//! Transit's ciphertext text form: `vault:v` + key version + `:` +
+//! standard base64 of `nonce || ciphertext || tag`. The same form comes
+//! back from `transit/encrypt` and goes into `transit/decrypt`.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use crate::CiphertextFault;
+
+/// The prefix of every Transit ciphertext, before the version.
+pub const PREFIX: &str = "vault:v";
+
+/// Formats `sealed` (`nonce || ciphertext || tag`) made with `version`.
+pub fn format(version: u32, sealed: &[u8]) -> String {
+    let mut out = format!("{PREFIX}{version}:");
+    STANDARD.encode_string(sealed, &mut out);
+    out
+}
+
+/// Splits a Transit ciphertext into its version and the decoded
+/// `nonce || ciphertext || tag` (length not checked here).
+pub fn parse(text: &str) -> Result<(u32, Vec<u8>), CiphertextFault> {
+    let rest = text
+        .strip_prefix(PREFIX)
+        .ok_or(CiphertextFault::MalformedPrefix)?;
+    let (version, payload) = rest
+        .split_once(':')
+        .ok_or(CiphertextFault::MalformedPrefix)?;
+    if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(CiphertextFault::MalformedVersion);
+    }
+    let version: u32 = version
+        .parse()
+        .map_err(|_| CiphertextFault::MalformedVersion)?;
+    if version == 0 {
+        return Err(CiphertextFault::MalformedVersion);
+    }
+    let sealed = STANDARD
+        .decode(payload)
+        .map_err(|_| CiphertextFault::BadBase64)?;
+    Ok((version, sealed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let text = format(7, &[1, 2, 3, 255]);
+        assert_eq!(text, "vault:v7:AQID/w==");
+        assert_eq!(parse(&text), Ok((7, vec![1, 2, 3, 255])));
+    }
+
+    #[test]
+    fn malformed_forms_refused_by_kind() {
+        let cases = [
+            ("AQID", CiphertextFault::MalformedPrefix),
+            ("vault:AQID", CiphertextFault::MalformedPrefix),
+            ("vault:v1AQID", CiphertextFault::MalformedPrefix),
+            ("bao:v1:AQID", CiphertextFault::MalformedPrefix),
+            ("vault:v:AQID", CiphertextFault::MalformedVersion),
+            ("vault:v0:AQID", CiphertextFault::MalformedVersion),
+            ("vault:v-1:AQID", CiphertextFault::MalformedVersion),
+            ("vault:v+1:AQID", CiphertextFault::MalformedVersion),
+            ("vault:v99999999999:AQID", CiphertextFault::MalformedVersion),
+            ("vault:v1:AQ!D", CiphertextFault::BadBase64),
+            ("vault:v1:AQI", CiphertextFault::BadBase64),
+            ("vault:v1:AQID:x", CiphertextFault::BadBase64),
+        ];
+        for (text, fault) in cases {
+            assert_eq!(parse(text), Err(fault), "{text}");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Sealed → unsealed, as OpenBao's `sys/unseal` and `sys/seal-status`
+//! report it: shares are given one at a time; progress counts them up to
+//! the threshold; at the threshold they are combined and must open the
+//! keyring, or the attempt is refused and progress starts over; `reset`
+//! drops the shares given so far.
+
+use zeroize::Zeroizing;
+
+use crate::policy::PolicyStore;
+use crate::sealed::{self, Contents, ContentsRef, RootKey, SealError, SealedHeader};
+use crate::shamir::{self, Share};
+use crate::token::TokenStore;
+use crate::{Entropy, Keyring};
+
+/// What `sys/seal-status` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealStatus {
+    /// Whether the keyring is still sealed.
+    pub sealed: bool,
+    /// k.
+    pub threshold: u8,
+    /// n.
+    pub shares: u8,
+    /// Distinct shares given so far (0 once unsealed).
+    pub progress: u8,
+    /// The sealed keyring's generation.
+    pub generation: u64,
+}
+
+/// A sealed keyring waiting for shares. `Debug` shows the progress only.
+pub struct Unsealer {
+    sealed: Vec<u8>,
+    header: SealedHeader,
+    given: Vec<Share>,
+}
+
+impl core::fmt::Debug for Unsealer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Unsealer")
+            .field("header", &self.header)
+            .field("progress", &self.given.len())
+            .finish()
+    }
+}
+
+/// The outcome of one share.
+#[derive(Debug)]
+pub enum UnsealStep {
+    /// More shares are needed.
+    Progress(SealStatus),
+    /// The threshold was reached and the keyring opened.
+    Unsealed(Box<UnsealedKeyring>),
+}
+
+impl Unsealer {
+    /// Starts unsealing `sealed` (its header is checked now).
+    pub fn new(sealed: Vec<u8>) -> Result<Self, SealError> {
+        let header = sealed::read_header(&sealed)?;
+        Ok(Unsealer {
+            sealed,
+            header,
+            given: Vec::new(),
+        })
+    }
+
+    /// The status to report while sealed.
+    pub fn status(&self) -> SealStatus {
+        SealStatus {
+            sealed: true,
+            threshold: self.header.config.threshold,
+            shares: self.header.config.shares,
+            progress: u8::try_from(self.given.len()).unwrap_or(u8::MAX),
+            generation: self.header.generation,
+        }
+    }
+
+    /// Drops the shares given so far (`sys/unseal` with `reset`).
+    pub fn reset(&mut self) {
+        self.given.clear();
+    }
+
+    /// Takes one share. A share whose index was given already counts
+    /// once (OpenBao ignores a repeated key too). At the threshold the
+    /// shares are combined: if they do not open the keyring the error is
+    /// [`SealError::SharesDoNotOpen`] and progress starts over.
+    pub fn submit(&mut self, share: Share) -> Result<UnsealStep, SealError> {
+        if !self.given.iter().any(|s| s.index() == share.index()) {
+            self.given.push(share);
+        }
+        let threshold = usize::from(self.header.config.threshold);
+        if self.given.len() < threshold {
+            return Ok(UnsealStep::Progress(self.status()));
+        }
+        let given = core::mem::take(&mut self.given);
+        let secret: Zeroizing<[u8; 32]> = shamir::combine(&given, threshold)?;
+        let root = RootKey::from_zeroizing(secret);
+        let (header, contents) = sealed::open(&self.sealed, &root)?;
+        Ok(UnsealStep::Unsealed(Box::new(
+            UnsealedKeyring::from_contents(root, header, contents),
+        )))
+    }
+}
+
+/// An open keyring with the root key that seals its next generation.
+/// Change the keys, policies or tokens, then
+/// [`UnsealedKeyring::seal_next`], store, [`UnsealedKeyring::committed`].
+#[derive(Debug)]
+pub struct UnsealedKeyring {
+    root: RootKey,
+    header: SealedHeader,
+    /// The keys.
+    pub keyring: Keyring,
+    /// ACL policies.
+    pub policies: PolicyStore,
+    /// Tokens (hashes).
+    pub tokens: TokenStore,
+}
+
+impl UnsealedKeyring {
+    fn from_contents(root: RootKey, header: SealedHeader, contents: Contents) -> Self {
+        UnsealedKeyring {
+            root,
+            header,
+            keyring: contents.keyring,
+            policies: contents.policies,
+            tokens: contents.tokens,
+        }
+    }
+
+    /// A new keyring after `sys/init`: generation 0 (nothing stored yet).
+    pub fn initialized(root: RootKey, config: sealed::SealConfig) -> Self {
+        UnsealedKeyring {
+            root,
+            header: SealedHeader {
+                config,
+                generation: 0,
+            },
+            keyring: Keyring::new(),
+            policies: PolicyStore::default(),
+            tokens: TokenStore::default(),
+        }
+    }
+
+    /// Opens `sealed` with a root key already known (auto-unseal, dev).
+    pub fn open_with(sealed: &[u8], root: RootKey) -> Result<Self, SealError> {
+        let (header, contents) = sealed::open(sealed, &root)?;
+        Ok(UnsealedKeyring::from_contents(root, header, contents))
+    }
+
+    /// The generation last stored (0: none yet).
+    pub fn generation(&self) -> u64 {
+        self.header.generation
+    }
+
+    /// The status to report once unsealed.
+    pub fn status(&self) -> SealStatus {
+        SealStatus {
+            sealed: false,
+            threshold: self.header.config.threshold,
+            shares: self.header.config.shares,
+            progress: 0,
+            generation: self.header.generation,
+        }
+    }
+
+    /// Seals the keyring as the next generation: `(generation, bytes)`
+    /// to store with [`crate::store::KeyringStore::put`]; call
+    /// [`UnsealedKeyring::committed`] once it is stored.
+    pub fn seal_next(&self, entropy: &mut dyn Entropy) -> Result<(u64, Vec<u8>), SealError> {
+        let header = SealedHeader {
+            config: self.header.config,
+            generation: self.header.generation + 1,
+        };
+        Ok((
+            header.generation,
+            sealed::seal(
+                ContentsRef {
+                    keyring: &self.keyring,
+                    policies: &self.policies,
+                    tokens: &self.tokens,
+                },
+                &self.root,
+                header,
+                entropy,
+            )?,
+        ))
+    }
+
+    /// Records that `generation` is stored.
+    pub fn committed(&mut self, generation: u64) {
+        self.header.generation = generation;
+    }
+
+    /// Back to sealed: the keys and root key are dropped (wiped).
+    pub fn seal(self, sealed: Vec<u8>) -> Result<Unsealer, SealError> {
+        Unsealer::new(sealed)
+    }
+}
