@@ -34,6 +34,10 @@ step "shfmt (the shell scripts' formatting, .editorconfig; fix with: shfmt -w \$
 mapfile -t formatted < <(git ls-files -z | xargs -0 shfmt -f | sort)
 shfmt -d "${formatted[@]}"
 
+step "Markdown renders as written: fences balance, headings are headings (scripts/check-markdown.py)"
+python3 scripts/check-markdown.py --self-test
+python3 scripts/check-markdown.py
+
 step "Prometheus alerting rules (promtool test rules deploy/prometheus/alerts.test.yml)"
 promtool check rules deploy/prometheus/alerts.yml
 promtool test rules deploy/prometheus/alerts.test.yml
