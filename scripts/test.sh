@@ -62,6 +62,9 @@ bash scripts/fleet.sh --boards 3 --quick --profile debug
 step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
 bash scripts/shards.sh --shards 3 --quick --profile debug
 
+step "TLS load run: every study suite through aesload's embedded aesd over TLS with its defaults, all verified (scripts/tls-load.sh)"
+bash scripts/tls-load.sh --profile debug
+
 step "loopback floor (quick): the echo servers of scripts/bench/loopback-floor.sh move and check their bytes"
 bash scripts/bench/loopback-floor.sh --quick
 
