@@ -110,6 +110,10 @@ if [[ -n "$long_scripts" ]]; then
   exit 1
 fi
 
+step "Markdown renders as written: fences balance, headings are headings (scripts/check-markdown.py)"
+python3 scripts/check-markdown.py --self-test
+python3 scripts/check-markdown.py
+
 step "Prometheus alerting rules (promtool test rules deploy/prometheus/alerts.test.yml)"
 promtool check rules deploy/prometheus/alerts.yml
 promtool test rules deploy/prometheus/alerts.test.yml
@@ -138,6 +142,9 @@ bash scripts/fleet.sh --boards 3 --quick --profile debug
 
 step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
 bash scripts/shards.sh --shards 3 --quick --profile debug
+
+step "TLS load run: every study suite through aesload's embedded aesd over TLS with its defaults, all verified (scripts/tls-load.sh)"
+bash scripts/tls-load.sh --profile debug
 
 step "loopback floor (quick): the echo servers of scripts/bench/loopback-floor.sh move and check their bytes"
 bash scripts/bench/loopback-floor.sh --quick

@@ -25,6 +25,13 @@ pub enum AgeError {
     },
     /// None of the identities given unwraps any stanza of the header.
     NoMatchingIdentity,
+    /// The input is an ASCII-armored age file (`age -a`: a
+    /// `-----BEGIN AGE ENCRYPTED FILE-----` line, then base64), which this
+    /// crate does not read.
+    Armored,
+    /// The file is encrypted to a passphrase (`age -p`: an `scrypt`
+    /// stanza), which this crate does not unwrap.
+    Passphrase,
     /// The header's MAC does not match the file key: the header was
     /// changed, or the file key is wrong.
     HeaderMac,
@@ -74,6 +81,14 @@ impl fmt::Display for AgeError {
             AgeError::NoMatchingIdentity => {
                 f.write_str("no identity matches any recipient of the file")
             }
+            AgeError::Armored => f.write_str(
+                "an ASCII-armored age file (age -a: -----BEGIN AGE ENCRYPTED FILE-----), which is \
+                 not read here: unarmor it first (sed '1d;$d' FILE | base64 -d > FILE.age)",
+            ),
+            AgeError::Passphrase => f.write_str(
+                "an age file encrypted with a passphrase (age -p: an scrypt stanza), which is not \
+                 decrypted here (X25519 identities only): decrypt it with age -d",
+            ),
             AgeError::HeaderMac => {
                 f.write_str("age header MAC mismatch (header changed, or wrong file key)")
             }

@@ -29,6 +29,9 @@ pub struct Stanza {
     pub body: Vec<u8>,
 }
 
+/// The first line of an ASCII-armored age file (`age -a`).
+pub const ARMOR_BEGIN: &[u8] = b"-----BEGIN AGE ENCRYPTED FILE-----";
+
 /// A parsed header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -113,6 +116,15 @@ impl Header {
                 }
             }
         }
+        // A passphrase file has a single scrypt stanza (the spec allows no
+        // other beside it): said as such rather than as a key mismatch.
+        if self
+            .stanzas
+            .iter()
+            .any(|stanza| stanza.args.first().is_some_and(|kind| kind == "scrypt"))
+        {
+            return Err(AgeError::Passphrase);
+        }
         Err(AgeError::NoMatchingIdentity)
     }
 
@@ -163,6 +175,14 @@ impl HeaderReader {
         let mut expected = VERSION_LINE.to_vec();
         expected.push(b'\n');
         if self.buf[..seen] != expected[..seen] {
+            // An armored file: said as such once its first line shows it.
+            let armor_seen = self.buf.len().min(ARMOR_BEGIN.len());
+            if self.buf[..armor_seen] == ARMOR_BEGIN[..armor_seen] {
+                return match armor_seen == ARMOR_BEGIN.len() {
+                    true => Err(AgeError::Armored),
+                    false => Ok(None),
+                };
+            }
             return Err(AgeError::NotAge);
         }
         while let Some(end) = self.buf[self.line_start..].iter().position(|&b| b == b'\n') {
@@ -250,6 +270,7 @@ fn parse(bytes: &[u8]) -> Result<Header, AgeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
 
     fn sample() -> (Vec<u8>, FileKey, Identity) {
         let identity = Identity::from_bytes([1; 32]);
@@ -266,6 +287,48 @@ mod tests {
         )
         .expect("header");
         (header, file_key, identity)
+    }
+
+    /// The header of a file `age -p` (1.1.1) wrote: one scrypt stanza.
+    const PASSPHRASE_HEADER: &[u8] = b"age-encryption.org/v1
+-> scrypt gZOMcTadK10tSUXmGe1yrg 18
+pKVW7tH81goUNZ9+M4EO8rkC4fLlUPKrTaUN7y/16yU
+--- oxbC6FS768fXRodmfaH0V9faWxpeddp6jiAlexrqJzI
+";
+
+    /// Armored and passphrase files each get an error that says what they
+    /// are (they were `not an age v1 file` and `no identity matches`).
+    #[test]
+    fn armored_and_passphrase_files_are_named() {
+        let mut reader = HeaderReader::new();
+        let armored = b"-----BEGIN AGE ENCRYPTED FILE-----\nYWdl\n";
+        let mut said = None;
+        for byte in armored {
+            match reader.push(&[*byte]) {
+                Ok(None) => {}
+                Ok(Some(_)) => panic!("not a header"),
+                Err(err) => {
+                    said = Some(err);
+                    break;
+                }
+            }
+        }
+        assert_eq!(said, Some(AgeError::Armored));
+        assert!(AgeError::Armored.to_string().contains("age -a"));
+        // A dash that is no armor is still not age.
+        assert_eq!(
+            HeaderReader::new().push(b"-----BEGIN PGP MESSAGE-----\n"),
+            Err(AgeError::NotAge)
+        );
+        let (header, _) = HeaderReader::new()
+            .push(PASSPHRASE_HEADER)
+            .expect("a valid header")
+            .expect("complete");
+        assert_eq!(
+            header.unwrap_file_key(&[Identity::from_bytes([1; 32])]),
+            Err(AgeError::Passphrase)
+        );
+        assert!(AgeError::Passphrase.to_string().contains("age -p"));
     }
 
     #[test]

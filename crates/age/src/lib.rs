@@ -48,7 +48,7 @@ mod curve25519;
 mod x25519;
 
 pub use error::AgeError;
-pub use header::{Header, HeaderReader, MAX_HEADER_LEN, Stanza};
+pub use header::{ARMOR_BEGIN, Header, HeaderReader, MAX_HEADER_LEN, Stanza};
 pub use keys::{FileKey, Identity, Recipient, parse_identities, parse_recipients};
 pub use stream::{CHUNK_LEN, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, TAG_LEN};
 

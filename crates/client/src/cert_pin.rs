@@ -32,6 +32,19 @@ pub struct BadPin {
     pub pin: String,
 }
 
+/// The server's certificate is not the one pinned (and no root vouches
+/// for it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the server's certificate does not match the pin (--tls-pin or the certificate in --tls-ca): \
+     it presented {presented}. A different server, or its certificate was replaced: check the pin \
+     `aesd --tls-self-signed` printed, or `openssl x509 -in CERT -outform der | sha256sum` on the server"
+)]
+pub struct PinMismatch {
+    /// The pin of the certificate the server presented.
+    pub presented: String,
+}
+
 /// Parses `sha256:HEX` (64 hex digits, any case, colons ignored).
 pub fn parse_pin(pin: &str) -> Result<[u8; 32], BadPin> {
     let bad = || BadPin {
@@ -130,9 +143,11 @@ impl ServerCertVerifier for PinningVerifier {
                 now,
             ),
             // Only pins were given, and this certificate matches none.
-            None => Err(Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            )),
+            None => Err(Error::InvalidCertificate(CertificateError::Other(
+                rustls::OtherError(Arc::new(PinMismatch {
+                    presented: pin_of(end_entity.as_ref()),
+                })),
+            ))),
         }
     }
 

@@ -174,19 +174,16 @@ impl Client {
                 Ok(result) => result,
             };
         };
-        let secured =
-            async {
-                let _ = stream.set_nodelay(true);
-                let (connector, name) = tls.for_addr(addr)?;
-                let stream = connector.connect(name, stream).await.map_err(|err| {
-                    ClientError::TlsHandshake {
-                        addr: addr.to_owned(),
-                        detail: tls_failure(&err),
-                    }
-                })?;
-                let (read, write) = tokio::io::split(stream);
-                Client::handshake(Box::new(read), Box::new(write)).await
-            };
+        let secured = async {
+            let _ = stream.set_nodelay(true);
+            let (connector, name) = tls.for_addr(addr)?;
+            let stream = connector
+                .connect(name, stream)
+                .await
+                .map_err(|err| tls_error(addr, &err))?;
+            let (read, write) = tokio::io::split(stream);
+            Client::handshake(Box::new(read), Box::new(write)).await
+        };
         tokio::time::timeout(limit, secured)
             .await
             .map_err(|_| ClientError::ConnectTimeout {
@@ -361,9 +358,33 @@ fn check_data_limit(max_data: u32) -> Result<(), ClientError> {
     }
 }
 
-/// rustls' reason for a failed handshake, with a hint when the server
-/// answered something that is not TLS (a plain aesd answers a TLS hello
-/// with an error frame, which is not a TLS record).
+/// A failed handshake, in words that name the fix: a pin that does not
+/// match, a refusal by aesd (its TLS alert: [`ClientError::TlsRefused`]),
+/// or a server that answered something that is not TLS (a plain aesd
+/// answers a TLS hello with an error frame).
+fn tls_error(addr: &str, err: &std::io::Error) -> ClientError {
+    let cause = err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    let detail = match cause {
+        Some(rustls::Error::AlertReceived(rustls::AlertDescription::AccessDenied)) => {
+            return ClientError::TlsRefused {
+                addr: addr.to_owned(),
+            };
+        }
+        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))) => other
+            .0
+            .downcast_ref::<crate::cert_pin::PinMismatch>()
+            .map(ToString::to_string),
+        _ => None,
+    };
+    ClientError::TlsHandshake {
+        addr: addr.to_owned(),
+        detail: detail.unwrap_or_else(|| tls_failure(err)),
+    }
+}
+
+/// rustls' own words, with a hint when the server is not TLS.
 fn tls_failure(err: &std::io::Error) -> String {
     let text = err.to_string();
     let not_tls = text.contains("InvalidContentType")

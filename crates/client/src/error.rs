@@ -17,6 +17,20 @@ pub enum ClientError {
         /// rustls' explanation, with a hint when the server is plain.
         detail: String,
     },
+    /// aesd refused to start the TLS handshake (a fatal `access_denied`
+    /// alert before any cryptography): this address is over the server's
+    /// `tls-handshake-rate`, or waited `handshake-timeout` for a place
+    /// among the handshakes in progress.
+    #[error(
+        "{addr} refused the TLS handshake (alert access_denied): this address started more TLS \
+         handshakes than the server allows (its tls-handshake-rate a minute, or 4 at once for \
+         longer than its handshake-timeout); retry later, or raise --tls-handshake-rate on the \
+         server for load tests from one host"
+    )]
+    TlsRefused {
+        /// The server.
+        addr: String,
+    },
     /// The local address to connect from could not be bound (not an
     /// address of this host, or no server address of its family).
     #[error("cannot connect from {local}: {source}")]
@@ -183,6 +197,7 @@ impl ClientError {
             ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => "connect",
             ClientError::Bind { .. } => "bind",
             ClientError::TlsSetup(_) | ClientError::TlsHandshake { .. } => "tls",
+            ClientError::TlsRefused { .. } => "busy",
             ClientError::TokenRequired { .. }
             | ClientError::TokenRejected { .. }
             | ClientError::AuthTimeout { .. } => "unauthorized",

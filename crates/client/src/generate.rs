@@ -9,7 +9,7 @@ use clap_complete::Shell;
 /// What `--generate` writes to stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Generate {
-    /// A man page (roff), e.g. `aescrypt --generate man > aescrypt.1`.
+    /// A man page (roff), for `man -l`: `--generate man > PROGRAM.1`.
     Man,
     /// A bash completion script.
     CompleteBash,

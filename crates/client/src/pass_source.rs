@@ -101,6 +101,17 @@ impl PassSource {
     /// The password, from this source; `program` prefixes the warning
     /// printed when a password file is readable by others.
     pub fn read(&self, program: &str) -> Result<Password, PassError> {
+        let password = self.read_as_openssl(program)?;
+        if password.as_bytes().ends_with(b"\r") {
+            eprintln!("{program}: {}", carriage_return_warning(self));
+        }
+        Ok(password)
+    }
+
+    /// The password, read exactly as `openssl enc -pass` reads the same
+    /// source: a file, descriptor or stdin gives its first line without
+    /// the `\n` (a `\r` before it stays).
+    fn read_as_openssl(&self, program: &str) -> Result<Password, PassError> {
         match self {
             PassSource::Literal(text) => checked("pass:", text.as_bytes().to_vec()),
             PassSource::Env(var) => match std::env::var(var) {
@@ -153,9 +164,26 @@ fn first_line(from: &str, reader: &mut impl BufRead) -> Result<Password, PassErr
             from: from.to_owned(),
             error,
         })?;
+    // As openssl: the \n goes, a \r before it stays.
     let text = line.strip_suffix(b"\n").unwrap_or(&line);
-    let text = text.strip_suffix(b"\r").unwrap_or(text);
     checked(from, text.to_vec())
+}
+
+/// What is said when a password ends with `\r`: kept, as openssl keeps
+/// it, which is rarely what its writer meant.
+fn carriage_return_warning(source: &PassSource) -> String {
+    let from = match source {
+        PassSource::Literal(_) => "pass:".to_owned(),
+        PassSource::Env(var) => format!("env:{var}"),
+        PassSource::File(path) => format!("file:{}", path.display()),
+        PassSource::Fd(fd) => format!("fd:{fd}"),
+        PassSource::Stdin => "stdin".to_owned(),
+    };
+    format!(
+        "warning: the password from {from} ends with a carriage return (\\r: a CRLF line ending?); \
+         it is kept, as openssl enc -pass keeps it, so both derive the same key. If it was not \
+         meant, remove it (e.g. sed -i 's/\\r$//' FILE) before encrypting"
+    )
 }
 
 fn checked(from: &str, bytes: Vec<u8>) -> Result<Password, PassError> {
@@ -194,9 +222,13 @@ mod tests {
 
     #[test]
     fn the_first_line_without_its_ending_and_the_rest_left() {
-        let mut input = io::Cursor::new(b"s3cret\r\nDATA".to_vec());
+        let mut input = io::Cursor::new(b"s3cret\nDATA".to_vec());
         let password = first_line("stdin", &mut input).expect("a password");
         assert_eq!(password.as_bytes(), b"s3cret");
+        // openssl -pass stdin/fd: keeps the \r of a CRLF line.
+        let crlf = first_line("stdin", &mut io::Cursor::new(b"s3cret\r\nDATA".to_vec()))
+            .expect("a password");
+        assert_eq!(crlf.as_bytes(), b"s3cret\r");
         let mut rest = Vec::new();
         input.read_to_end(&mut rest).expect("read");
         assert_eq!(rest, b"DATA");

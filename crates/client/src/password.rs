@@ -1,19 +1,23 @@
-//! Password and access-token files: the first line, without its line
-//! ending, as `openssl enc -pass file:FILE` reads a password.
+//! Password and access-token files: the first line. A password is read
+//! exactly as `openssl enc -pass file:FILE` reads it: only the `\n` is
+//! dropped, a `\r` before it (a CRLF file) stays part of the password, so
+//! that both tools derive the same key (see [`crate::pass_source`], which
+//! warns about it). A token drops `\n` or `\r\n`.
 
 use std::path::Path;
 
 use aesd_proto::limits::{MAX_PASSWORD_LEN, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
 pub use aesd_proto::secret_file::SecretFileError;
-use aesd_proto::secret_file::read_secret_file;
+use aesd_proto::secret_file::{read_secret_file, read_secret_file_as_openssl};
 use aesd_proto::{AuthToken, Password};
 
-/// Reads a job password (1 to 1024 bytes) from the first line of `path`;
+/// Reads a job password (1 to 1024 bytes) from the first line of `path`,
+/// without its `\n` (a `\r` stays, as openssl keeps it);
 /// `program` prefixes the warning printed on stderr when others can read
 /// the file.
 pub fn read_password_file(path: &Path, program: &str) -> Result<Password, SecretFileError> {
     warn_if_readable(path, "password", program);
-    read_secret_file(path, "password", 1, MAX_PASSWORD_LEN)
+    read_secret_file_as_openssl(path, "password", 1, MAX_PASSWORD_LEN)
 }
 
 /// Reads the server's access token (16 to 256 bytes) from the first line

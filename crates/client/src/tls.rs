@@ -206,9 +206,10 @@ pub struct TlsArgs {
     #[arg(long, hide_short_help = true)]
     pub tls: bool,
     /// Connect with TLS, trusting only the certificates in this PEM file
-    ///
-    /// Connect with TLS, trusting only the certificates in this PEM file (the server's CA, or
-    /// its self-signed certificate); implies --tls
+    #[arg(
+        long_help = "Connect with TLS, trusting only the certificates in this PEM file (the server's CA, or \
+                       its self-signed certificate); implies --tls"
+    )]
     #[arg(long, value_name = "FILE", env = "AESD_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
     /// The name the server's certificate must carry [default: the host part of --server]

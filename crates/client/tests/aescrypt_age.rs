@@ -263,3 +263,78 @@ async fn changed_and_cut_age_files_fail_closed() {
     .await
     .expect("test thread");
 }
+
+/// age files as people write them: armored (`age -a`) and passphrase
+/// (`age -p`, typed on a pseudo-terminal) files made by Debian's age each
+/// get an error that says what they are, with the way out, before any
+/// server is contacted for a job (they said `not an age v1 file` and `no
+/// identity matches any recipient of the file`); no output is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn armored_and_passphrase_age_files_are_named() {
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
+    let dir = TempDir::new("aescrypt-age-kinds");
+    let (key, recipient) = keygen(&dir.join("key.txt"));
+    let plain = dir.join("plain");
+    std::fs::write(&plain, b"as people write them\n").expect("write");
+    let armored = dir.join("armored.age");
+    ok(
+        &run(
+            "age",
+            &["-a", "-r", &recipient, "-o", &path(&armored), &path(&plain)],
+        ),
+        "age -a",
+    );
+    let passphrase = dir.join("passphrase.age");
+    let mut command = Command::new("age");
+    command.args(["-p", "-o", &path(&passphrase), &path(&plain)]);
+    let mut session = rexpect::session::spawn_command(command, Some(20_000)).expect("age on a pty");
+    session
+        .exp_string("passphrase")
+        .expect("the passphrase prompt");
+    session.send_line("correct horse battery").expect("type");
+    session.exp_string("Confirm").expect("the confirmation");
+    session.send_line("correct horse battery").expect("type");
+    session.exp_eof().expect("age ends");
+    assert!(
+        std::fs::read(&passphrase)
+            .expect("age -p wrote")
+            .windows(9)
+            .any(|w| w == b"-> scrypt"),
+        "a passphrase file"
+    );
+    let out = dir.join("out");
+    for (file, said) in [
+        (&armored, "ASCII-armored age file (age -a"),
+        (&passphrase, "encrypted with a passphrase (age -p"),
+    ] {
+        for format in [&["--identity", &path(&key)][..], &[][..]] {
+            let result = run(
+                "aescrypt",
+                &[
+                    &[
+                        "decrypt",
+                        "--server",
+                        &addr,
+                        "-i",
+                        &path(file),
+                        "-o",
+                        &path(&out),
+                    ][..],
+                    format,
+                ]
+                .concat(),
+            );
+            let text = String::from_utf8_lossy(&result.stderr);
+            assert_eq!(result.status.code(), Some(1), "{text}");
+            if format.is_empty() {
+                // Without --identity: told it is an age file.
+                assert!(text.contains("is an age file"), "{text}");
+            } else {
+                assert!(text.contains(said), "{text}");
+            }
+            assert!(!out.exists(), "no output for {file:?}");
+        }
+    }
+    drop(server);
+}

@@ -217,3 +217,88 @@ async fn the_terminal_prompt_asks_twice_to_encrypt_and_refuses_a_mismatch() {
     .expect("test");
     drop(server);
 }
+
+/// A password file with a CRLF line ending: read as openssl reads it (the
+/// `\r` is part of the password) through `file:`, `--password-file`,
+/// `fd:` and `stdin`, with a warning naming it; openssl decrypts what
+/// aescrypt wrote and aescrypt decrypts what openssl wrote with the same
+/// file. A file without the `\r` does not decrypt it (the `\r` counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crlf_password_file_reads_as_openssl_reads_it_both_ways() {
+    let server = AesdProcess::start(&aesd_binary(), &[]);
+    let addr = server.addr.to_string();
+    tokio::task::spawn_blocking(move || {
+        let dir = TempDir::new("aescrypt-crlf");
+        let plain = pattern_bytes(12, 3_000);
+        let input = dir.join("plain");
+        std::fs::write(&input, &plain).expect("write");
+        // secret_file ends the line with \n.
+        let crlf = dir.secret_file("crlf.txt", &format!("{PASSWORD}\r"));
+        let lf = dir.secret_file("lf.txt", PASSWORD);
+        let crlf_path = crlf.to_str().expect("utf-8");
+        let file_arg = format!("file:{crlf_path}");
+        let out = dir.join("out.enc");
+        let openssl_with = |mode: &[&str], pass: &Path, from: &Path, to: &Path| {
+            let status = Command::new("openssl")
+                .arg("enc")
+                .args(mode)
+                .args(["-aes-256-cbc", "-pbkdf2", "-iter", "1000", "-pass"])
+                .arg(format!("file:{}", pass.display()))
+                .arg("-in")
+                .arg(from)
+                .arg("-out")
+                .arg(to)
+                .stderr(Stdio::null())
+                .status()
+                .expect("openssl (a test dependency: scripts/setup.sh installs it)");
+            status.success()
+        };
+        for (extra, stdin) in [
+            (vec!["--pass", file_arg.as_str()], None),
+            (vec!["--password-file", crlf_path], None),
+            (vec!["--pass", "fd:0"], Some(&crlf)),
+            (vec!["--pass", "stdin"], Some(&crlf)),
+        ] {
+            let mut command = encrypt(&addr, &input, &out, &extra);
+            if let Some(path) = stdin {
+                command.stdin(std::fs::File::open(path).expect("open"));
+            }
+            let output = command.output().expect("run aescrypt");
+            assert_success(&output);
+            let said = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                said.contains("ends with a carriage return") && said.contains("it is kept"),
+                "{extra:?}: {said}"
+            );
+            let back = dir.join("openssl-out");
+            assert!(
+                openssl_with(&["-d"], &crlf, &out, &back),
+                "{extra:?}: openssl -pass file: with the same CRLF file"
+            );
+            assert!(std::fs::read(&back).expect("read") == plain, "{extra:?}");
+            assert!(
+                !openssl_with(&["-d"], &lf, &out, &back),
+                "{extra:?}: the \\r was dropped (the LF file decrypts it)"
+            );
+        }
+        // openssl encrypts with the CRLF file; aescrypt decrypts with it.
+        let from_openssl = dir.join("from-openssl.enc");
+        assert!(openssl_with(&[], &crlf, &input, &from_openssl));
+        let back = dir.join("aescrypt-out");
+        let output = Command::new(env!("CARGO_BIN_EXE_aescrypt"))
+            .args(["decrypt", "--server", &addr, "--iter", "1000", "--pass"])
+            .arg(&file_arg)
+            .arg("-i")
+            .arg(&from_openssl)
+            .arg("-o")
+            .arg(&back)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run aescrypt");
+        assert_success(&output);
+        assert!(std::fs::read(&back).expect("read") == plain);
+    })
+    .await
+    .expect("the test thread");
+    drop(server);
+}

@@ -104,4 +104,12 @@ async fn a_self_signed_ca_certificate_is_accepted_as_pinned_and_still_checked() 
         .await
         .expect_err("a wrong pin");
     assert!(matches!(err, ClientError::TlsHandshake { .. }), "{err}");
+    // Said in words, naming the pin the server presented (it was
+    // `ApplicationVerificationFailure`).
+    let said = err.to_string();
+    assert!(
+        said.contains("does not match the pin") && said.contains(&pin_of(der.as_ref())),
+        "{said}"
+    );
+    assert!(!said.contains("ApplicationVerificationFailure"), "{said}");
 }

@@ -48,10 +48,7 @@ const DEFAULT_LOAD_PASSWORD: &[u8] = b"aesload-test-password";
 const LISTED_FAILURES: usize = 10;
 
 /// Load generator for aesd: the study's suites or N clients in batches
-/// of C, every result verified.
-///
-/// Load generator for aesd: the study's suites or N clients in batches
-/// of C, every result decrypted and compared with what was sent.
+/// of C, every result verified
 #[derive(Debug, Parser)]
 #[command(
     name = "aesload",
@@ -97,38 +94,44 @@ struct Args {
     #[command(subcommand)]
     command: Option<Command>,
     /// Servers to load, comma-separated [default: an embedded one]
-    ///
-    /// Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]
+    #[arg(
+        long_help = "Servers to load, comma-separated; clients go round-robin [default: an embedded server on 127.0.0.1]"
+    )]
     #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',', value_parser = parse_server_address)]
     server: Vec<String>,
     /// Study suite(s): basic1..3, large, thousand, drowning, a list, all
-    ///
-    /// Study suite(s): basic1, basic2, basic3, large, thousand, drowning, a comma list, or all
+    #[arg(
+        long_help = "Study suite(s): basic1, basic2, basic3, large, thousand, drowning, a comma list, or all"
+    )]
     #[arg(long, value_name = "NAME", value_parser = parse_suites)]
     suite: Option<Suites>,
     /// Number of clients [default: 1, or the suite's]
-    ///
-    /// Number of clients (one transfer each; at least 1) [default: 1, or the suite's]
+    #[arg(
+        long_help = "Number of clients (one transfer each; at least 1) [default: 1, or the suite's]"
+    )]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     clients: Option<usize>,
     /// Clients started together [default: all, or the suite's]
-    ///
-    /// Clients started together; the next batch starts when this one is done (at least 1)
-    /// [default: all at once, or the suite's]
+    #[arg(
+        long_help = "Clients started together; the next batch starts when this one is done (at least 1) \
+                       [default: all at once, or the suite's]"
+    )]
     #[arg(long, value_name = "C", value_parser = at_least_one)]
     chunk: Option<usize>,
     /// Size of every file [default: 10M, or the suite's]
     #[arg(long, value_name = "SIZE", conflicts_with = "sizes", value_parser = parse_size, hide_short_help = true)]
     size: Option<u64>,
     /// File sizes drawn per client: 2M,5M or 2M:5,5M:3 [default: 10M]
-    ///
-    /// Sizes to draw from per client (seeded), comma-separated, each optionally SIZE:WEIGHT
-    /// [default: 10M, or the suite's]
+    #[arg(
+        long_help = "Sizes to draw from per client (seeded), comma-separated, each optionally SIZE:WEIGHT \
+                       [default: 10M, or the suite's]"
+    )]
     #[arg(long, value_name = "LIST")]
     sizes: Option<SizeDist>,
     /// Multiply every file size by F (e.g. 0.05)
-    ///
-    /// Multiply every file size by F (e.g. 0.05 to try the suites on a small machine)
+    #[arg(
+        long_help = "Multiply every file size by F (e.g. 0.05 to try the suites on a small machine)"
+    )]
     #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive_number)]
     scale: f64,
     /// Open loop: new clients per second, whatever completes [drowning: 20]
@@ -149,9 +152,10 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED, hide_short_help = true)]
     seed: u64,
     /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin
-    ///
-    /// The jobs' password, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin
-    /// [default: a fixed test password]
+    #[arg(
+        long_help = "The jobs' password, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin \
+                       [default: a fixed test password]"
+    )]
     #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
     pass: Option<PassSource>,
     /// File whose first line is the password: the same as --pass file:FILE
@@ -186,8 +190,7 @@ struct Args {
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = aesd_client::connection::parse_idle_timeout, hide_short_help = true)]
     timeout: std::time::Duration,
     /// PBKDF2 iterations per job (at least 1)
-    ///
-    /// PBKDF2 iterations per job (openssl -iter; at least 1)
+    #[arg(long_help = "PBKDF2 iterations per job (openssl -iter; at least 1)")]
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
@@ -202,11 +205,12 @@ struct Args {
     )]
     key_derivation: KeyDerivation,
     /// The jobs' file format: openssl or age [default: openssl]
-    ///
-    /// The jobs' file format: openssl (openssl enc -aes-256-cbc -pbkdf2, with --pass) or age
-    /// (age v1 to an X25519 identity aesload makes for the run; every result is decrypted with
-    /// it by aesload's own verifier: the header through aesd-age, the payload with RustCrypto's
-    /// ChaCha20-Poly1305 directly) [default: openssl]
+    #[arg(
+        long_help = "The jobs' file format: openssl (openssl enc -aes-256-cbc -pbkdf2, with --pass) or age \
+                       (age v1 to an X25519 identity aesload makes for the run; every result is decrypted with \
+                       it by aesload's own verifier: the header through aesd-age, the payload with RustCrypto's \
+                       ChaCha20-Poly1305 directly) [default: openssl]"
+    )]
     #[arg(long, value_name = "FORMAT", value_parser = ["openssl", "age"], hide_short_help = true)]
     format: Option<String>,
     /// Embedded server only: worker threads [default: one per core]
@@ -231,9 +235,10 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// Sample a server's Prometheus endpoint during the run
-    ///
-    /// Sample this server's Prometheus endpoint (aesd --metrics-listen) once a second during the
-    /// run: its CPU, memory, active and queued jobs and temperature go into --json and --plot
+    #[arg(
+        long_help = "Sample this server's Prometheus endpoint (aesd --metrics-listen) once a second during the \
+                       run: its CPU, memory, active and queued jobs and temperature go into --json and --plot"
+    )]
     #[arg(long, value_name = "URL", hide_short_help = true)]
     metrics_url: Option<MetricsUrl>,
     /// Run only part I of N of the clients (client j is shard j mod N's), for several processes
@@ -801,8 +806,8 @@ async fn run(args: Args) -> Result<RunEnd> {
         bind: args.bind,
         started_at,
     };
-    report(&runs, &parameters);
     let interrupted = interrupt.stopped();
+    report(&runs, &parameters, interrupted);
     write_outputs(&outputs, &runs, &parameters, server_samples, interrupted)?;
     if !args.quiet {
         eprintln!(
@@ -826,10 +831,16 @@ async fn run(args: Args) -> Result<RunEnd> {
 
 /// The study's table on stdout (one column per suite), per-server rows
 /// when there are several servers, failed transfers on stderr.
-fn report(runs: &[SuiteRun], parameters: &RunParameters) {
+fn report(runs: &[SuiteRun], parameters: &RunParameters, interrupted: bool) {
     let summaries: Vec<Summary> = runs
         .iter()
-        .map(|suite| Summary::of(&suite.run, parameters.warmup))
+        .map(|suite| {
+            let summary = Summary::of(&suite.run, parameters.warmup);
+            match interrupted {
+                true => summary.with_planned(suite.plan.own_clients().count()),
+                false => summary,
+            }
+        })
         .collect();
     let columns: Vec<(&str, &Summary)> = runs
         .iter()
@@ -923,7 +934,13 @@ fn write_outputs(
     if let Some(output) = &outputs.plot {
         write_file(
             output,
-            plot::render(runs, parameters.warmup, &document.server_metrics).as_bytes(),
+            plot::render(
+                runs,
+                parameters.warmup,
+                &document.server_metrics,
+                interrupted,
+            )
+            .as_bytes(),
         )?;
         written("plot", output);
     }

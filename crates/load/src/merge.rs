@@ -543,6 +543,7 @@ pub fn summary_of(json: &SummaryJson) -> Summary {
         total_histogram,
         queue_histogram,
         window: None,
+        planned: None,
     }
 }
 

@@ -34,7 +34,14 @@ pub(crate) const AXIS: &str = "#444";
 pub(crate) const GRID: &str = "#e4e4e4";
 
 /// The SVG for `runs` (warm-up transfers drawn faded).
-pub fn render(runs: &[SuiteRun], warmup: Warmup, server: &[ServerSample]) -> String {
+/// An `interrupted` run's suites that ran fewer transfers than planned
+/// say so in their titles.
+pub fn render(
+    runs: &[SuiteRun],
+    warmup: Warmup,
+    server: &[ServerSample],
+    interrupted: bool,
+) -> String {
     let server_rows = usize::from(!server.is_empty());
     let height = HEADER + ROW * (runs.len().max(1) + server_rows) as f64;
     let mut svg = document(WIDTH, height, "aesload results");
@@ -63,7 +70,7 @@ pub fn render(runs: &[SuiteRun], warmup: Warmup, server: &[ServerSample]) -> Str
     }
     for (index, suite) in runs.iter().enumerate() {
         let top = HEADER + ROW * index as f64;
-        suite_row(&mut svg, suite, warmup, top);
+        suite_row(&mut svg, suite, warmup, top, interrupted);
     }
     if !server.is_empty() {
         server_row(&mut svg, server, HEADER + ROW * runs.len() as f64);
@@ -72,19 +79,12 @@ pub fn render(runs: &[SuiteRun], warmup: Warmup, server: &[ServerSample]) -> Str
     svg
 }
 
-fn suite_row(svg: &mut String, suite: &SuiteRun, warmup: Warmup, top: f64) {
-    let summary = Summary::of(&suite.run, warmup);
-    let title = format!(
-        "{}: {} of {} verified, {:.2} MB in {:.2} s = {:.2} MB/s; total time p50 {:.3} s, p99 {:.3} s",
-        suite.name,
-        summary.verified,
-        summary.transfers,
-        summary.bytes_processed as f64 / 1e6,
-        summary.duration.as_secs_f64(),
-        summary.throughput_bytes_per_sec / 1e6,
-        summary.total_time.p50.as_secs_f64(),
-        summary.total_time.p99.as_secs_f64(),
-    );
+fn suite_row(svg: &mut String, suite: &SuiteRun, warmup: Warmup, top: f64, interrupted: bool) {
+    let mut summary = Summary::of(&suite.run, warmup);
+    if interrupted {
+        summary = summary.with_planned(suite.plan.own_clients().count());
+    }
+    let title = suite_title(&suite.name, &summary);
     let _ = writeln!(
         svg,
         r##"<line x1="20" y1="{y}" x2="{x2}" y2="{y}" stroke="#bbb"/>"##,
@@ -94,6 +94,33 @@ fn suite_row(svg: &mut String, suite: &SuiteRun, warmup: Warmup, top: f64) {
     text(svg, 20.0, top + 28.0, 15, "start", "bold", &title);
     stacked_bars(svg, &suite.run.transfers, warmup, top + PLOT_TOP);
     throughput(svg, suite, &summary, top + PLOT_TOP);
+}
+
+/// A suite's title: what verified, the throughput, and the total time's
+/// percentiles ("n/a" with no verified transfer, as in the table); an
+/// interrupted run says so first.
+fn suite_title(name: &str, summary: &Summary) -> String {
+    let time = |duration: Duration| match summary.verified {
+        0 => crate::report::NOT_MEASURED.to_owned(),
+        _ => format!("{:.3} s", duration.as_secs_f64()),
+    };
+    let interrupted = match summary.interrupted_of() {
+        Some(planned) => format!(
+            "INTERRUPTED after {} of {planned} planned transfers; ",
+            summary.transfers + summary.warmup_excluded
+        ),
+        None => String::new(),
+    };
+    format!(
+        "{name}: {interrupted}{} of {} verified, {:.2} MB in {:.2} s = {:.2} MB/s; total time p50 {}, p99 {}",
+        summary.verified,
+        summary.transfers,
+        summary.bytes_processed as f64 / 1e6,
+        summary.duration.as_secs_f64(),
+        summary.throughput_bytes_per_sec / 1e6,
+        time(summary.total_time.p50),
+        time(summary.total_time.p99),
+    )
 }
 
 /// One bar per transfer: queue at the bottom, then network, then
@@ -559,7 +586,7 @@ mod tests {
     fn every_transfer_gets_a_bar_and_failures_are_red() {
         use crate::load::Arrival;
         let suite = crate::output::json::tests::suite("basic3", Arrival::Batches(10), Some(10));
-        let svg = render(&[suite], Warmup::None, &[]);
+        let svg = render(&[suite], Warmup::None, &[], false);
         let fills = |color: &str| svg.matches(&format!(r#"fill="{color}""#)).count();
         // Legend square + one segment per verified transfer (2 of 3).
         for color in [QUEUE, NETWORK, PROCESSING] {
@@ -568,6 +595,44 @@ mod tests {
         assert_eq!(fills(FAILED), 1 + 1, "the failed transfer");
         assert!(svg.contains("basic3: 2 of 3 verified"), "{svg}");
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    }
+
+    /// An interrupted run that ran fewer transfers than planned says so in
+    /// its title; one that ran them all, or was not interrupted, does not.
+    #[test]
+    fn an_interrupted_run_is_marked_in_its_title() {
+        use crate::load::Arrival;
+        let mut suite = crate::output::json::tests::suite("basic3", Arrival::Batches(10), None);
+        let complete = render(std::slice::from_ref(&suite), Warmup::None, &[], true);
+        assert!(!complete.contains("INTERRUPTED"), "{complete}");
+        suite.plan.clients = 10;
+        let cut = render(std::slice::from_ref(&suite), Warmup::None, &[], true);
+        assert!(
+            cut.contains("basic3: INTERRUPTED after 3 of 10 planned transfers; 2 of 3 verified"),
+            "{cut}"
+        );
+        let not_interrupted = render(&[suite], Warmup::None, &[], false);
+        assert!(!not_interrupted.contains("INTERRUPTED"));
+    }
+
+    /// With no verified transfer the title's percentiles read "n/a", as
+    /// the table's do, not 0.000 s.
+    #[test]
+    fn an_all_failed_run_has_no_percentiles_in_its_title() {
+        use crate::load::Arrival;
+        use crate::record::Outcome;
+        let mut suite = crate::output::json::tests::suite("basic2", Arrival::Batches(10), None);
+        for transfer in &mut suite.run.transfers {
+            transfer.outcome = Outcome::Failed {
+                kind: "busy".into(),
+                message: "busy".into(),
+            };
+        }
+        let svg = render(&[suite], Warmup::None, &[], false);
+        assert!(
+            svg.contains("0 of 3 verified") && svg.contains("total time p50 n/a, p99 n/a"),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct Summary {
     /// and last end (`None` when not known: no transfers, or several
     /// suites together).
     pub window: Option<(Duration, Duration)>,
+    /// Transfers the plan had, when the run was interrupted before it
+    /// started them all (`None`: every planned transfer ran). The table
+    /// and the plot mark such a run.
+    pub planned: Option<usize>,
 }
 
 impl Summary {
@@ -74,6 +78,7 @@ impl Summary {
             total_histogram: LatencyHistogram::new(),
             queue_histogram: LatencyHistogram::new(),
             window: None,
+            planned: None,
         };
         for transfer in transfers {
             summary.transfers += 1;
@@ -154,6 +159,19 @@ impl Summary {
         let mut summary = Summary::from_transfers(all, duration);
         summary.warmup_excluded = excluded;
         summary
+    }
+
+    /// The planned number of transfers, when the run was interrupted with
+    /// fewer of them run.
+    pub fn interrupted_of(&self) -> Option<usize> {
+        self.planned
+    }
+
+    /// Marks the run as interrupted when fewer than `planned` transfers
+    /// ran.
+    pub fn with_planned(mut self, planned: usize) -> Summary {
+        self.planned = (planned > self.transfers + self.warmup_excluded).then_some(planned);
+        self
     }
 
     /// Transfers that failed.
@@ -254,8 +272,12 @@ pub fn study_table(columns: &[(&str, &Summary)]) -> String {
             secs(s.average(s.total_queue))
         }),
         ("Total Queue Time (s)".into(), |s| secs(s.total_queue)),
-        ("Transfers Verified".into(), |s| {
-            format!("{} / {}", s.verified, s.transfers)
+        ("Transfers Verified".into(), |s| match s.interrupted_of() {
+            Some(planned) => format!(
+                "{} / {} (interrupted: {planned} planned)",
+                s.verified, s.transfers
+            ),
+            None => format!("{} / {}", s.verified, s.transfers),
         }),
         ("Total Time p50 (s)".into(), |s| secs(s.total_time.p50)),
         ("Total Time p90 (s)".into(), |s| secs(s.total_time.p90)),
@@ -478,6 +500,21 @@ mod tests {
             .find(|line| line.starts_with("Transfers Verified"))
             .expect("row");
         assert_eq!(row.matches("2 / 3").count(), 2, "{row}");
+    }
+
+    /// An interrupted run that ran fewer transfers than planned says so
+    /// in the Transfers Verified row; one that ran them all does not.
+    #[test]
+    fn an_interrupted_run_is_marked_in_the_table() {
+        let summary = Summary::of(&run(), Warmup::None);
+        let cut = study_table(&[("basic2", &summary.clone().with_planned(10))]);
+        let row = cut
+            .lines()
+            .find(|line| line.starts_with("Transfers Verified"))
+            .expect("row");
+        assert!(row.ends_with("2 / 3 (interrupted: 10 planned)"), "{row}");
+        let whole = study_table(&[("basic2", &summary.with_planned(3))]);
+        assert!(!whole.contains("interrupted"), "{whole}");
     }
 
     #[test]

@@ -432,3 +432,49 @@ fn aesload_generates_its_man_page_and_completions() {
         .expect("run aesload");
     assert_eq!(output.status.code(), Some(2), "--generate goes alone");
 }
+
+/// Paragraphs of a `--help` text that repeat the one before them within
+/// one option (its summary line, then the same words again): each one
+/// found, as text.
+fn repeated_paragraphs(help: &str) -> Vec<String> {
+    // (whether the paragraph starts an option, its words but the flags)
+    let paragraphs: Vec<(bool, String)> = help
+        .split("\n\n")
+        .map(|paragraph| {
+            let starts_option = paragraph.lines().any(|line| line.trim().starts_with('-'));
+            let text = paragraph
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.starts_with('-'))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (starts_option, text)
+        })
+        .filter(|(_, text)| text.len() >= 24)
+        .collect();
+    paragraphs
+        .windows(2)
+        .filter(|pair| !pair[1].0 && pair[1].1.starts_with(&pair[0].1[..24]))
+        .map(|pair| pair[1].1.clone())
+        .collect()
+}
+
+/// `aesload --help` says each thing once (its first line, --scale, --iter
+/// were each said twice), `-h` stays a summary, and the --generate help
+/// names no other program.
+#[test]
+fn the_help_says_each_thing_once() {
+    let long = aesload_ok(&["--help"]);
+    assert_eq!(repeated_paragraphs(&long), Vec::<String>::new(), "{long}");
+    let first = long.lines().next().expect("a first line");
+    assert_eq!(long.matches(first).count(), 1, "{first}");
+    assert!(!long.contains("aescrypt --generate"), "{long}");
+    for flag in ["--scale", "--iter", "--server"] {
+        assert!(long.contains(flag), "{flag}");
+    }
+    let short = aesload_ok(&["-h"]);
+    assert!(short.lines().count() <= 40, "{short}");
+    // The check catches a repetition.
+    let doubled = "  --scale <F>\n    Multiply every file size by F\n\n    Multiply every file size by F (more)\n";
+    assert_eq!(repeated_paragraphs(doubled).len(), 1);
+}

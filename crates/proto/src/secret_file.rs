@@ -44,13 +44,35 @@ pub enum SecretFileError {
     },
 }
 
-/// Reads the secret `what` from the first line of `path`; it must be
-/// `min..=max` bytes long.
+/// Reads the secret `what` from the first line of `path`, without its
+/// line ending (`\n` or `\r\n`); it must be `min..=max` bytes long.
 pub fn read_secret_file(
     path: &Path,
     what: &'static str,
     min: usize,
     max: usize,
+) -> Result<Secret, SecretFileError> {
+    read_first_line(path, what, min, max, true)
+}
+
+/// Reads the secret `what` from the first line of `path` as `openssl
+/// -pass file:` does: only the `\n` that ends the line is dropped (a `\r`
+/// before it stays part of the secret); it must be `min..=max` bytes long.
+pub fn read_secret_file_as_openssl(
+    path: &Path,
+    what: &'static str,
+    min: usize,
+    max: usize,
+) -> Result<Secret, SecretFileError> {
+    read_first_line(path, what, min, max, false)
+}
+
+fn read_first_line(
+    path: &Path,
+    what: &'static str,
+    min: usize,
+    max: usize,
+    strip_cr: bool,
 ) -> Result<Secret, SecretFileError> {
     let bytes =
         zeroize::Zeroizing::new(std::fs::read(path).map_err(|source| SecretFileError::Read {
@@ -59,7 +81,10 @@ pub fn read_secret_file(
             source,
         })?);
     let line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = match line.strip_suffix(b"\r") {
+        Some(stripped) if strip_cr => stripped,
+        _ => line,
+    };
     if line.is_empty() {
         return Err(SecretFileError::Empty {
             what,

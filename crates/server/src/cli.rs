@@ -95,7 +95,7 @@ pub fn main() -> ExitCode {
     runtime.block_on(async {
         // Installed before the port opens: a SIGTERM that arrives as soon
         // as aesd listens is a graceful shutdown, not a kill.
-        let stop = shutdown_signal();
+        let (stop, again) = shutdown_signals();
         let server = match Server::bind_with(config.clone(), secrets).await {
             Ok(server) => server,
             Err(err) => {
@@ -128,12 +128,15 @@ pub fn main() -> ExitCode {
         }
         let readiness = &readiness;
         server
-            .serve(async move {
-                stop.await;
-                if let Err(err) = readiness.stopping() {
-                    warn!("{err}");
-                }
-            })
+            .serve_until(
+                async move {
+                    stop.await;
+                    if let Err(err) = readiness.stopping() {
+                        warn!("{err}");
+                    }
+                },
+                again,
+            )
             .await;
         ExitCode::SUCCESS
     })
@@ -214,34 +217,64 @@ fn check_config(path: &std::path::Path) -> ExitCode {
     }
 }
 
-/// Installs the SIGINT and SIGTERM handlers now; the future resolves when
-/// either signal arrives.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+/// Installs the SIGINT and SIGTERM handlers now; the first future
+/// resolves when either signal arrives (a graceful shutdown), the second
+/// when one arrives again (cut the running jobs off now).
+fn shutdown_signals() -> (
+    impl std::future::Future<Output = ()>,
+    impl std::future::Future<Output = ()>,
+) {
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    let (again_tx, again_rx) = tokio::sync::oneshot::channel::<()>();
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let interrupt = signal(SignalKind::interrupt());
         let terminate = signal(SignalKind::terminate());
-        async move {
+        tokio::spawn(async move {
             match (interrupt, terminate) {
                 (Ok(mut interrupt), Ok(mut terminate)) => {
-                    tokio::select! {
-                        _ = interrupt.recv() => info!("SIGINT received"),
-                        _ = terminate.recv() => info!("SIGTERM received"),
-                    }
+                    let next = async |interrupt: &mut tokio::signal::unix::Signal,
+                                      terminate: &mut tokio::signal::unix::Signal| {
+                        tokio::select! {
+                            _ = interrupt.recv() => "SIGINT",
+                            _ = terminate.recv() => "SIGTERM",
+                        }
+                    };
+                    info!("{} received", next(&mut interrupt, &mut terminate).await);
+                    let _ = first_tx.send(());
+                    warn!(
+                        "{} received again: cutting off the running jobs now",
+                        next(&mut interrupt, &mut terminate).await
+                    );
+                    let _ = again_tx.send(());
                 }
                 _ => {
                     let _ = tokio::signal::ctrl_c().await;
+                    let _ = first_tx.send(());
+                    let _ = tokio::signal::ctrl_c().await;
+                    let _ = again_tx.send(());
                 }
             }
-        }
+        });
     }
     #[cfg(not(unix))]
-    {
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        let _ = first_tx.send(());
+        let _ = tokio::signal::ctrl_c().await;
+        let _ = again_tx.send(());
+    });
+    (
+        async move {
+            let _ = first_rx.await;
+        },
+        async move {
+            if again_rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        },
+    )
 }
 
 /// `--generate KIND`: the man page or a completion script on stdout, from

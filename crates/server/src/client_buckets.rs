@@ -161,6 +161,24 @@ impl ClientBuckets {
         self.take_with(client, amount, now, || Ok(()))
     }
 
+    /// Puts `amount` back into `client`'s bucket at `now` (up to its
+    /// capacity): what was taken for work that turned out cheaper.
+    pub fn give_back(&self, client: ClientId, amount: u64, now: Instant) {
+        if self.per_minute == 0 {
+            return;
+        }
+        let Ok(mut table) = self.table.lock() else {
+            return;
+        };
+        if let Some(bucket) = table.buckets.get_mut(&client) {
+            let level = bucket.level(now, self.per_minute);
+            *bucket = Bucket {
+                tokens: (level + amount as f64).min(self.per_minute as f64),
+                updated: now,
+            };
+        }
+    }
+
     /// Clients in the table and sweeps run so far (for tests).
     #[cfg(test)]
     pub fn tracked_and_sweeps(&self) -> (usize, u64) {

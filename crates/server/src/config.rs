@@ -25,8 +25,9 @@ pub use crate::settings::{Config, ConfigLayer, ENV_PREFIX, env_var};
 #[command(
     name = "aesd",
     version,
-    about = "Streaming AES-256-CBC encryption server, byte-compatible with `openssl enc -aes-256-cbc -salt -pbkdf2`",
-    after_help = ENV_HELP
+    about = "Streaming encryption server: openssl enc -aes-256-cbc -pbkdf2 and age v1 files, both ways",
+    after_help = SHORT_HELP_END,
+    after_long_help = ENV_HELP
 )]
 pub struct Cli {
     /// Settings (each also from the TOML file and the environment).
@@ -70,9 +71,15 @@ pub struct Cli {
 impl Cli {
     /// The command line with each setting's default appended to its help
     /// (`[default: …]`, as the settings table shows it: `shown_defaults`).
+    /// `-h` shows only [`SHORT_HELP_FLAGS`]; `--help` every one.
     pub fn command_with_defaults() -> clap::Command {
         Cli::command().mut_args(|arg| {
-            let shown = arg.get_long().and_then(crate::settings::shown_for);
+            let long = arg.get_long().map(ToOwned::to_owned);
+            let arg = arg.hide_short_help(
+                long.as_deref()
+                    .is_some_and(|long| !SHORT_HELP_FLAGS.contains(&long)),
+            );
+            let shown = long.as_deref().and_then(crate::settings::shown_for);
             match (shown, arg.get_help().map(ToString::to_string)) {
                 (Some(shown), Some(help)) => arg.help(format!("{help} [default: {shown}]")),
                 _ => arg,
@@ -87,6 +94,23 @@ impl Cli {
         Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
     }
 }
+
+/// The flags `aesd -h` shows (a summary); `--help` shows every setting.
+pub const SHORT_HELP_FLAGS: [&str; 9] = [
+    "listen",
+    "workers",
+    "max-active",
+    "tls-cert",
+    "tls-key",
+    "tls-self-signed",
+    "token-file",
+    "log",
+    "config",
+];
+
+const SHORT_HELP_END: &str = "\
+Every setting (limits, timeouts, shutdown, TLS, metrics, --print-config) and the environment: \
+aesd --help, or the man page (aesd --generate man).";
 
 const ENV_HELP: &str = "\
 Environment: every setting can also come from AESD_<FLAG> (upper case, '-' as '_'), \
@@ -151,8 +175,20 @@ impl ConfigLayer {
         let mut argv = vec!["environment".to_owned()];
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
-            if let Some(value) = lookup(&env_var(long)) {
-                argv.push(format!("--{long}={value}"));
+            let var = env_var(long);
+            if let Some(value) = lookup(&var) {
+                let one = format!("--{long}={value}");
+                // Each variable checked on its own, so that an error names
+                // the variable, not the flag it stands for.
+                if let Err(err) = command
+                    .clone()
+                    .try_get_matches_from(["environment", one.as_str()])
+                {
+                    return Err(ConfigError::Environment {
+                        message: name_the_variable(&err, arg, &var),
+                    });
+                }
+                argv.push(one);
             }
         }
         let matches =
@@ -183,6 +219,27 @@ impl ConfigLayer {
     /// The layer as TOML text.
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
+    }
+}
+
+/// clap's first line about the value of `arg`, naming the environment
+/// variable `var` it came from instead of the flag (`invalid value 'x' for
+/// AESD_WORKERS (--workers)`).
+fn name_the_variable(err: &clap::Error, arg: &clap::Arg, var: &str) -> String {
+    let line = err.to_string();
+    let line = line.lines().next().unwrap_or_default();
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    let long = arg.get_long().unwrap_or_default();
+    let value_name = arg
+        .get_value_names()
+        .and_then(|names| names.first())
+        .map(ToString::to_string)
+        .unwrap_or_else(|| long.to_uppercase());
+    let as_flag = format!("'--{long} <{value_name}>'");
+    if line.contains(&as_flag) {
+        line.replace(&as_flag, &format!("{var} (--{long})"))
+    } else {
+        format!("{var} (--{long}): {line}")
     }
 }
 

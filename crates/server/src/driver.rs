@@ -743,7 +743,8 @@ pub fn report_unreachable(peer: SocketAddr, error: &ConnectionError, shared: &Sh
 /// Logs a client's error, within the client's share of log lines
 /// ([`crate::log_limit`]). Refusals (`busy`, `unauthorized`,
 /// `tls_required`) are logged at debug: they are the server working as
-/// configured, and `aesd_errors_total` counts them; failed jobs at info,
+/// configured, and `aesd_errors_total` counts them; but TLS handshakes
+/// refused (rate, places) at info; failed jobs at info,
 /// connections closed for an error at warn.
 fn log_error(peer: SocketAddr, error: &ConnectionError, shared: &Shared) {
     if error.is_client_gone()
@@ -762,6 +763,11 @@ fn log_error(peer: SocketAddr, error: &ConnectionError, shared: &Shared) {
     }
     let code = error.code();
     match error {
+        // A TLS client refused before its handshake: a client over the
+        // limits meant for floods, which a normal run should not meet.
+        ConnectionError::HandshakeRate(_) | ConnectionError::HandshakePlace(_) => {
+            info!(%peer, %code, "{error}");
+        }
         _ if matches!(
             code,
             ErrorCode::Busy | ErrorCode::Unauthorized | ErrorCode::TlsRequired

@@ -12,6 +12,7 @@ use crate::handshake_rate::RateExceeded;
 use crate::input_rate::TooSlow;
 use crate::limits::ConnectionRefused;
 use crate::proxy::ProxyError;
+use crate::tls_gate::NoPlace;
 
 /// A connection failed (and closes).
 #[derive(Debug, thiserror::Error)]
@@ -32,9 +33,14 @@ pub enum ConnectionError {
     )]
     TlsRequired,
     /// The client started more TLS handshakes than `tls-handshake-rate`
-    /// allows (nobody to tell: no channel before the handshake).
+    /// allows (told with a TLS alert: no other channel before the
+    /// handshake).
     #[error(transparent)]
     HandshakeRate(#[from] RateExceeded),
+    /// A TLS handshake found no place among those in progress within
+    /// `handshake-timeout` (told with a TLS alert).
+    #[error(transparent)]
+    HandshakePlace(#[from] NoPlace),
     /// The TLS handshake failed or timed out (nobody to tell: no channel).
     #[error("TLS handshake failed: {0}")]
     TlsHandshake(String),
@@ -73,9 +79,9 @@ impl ConnectionError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ConnectionError::Session(err) => err.code(),
-            ConnectionError::ConnectionsFull(_) | ConnectionError::HandshakeRate(_) => {
-                ErrorCode::Busy
-            }
+            ConnectionError::ConnectionsFull(_)
+            | ConnectionError::HandshakeRate(_)
+            | ConnectionError::HandshakePlace(_) => ErrorCode::Busy,
             ConnectionError::Proxy(err) => err.code(),
             ConnectionError::TlsRequired => ErrorCode::TlsRequired,
             ConnectionError::TooSlow(_) => ErrorCode::Timeout,
@@ -111,6 +117,7 @@ impl ConnectionError {
             ConnectionError::Io(_)
                 | ConnectionError::TlsHandshake(_)
                 | ConnectionError::HandshakeRate(_)
+                | ConnectionError::HandshakePlace(_)
         )
     }
 

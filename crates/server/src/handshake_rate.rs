@@ -6,11 +6,17 @@
 //! bounds how many run at once; this bounds how often one client (its
 //! address, IPv6 by prefix) may start one: a token bucket of one minute's
 //! worth per client (see [`crate::client_buckets`]). A connection over it
-//! is closed before any cryptography, counted in
+//! waits for its turn ([`HandshakeRate::wait`]) when that comes within
+//! `handshake-timeout`; else it is refused before any cryptography (its
+//! client is told with a TLS alert, see [`crate::tls_accept`]), counted in
 //! `aesd_connections_refused_total{reason="tls_handshake_rate"}` and
-//! logged (at debug, within the client's share of log lines). Resumed
-//! handshakes are cheaper but count the same: aesd cannot tell them apart
-//! before reading the ClientHello.
+//! logged (at info, within the client's share of log lines). A resumed
+//! handshake (a session ticket: no signature, see `tls`) is counted like
+//! any other before it starts (aesd cannot tell them apart before reading
+//! the ClientHello), and given back once it turns out resumed
+//! ([`HandshakeRate::resumed`]): a client that resumes its sessions (aesload
+//! and aescrypt share their tickets across connections) is not held back
+//! by it, so the study's suites over TLS from one host run at their pace.
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +64,30 @@ impl HandshakeRate {
                 retry: short.retry,
             })
     }
+
+    /// Gives back the handshake `client` was charged for, which turned out
+    /// resumed (cheap).
+    pub fn resumed(&self, client: ClientId, now: Instant) {
+        self.buckets.give_back(client, 1, now);
+    }
+
+    /// Counts a handshake of `client`, waiting for the bucket to refill
+    /// when that takes at most `limit` in all; else says when it may start
+    /// one.
+    pub async fn wait(&self, client: ClientId, limit: Duration) -> Result<(), RateExceeded> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = Instant::now();
+            let over = match self.take(client, now) {
+                Ok(()) => return Ok(()),
+                Err(over) => over,
+            };
+            if now + over.retry > deadline {
+                return Err(over);
+            }
+            tokio::time::sleep(over.retry).await;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,5 +123,38 @@ mod tests {
         for _ in 0..10_000 {
             off.take(client(3), start).expect("off");
         }
+    }
+
+    /// A handshake over the rate waits when its turn comes within the
+    /// limit, and is refused at once when it does not.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_handshake_over_the_rate_waits_its_turn_within_the_limit() {
+        // 600 a minute: one every 100 ms once the bucket is empty.
+        let rate = HandshakeRate::new(600);
+        for _ in 0..600 {
+            rate.take(client(1), Instant::now()).expect("the bucket");
+        }
+        let started = Instant::now();
+        rate.wait(client(1), Duration::from_secs(2))
+            .await
+            .expect("its turn within the limit");
+        assert!(
+            started.elapsed() >= Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
+        let started = Instant::now();
+        let refused = rate
+            .wait(client(1), Duration::from_millis(10))
+            .await
+            .expect_err("its turn is after the limit");
+        assert!(
+            started.elapsed() < Duration::from_millis(50),
+            "refused at once"
+        );
+        assert!(
+            refused.to_string().contains("tls-handshake-rate"),
+            "{refused}"
+        );
     }
 }

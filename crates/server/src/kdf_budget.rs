@@ -22,7 +22,7 @@ use crate::client_id::ClientId;
 #[derive(Debug, thiserror::Error)]
 #[error(
     "PBKDF2 budget used up for {client}: {iterations} iterations asked, about {available} of \
-     {per_minute} per minute left; retry in {:.0} s, or derive the key on the client (key source 2)",
+     {per_minute} per minute left; retry in {:.0} s, or derive the key on the client (aescrypt and aesload: --key-derivation client)",
     retry.as_secs_f64().ceil()
 )]
 pub struct BudgetExceeded {

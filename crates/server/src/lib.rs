@@ -118,6 +118,7 @@ pub mod caps {
     pub use crate::metrics::http::MAX_CONNECTIONS as METRICS_CONNECTIONS;
     /// Scrapes of `/metrics` served at once from one client.
     pub use crate::metrics::http::MAX_PER_CLIENT as METRICS_CONNECTIONS_PER_CLIENT;
+    pub use crate::tls_accept::REFUSAL_ALERT as TLS_REFUSAL_ALERT;
     /// TLS handshakes in progress at once from one client.
     pub use crate::tls_gate::MAX_PER_CLIENT as TLS_HANDSHAKES_PER_CLIENT;
 }

@@ -110,6 +110,17 @@ impl Server {
     /// accepting, tells queued jobs, gives running jobs the grace period,
     /// then cuts off what is left with a ShuttingDown error.
     pub async fn serve(self, signal: impl Future<Output = ()>) {
+        self.serve_until(signal, std::future::pending()).await;
+    }
+
+    /// [`Server::serve`], and when `hurry` resolves during the grace period
+    /// (a second SIGINT or SIGTERM), the running jobs are cut off at once
+    /// (ShuttingDown, as when the grace ends) instead of at its end.
+    pub async fn serve_until(
+        self,
+        signal: impl Future<Output = ()>,
+        hurry: impl Future<Output = ()>,
+    ) {
         let Server {
             listener,
             metrics_listener,
@@ -166,13 +177,20 @@ impl Server {
         info!(
             active = occupancy.active,
             waiting = occupancy.waiting,
-            "shutting down: {:.1} s grace for running jobs",
+            "shutting down: {:.1} s grace for running jobs (interrupt again to cut them off now)",
             grace.as_secs_f64()
         );
         shared.shutdown.stop();
         tracker.close();
-        if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-            warn!("grace period over: cutting off the jobs still running");
+        let cut_off = tokio::select! {
+            ended = tokio::time::timeout(grace, tracker.wait()) => match ended {
+                Ok(()) => None,
+                Err(_) => Some("grace period over"),
+            },
+            () = hurry => Some("interrupted again"),
+        };
+        if let Some(why) = cut_off {
+            warn!("{why}: cutting off the jobs still running");
             shared.shutdown.abort();
             if tokio::time::timeout(Duration::from_secs(5), tracker.wait())
                 .await

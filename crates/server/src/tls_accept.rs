@@ -1,6 +1,6 @@
-//! Accepting a TLS connection: a place among the handshakes in progress
-//! ([`crate::tls_gate`]), the client's handshake rate
-//! ([`crate::handshake_rate`]), then the handshake itself on a thread of its own
+//! Accepting a TLS connection: the client's turn under its handshake rate
+//! ([`crate::handshake_rate`]), a place among the handshakes in progress
+//! ([`crate::tls_gate`]), both waited for within `handshake-timeout`, then the handshake itself on a thread of its own
 //! ([`HandshakeThread`]), never on the async runtime's threads.
 //!
 //! A full handshake is a certificate signature and a key exchange: 8.9 M
@@ -15,9 +15,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -25,6 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::driver::REFUSAL_WRITE_LIMIT;
 use crate::error::ConnectionError;
 use crate::shared::Shared;
 use crate::tls::TlsIdentity;
@@ -100,11 +101,26 @@ impl HandshakeThread {
     }
 }
 
-/// Accepts a connection that starts a TLS handshake: refused at once
-/// (before any cryptography) when its client holds its share of the
-/// handshakes in progress or is over `tls-handshake-rate`, else handshaken on
-/// the handshake thread within `handshake-timeout`. The error is for the
-/// session to count and log: there is no channel to tell the client.
+/// The TLS record a refused handshake gets before the connection closes: a
+/// fatal `access_denied` alert (RFC 8446 6.2: "access control was applied
+/// and the sender decided not to proceed"), in the clear as every record
+/// before the handshake. aescrypt and aesload name it as aesd's refusal;
+/// any other TLS client reports the alert, not a reset.
+pub const REFUSAL_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49];
+
+/// How much of the client's first flight a refused connection reads (and
+/// drops) before closing, so that closing does not reset the connection
+/// and lose the alert. A ClientHello is far smaller.
+const REFUSAL_DRAIN_BYTES: usize = 64 * 1024;
+
+/// Accepts a connection that starts a TLS handshake: its turn under the
+/// client's `tls-handshake-rate`, then a place among the handshakes in
+/// progress, each waited for up to `handshake-timeout`, then the handshake
+/// on the handshake thread within `handshake-timeout` (a resumed one is
+/// given back to the rate). A connection that
+/// gets no turn or no place is refused before any cryptography: it gets
+/// [`REFUSAL_ALERT`] and is closed. The error is for the session to count
+/// and log.
 pub async fn accept(
     stream: TcpStream,
     peer: SocketAddr,
@@ -112,24 +128,53 @@ pub async fn accept(
     tls: &TlsIdentity,
 ) -> Result<TlsStream<TcpStream>, ConnectionError> {
     let client = shared.client_id(peer.ip());
-    // The place first: a connection refused for it costs no handshake of
-    // the client's rate.
-    let _pass = shared
-        .tls_handshakes
-        .enter(client)
-        .map_err(|full| ConnectionError::TlsHandshake(format!("refused: {full}")))?;
-    if let Err(over) = shared.tls_rate.take(client, Instant::now()) {
+    let limit = shared.config.handshake_timeout;
+    // The turn first: a connection waiting for it holds no place that
+    // other clients' handshakes could use.
+    if let Err(over) = shared.tls_rate.wait(client, limit).await {
         shared.metrics.connection_refused("tls_handshake_rate");
+        tell_refused(stream).await;
         return Err(ConnectionError::HandshakeRate(over));
     }
+    let _pass = match shared.tls_handshakes.wait(client, limit).await {
+        Ok(pass) => pass,
+        Err(no_place) => {
+            shared.metrics.connection_refused("tls_handshakes");
+            tell_refused(stream).await;
+            return Err(ConnectionError::HandshakePlace(no_place));
+        }
+    };
     let Some(thread) = &shared.tls_thread else {
         return Err(ConnectionError::Internal(
             "TLS configured without a handshake thread".into(),
         ));
     };
-    thread
-        .handshake(tls.acceptor(), stream, shared.config.handshake_timeout)
-        .await
+    let secured = thread.handshake(tls.acceptor(), stream, limit).await?;
+    let kind = secured.get_ref().1.handshake_kind();
+    tracing::debug!(%peer, ?kind, "TLS handshake done");
+    if kind == Some(rustls::HandshakeKind::Resumed) {
+        shared.tls_rate.resumed(client, std::time::Instant::now());
+    }
+    Ok(secured)
+}
+
+/// Sends [`REFUSAL_ALERT`], ends the sending side, and reads what the
+/// client sent until it closes, within [`REFUSAL_WRITE_LIMIT`].
+async fn tell_refused(mut stream: TcpStream) {
+    let told = async {
+        stream.write_all(&REFUSAL_ALERT).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut read = 0;
+        while read < REFUSAL_DRAIN_BYTES {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        Ok::<(), io::Error>(())
+    };
+    let _ = tokio::time::timeout(REFUSAL_WRITE_LIMIT, told).await;
 }
 
 #[cfg(test)]
@@ -284,7 +329,7 @@ mod tests {
                 }
             }
         });
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         handshake_through(&thread, &acceptor, &client).await;
         let took = started.elapsed();
         ticker.abort();

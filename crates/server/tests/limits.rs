@@ -240,7 +240,10 @@ async fn a_client_over_its_pbkdf2_budget_gets_busy_and_other_work_goes_on() {
         .expect_err("over the budget");
     assert_eq!(err.server_code(), Some(ErrorCode::Busy), "{err}");
     let text = err.to_string();
-    assert!(text.contains("PBKDF2 budget used up"), "{text}");
+    assert!(
+        text.contains("PBKDF2 budget used up") && text.contains("--key-derivation client"),
+        "{text}"
+    );
     assert!(text.contains("retry in 20 s"), "{text}");
     // Key source 2 costs the server no PBKDF2: served on the same connection.
     let mut client_side = server_side.clone();

@@ -95,6 +95,53 @@ async fn a_job_outliving_the_grace_period_gets_a_shutting_down_error() {
     drop(feed);
 }
 
+/// A second SIGINT during a long grace period cuts the running job off at
+/// once, with the `shutting_down` error, says so in the log, and aesd
+/// exits (it did nothing before: the job ran on until the grace ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigint_during_the_grace_cuts_off_at_once_and_says_so() {
+    let mut aesd = aesd("60");
+    let addr = aesd.addr.to_string();
+    let (mut feed, mut input) = tokio::io::duplex(1 << 16);
+    let job = tokio::spawn(async move {
+        let mut client = Client::connect(&addr).await.expect("connect");
+        client.run_job(&spec(), &mut input, &mut Vec::new()).await
+    });
+    feed.write_all(&pattern_bytes(13, 100_000))
+        .await
+        .expect("some input");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    aesd.signal("INT");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !job.is_finished(),
+        "the first SIGINT gives the job its grace"
+    );
+    let again = std::time::Instant::now();
+    aesd.signal("INT");
+    let result = tokio::time::timeout(Duration::from_secs(10), job)
+        .await
+        .expect("the job ends at once, not after the 60 s grace")
+        .expect("task");
+    let err = result.expect_err("a cut-off job is an error");
+    assert_eq!(err.server_code(), Some(ErrorCode::ShuttingDown), "{err}");
+    let code = tokio::task::spawn_blocking(move || {
+        let code = aesd.wait_exit(Duration::from_secs(10));
+        (code, aesd.log().join("\n"))
+    })
+    .await
+    .expect("wait");
+    assert!(again.elapsed() < Duration::from_secs(10));
+    let (code, log) = code;
+    assert_eq!(code, Some(0), "log:\n{log}");
+    assert!(
+        log.contains("interrupt again to cut them off now")
+            && log.contains("SIGINT received again: cutting off the running jobs now"),
+        "log:\n{log}"
+    );
+    drop(feed);
+}
+
 /// SIGINT (Ctrl-C in a terminal) is the same graceful shutdown as SIGTERM,
 /// and jobs still queued for a slot are told `shutting_down` at once while
 /// the running one finishes.

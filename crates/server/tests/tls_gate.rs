@@ -1,8 +1,10 @@
 //! TLS handshakes in progress are bounded per client (`tls_gate`): one
 //! address holding handshakes open gets no more places, its further
-//! connections are closed at once, and another address's TLS jobs run.
-//! Handshakes started are rate-limited per client (`tls-handshake-rate`):
-//! an address over its rate is closed at once, another is served.
+//! connections wait for one (up to `handshake-timeout`), and another
+//! address's TLS jobs run. Handshakes started are rate-limited per client
+//! (`tls-handshake-rate`): an address over its rate gets a TLS
+//! `access_denied` alert and is closed, which its client names as aesd's
+//! refusal; another is served.
 
 mod common;
 
@@ -15,7 +17,7 @@ use aesd_client::{Client, ConnectOptions};
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;
 use aesd_server::RunningServer;
-use aesd_server::caps::TLS_HANDSHAKES_PER_CLIENT as MAX_PER_CLIENT;
+use aesd_server::caps::{TLS_HANDSHAKES_PER_CLIENT as MAX_PER_CLIENT, TLS_REFUSAL_ALERT};
 use aesd_testkit::{TempDir, connect_from};
 use common::{job_spec, start_server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -65,19 +67,43 @@ async fn tls_job(addr: SocketAddr, pin: &str) {
 }
 
 /// A connection from `source` that starts a handshake: `None` when the
-/// server closed it within 2 s (a refused one is closed at once), else the
-/// connection, still open (the caller keeps it: it holds its place).
+/// server refused it within 2 s (its TLS alert, then the connection closed
+/// without a reset), else the connection, still open (the caller keeps
+/// it: it holds its place).
 async fn refused_at_once(source: &str, addr: SocketAddr) -> Option<TcpStream> {
     let mut stream = connect_from(source, addr).await;
     stream
         .write_all(&PARTIAL_HELLO)
         .await
         .expect("partial hello");
-    let mut byte = [0u8; 1];
-    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut byte)).await {
-        Ok(Ok(0)) | Ok(Err(_)) => None,
-        _ => Some(stream),
+    let mut answer = Vec::new();
+    match tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut answer)).await {
+        Ok(Ok(_)) => {
+            assert_eq!(
+                answer, TLS_REFUSAL_ALERT,
+                "the refusal's alert, then the end"
+            );
+            None
+        }
+        Ok(Err(err)) => panic!("the refusal reset the connection: {err} (after {answer:?})"),
+        Err(_) => Some(stream),
     }
+}
+
+/// A TLS client from `source` on another task, and when it finished.
+fn tls_client_from(
+    source: &'static str,
+    addr: SocketAddr,
+    pin: &str,
+) -> tokio::task::JoinHandle<(
+    Result<Client, aesd_client::ClientError>,
+    tokio::time::Instant,
+)> {
+    let options = pinned(pin, source);
+    tokio::spawn(async move {
+        let connected = Client::connect_with(&addr.to_string(), &options).await;
+        (connected, tokio::time::Instant::now())
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,26 +124,31 @@ async fn one_address_holding_handshakes_gets_no_more_and_others_are_served() {
             .expect("partial hello");
         held.push(stream);
     }
-    // The next handshake of 127.0.0.2 is refused: closed at once, long
-    // before the handshake timeout. (Retried while the held ones are still
-    // being taken up by the server; one that got a place in the meantime,
-    // when one of the first four did not, is held too.)
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while let Some(open) = refused_at_once("127.0.0.2", addr).await {
-        held.push(open);
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a handshake over the per-client bound was not refused"
-        );
-    }
-    // Another address's TLS job runs.
+    // Time for the server to take the four up (microseconds).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The next handshake of 127.0.0.2 waits for a place (before: it was
+    // reset at once); meanwhile another address's TLS job runs.
+    let waiting = tls_client_from("127.0.0.2", addr, &pin);
     tls_job(addr, &pin).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a handshake over the per-client bound did not wait for a place"
+    );
+    // A place freed: it gets it and its handshake completes.
+    let freed = tokio::time::Instant::now();
+    drop(held.pop());
+    let (connected, at) = waiting.await.expect("task");
+    connected.expect("the waiting handshake, once a place is free");
+    assert!(at >= freed);
     drop(held);
 }
 
 /// `tls-handshake-rate` 3 a minute: after 3 handshakes started from
-/// 127.0.0.2, its further connections are closed at once (a real TLS
-/// client's too) and counted, while 127.0.0.1's TLS jobs run.
+/// 127.0.0.2, its further connections are refused at once (their turn is
+/// 20 s away, past `handshake-timeout`) with the alert, a real TLS
+/// client's too (named as aesd's refusal), and counted, while 127.0.0.1's
+/// TLS jobs run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_over_its_handshake_rate_is_refused_and_another_is_served() {
     let (server, _dir, pin) = tls_server(ConfigLayer {
@@ -144,8 +175,19 @@ async fn an_address_over_its_handshake_rate_is_refused_and_another_is_served() {
             "handshakes over the rate were not refused"
         );
     }
-    let refused = Client::connect_with(&addr.to_string(), &pinned(&pin, "127.0.0.2")).await;
-    assert!(refused.is_err(), "a TLS client over its rate was served");
+    let refused = Client::connect_with(&addr.to_string(), &pinned(&pin, "127.0.0.2"))
+        .await
+        .err()
+        .expect("a TLS client over its rate was served");
+    assert!(
+        matches!(refused, aesd_client::ClientError::TlsRefused { .. }),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("refused the TLS handshake")
+            && refused.to_string().contains("tls-handshake-rate"),
+        "{refused}"
+    );
     tls_job(addr, &pin).await;
     tls_job(addr, &pin).await;
     drop(held);

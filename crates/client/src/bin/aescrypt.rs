@@ -91,19 +91,21 @@ struct Args {
     #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER", value_parser = parse_server_address)]
     server: String,
     /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin [default: prompt]
-    ///
-    /// Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line),
-    /// fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the
-    /// data follows it) [default: prompt on the terminal, twice to encrypt]
+    #[arg(
+        long_help = "Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line), \
+                       fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the \
+                       data follows it) [default: prompt on the terminal, twice to encrypt]"
+    )]
     #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
     pass: Option<PassSource>,
     /// File whose first line is the password: the same as --pass file:FILE
     #[arg(long, value_name = "FILE", hide_short_help = true)]
     password_file: Option<PathBuf>,
     /// The server's access token file, for a server started with --token-file
-    ///
-    /// File whose first line is the server's access token (16 to 256 bytes), for a server
-    /// started with --token-file [default: none]
+    #[arg(
+        long_help = "File whose first line is the server's access token (16 to 256 bytes), for a server \
+                       started with --token-file [default: none]"
+    )]
     #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
     token_file: Option<PathBuf>,
     #[command(flatten)]
@@ -115,15 +117,17 @@ struct Args {
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     output: PathBuf,
     /// File format: openssl or age [default: openssl; age with -r, -R or --identity]
-    ///
-    /// File format: openssl (openssl enc -aes-256-cbc -salt -pbkdf2, with a password) or age
-    /// (age v1, to X25519 recipients) [default: openssl; age when -r, -R or --identity is given]
+    #[arg(
+        long_help = "File format: openssl (openssl enc -aes-256-cbc -salt -pbkdf2, with a password) or age \
+                       (age v1, to X25519 recipients) [default: openssl; age when -r, -R or --identity is given]"
+    )]
     #[arg(long, value_name = "FORMAT", hide_possible_values = true)]
     format: Option<FileFormat>,
     /// age: encrypt to this recipient (age1...), repeatable
-    ///
-    /// age: encrypt to this recipient's public key (age1..., as age-keygen prints it);
-    /// repeatable, 1 to 32 recipients in all with -R
+    #[arg(
+        long_help = "age: encrypt to this recipient's public key (age1..., as age-keygen prints it); \
+                       repeatable, 1 to 32 recipients in all with -R"
+    )]
     #[arg(short = 'r', long = "recipient", value_name = "AGE1", value_parser = parse_recipient)]
     recipients: Vec<Recipient>,
     /// age: encrypt to the recipients listed in FILE (one age1... per line, # comments), repeatable
@@ -135,14 +139,14 @@ struct Args {
     )]
     recipients_files: Vec<PathBuf>,
     /// age: decrypt with the identities in FILE (age-keygen's format), repeatable
-    ///
-    /// age: decrypt with the identities in FILE (AGE-SECRET-KEY-1... lines, as age-keygen
-    /// writes them; # comments); repeatable. Only the file key it unwraps is sent
+    #[arg(
+        long_help = "age: decrypt with the identities in FILE (AGE-SECRET-KEY-1... lines, as age-keygen \
+                       writes them; # comments); repeatable. Only the file key it unwraps is sent"
+    )]
     #[arg(long = "identity", value_name = "FILE")]
     identities: Vec<PathBuf>,
     /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
-    ///
-    /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
+    #[arg(long_help = "PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt")]
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
@@ -157,16 +161,22 @@ struct Args {
     )]
     key_derivation: KeyDerivation,
     /// Seconds of server silence (or connecting) before failing
-    ///
-    /// Fail when the server sends nothing (or takes no input) for this many seconds during the
-    /// job, and when connecting or the server's welcome takes longer (a peer that accepts the
-    /// connection but sends no welcome is not an aesd); waiting in the server's queue after a
-    /// `queued` answer is not limited
+    #[arg(
+        long_help = "Fail when the server sends nothing (or takes no input) for this many seconds during the \
+                       job, and when connecting or the server's welcome takes longer (a peer that accepts the \
+                       connection but sends no welcome is not an aesd); waiting in the server's queue after a \
+                       `queued` answer is not limited"
+    )]
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_idle_timeout)]
     timeout: Duration,
+    /// Encrypt to a terminal anyway (refused otherwise: binary output there is
+    /// unreadable and can garble the terminal)
+    #[arg(long, hide_short_help = true)]
+    to_terminal: bool,
     /// Print the job's figures to stderr
-    ///
-    /// Print the job's figures (bytes, total/queue/processing/network time) to stderr
+    #[arg(
+        long_help = "Print the job's figures (bytes, total/queue/processing/network time) to stderr"
+    )]
     #[arg(short, long)]
     verbose: bool,
     /// Print a man page or a shell completion script (from these definitions) and exit
@@ -197,7 +207,16 @@ fn main() -> ExitCode {
     // is typed and before any transfer.
     let prepared = OutputPath::check(&args.output)
         .map_err(anyhow::Error::from)
-        .and_then(|output| Ok((output, job_key(&args, format)?)));
+        .and_then(|output| {
+            check_input(&args.input)?;
+            if matches!(args.mode, Mode::Encrypt) && !args.to_terminal && is_terminal(&output) {
+                bail!(
+                    "refusing to write encrypted (binary) output to a terminal: redirect it \
+                     (> FILE or | ...), give -o FILE, or force it with --to-terminal"
+                );
+            }
+            Ok((output, job_key(&args, format)?))
+        });
     let (output, key) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
@@ -376,6 +395,50 @@ fn job_key(args: &Args, format: FileFormat) -> Result<JobKey> {
     }))
 }
 
+/// Whether the output is a terminal (stdout, or a device such as /dev/tty).
+fn is_terminal(output: &OutputPath) -> bool {
+    if output.is_stdout() {
+        return std::io::stdout().is_terminal();
+    }
+    let is_device = std::fs::metadata(output.path()).is_ok_and(|meta| {
+        use std::os::unix::fs::FileTypeExt;
+        meta.file_type().is_char_device()
+    });
+    is_device
+        && std::fs::OpenOptions::new()
+            .write(true)
+            .open(output.path())
+            .is_ok_and(|device| device.is_terminal())
+}
+
+/// Checks, before a password is asked for or a server contacted, that the
+/// input is something a job can read to its end: a file, a FIFO or socket
+/// (streamed, as stdin), a device. A directory, or an input that cannot be
+/// opened, is an error that says so.
+fn check_input(path: &Path) -> Result<()> {
+    if is_stdio(path) {
+        return Ok(());
+    }
+    let metadata =
+        std::fs::metadata(path).with_context(|| format!("cannot open input {}", path.display()))?;
+    if metadata.is_file() {
+        // Opened here to be refused before the password prompt when
+        // unreadable; a FIFO is not (its open waits for a writer, and
+        // the job opens it).
+        std::fs::File::open(path)
+            .with_context(|| format!("cannot open input {}", path.display()))?;
+    }
+    if metadata.is_dir() {
+        bail!(
+            "input {} is a directory: aescrypt encrypts one file or stream (for a directory, \
+             archive it: tar -C {} -c . | aescrypt ... -i -)",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Whether the regular file at `path` starts like an age file (stdin and
 /// other inputs are not read ahead).
 fn input_is_age(path: &Path) -> bool {
@@ -390,8 +453,9 @@ fn input_is_age(path: &Path) -> bool {
         return false;
     }
     let mut prefix = Vec::new();
-    let _ = file.take(22).read_to_end(&mut prefix);
-    prefix.len() == 22 && aesd_client::age_job::is_age(&prefix)
+    let armor = aesd_age::ARMOR_BEGIN;
+    let _ = file.take(armor.len() as u64).read_to_end(&mut prefix);
+    (prefix.len() >= 22 && aesd_client::age_job::is_age(&prefix[..22])) || prefix == armor
 }
 
 /// The job's password: from --pass or --password-file, else prompted on

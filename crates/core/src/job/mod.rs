@@ -104,11 +104,13 @@ fn age_error_code(err: &aesd_age::AgeError) -> ErrorCode {
     match err {
         AgeError::HeaderMac
         | AgeError::ChunkAuthentication { .. }
-        | AgeError::NoMatchingIdentity => ErrorCode::DecryptFailed,
+        | AgeError::NoMatchingIdentity
+        | AgeError::Passphrase => ErrorCode::DecryptFailed,
         AgeError::BadRecipient { .. } | AgeError::BadIdentity { .. } | AgeError::LowOrderPoint => {
             ErrorCode::Malformed
         }
         AgeError::NotAge
+        | AgeError::Armored
         | AgeError::BadHeader { .. }
         | AgeError::HeaderTooLong
         | AgeError::TruncatedHeader

@@ -94,7 +94,11 @@ pub const REFUSAL_REASONS: [&str; 5] = [
 
 /// Every `reason` of `aesd_connections_refused_total`: connections closed
 /// before anything was read from them.
-pub const CONNECTION_REFUSAL_REASONS: [&str; 2] = ["metrics_not_allowed", "tls_handshake_rate"];
+pub const CONNECTION_REFUSAL_REASONS: [&str; 3] = [
+    "metrics_not_allowed",
+    "tls_handshake_rate",
+    "tls_handshakes",
+];
 
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
@@ -174,7 +178,7 @@ impl Metrics {
         );
         registry.register(
             "aesd_connections_refused",
-            "Connections closed before anything was read from them, by reason (metrics_not_allowed: a scrape from outside metrics-allow; tls_handshake_rate: a client over its TLS handshake rate)",
+            "Connections closed before anything was read from them, by reason (metrics_not_allowed: a scrape from outside metrics-allow; tls_handshake_rate: a client over its TLS handshake rate; tls_handshakes: a TLS handshake that waited handshake-timeout for a place among those in progress)",
             metrics.connections_refused.clone(),
         );
         registry.register(

@@ -318,3 +318,43 @@ fn derived_defaults_follow_their_shown_rules() {
         }
     }
 }
+
+/// A bad value from the environment names the variable it came from
+/// (`AESD_WORKERS`), not only the flag it stands for.
+#[test]
+fn a_bad_environment_value_names_its_variable() {
+    let err = ConfigLayer::from_env(|name| (name == "AESD_WORKERS").then(|| "two".to_owned()))
+        .expect_err("not a number");
+    let said = err.to_string();
+    assert!(
+        said.contains("AESD_WORKERS (--workers)") && said.contains("'two'"),
+        "{said}"
+    );
+    assert!(!said.contains("'--workers <"), "{said}");
+}
+
+/// `aesd -h` is a summary (at most 30 lines, as aescrypt's and aesload's)
+/// that names both formats and points to `--help`, which has every setting.
+#[test]
+fn the_short_help_is_a_summary_and_the_long_help_has_everything() {
+    let short = Cli::command_with_defaults().render_help().to_string();
+    let lines = short.lines().count();
+    assert!(lines <= 30, "{lines} lines:\n{short}");
+    // Wrapped to the terminal's width: the words, whatever the lines.
+    let flat = short.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("age v1") && flat.contains("openssl enc"),
+        "{short}"
+    );
+    assert!(flat.contains("aesd --help"), "{short}");
+    assert!(!short.contains("--kdf-budget"), "{short}");
+    let long = Cli::command_with_defaults().render_long_help().to_string();
+    for flag in [
+        "--kdf-budget",
+        "--shutdown-grace",
+        "--metrics-listen",
+        "--listen",
+    ] {
+        assert!(long.contains(flag), "{flag} missing from --help");
+    }
+}
