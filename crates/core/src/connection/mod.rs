@@ -40,6 +40,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aesd_cipher::stream::WipedVec;
 use aesd_proto::handshake::PROTOCOL_VERSION;
 use aesd_proto::{
     Begin, Done, Format, FrameHeader, FrameKind, Hello, KeySource, Message, Operation, Queued,
@@ -111,8 +112,8 @@ pub enum Payload {
     /// Output of another size than its input (age); `spent` is the input's
     /// buffer, which comes back to the job once this is sent.
     Owned {
-        /// The bytes.
-        bytes: Vec<u8>,
+        /// The bytes (plaintext when decrypting: wiped when dropped).
+        bytes: WipedVec,
         /// The input's chunk buffer.
         spent: Option<ChunkBuf>,
     },
@@ -944,7 +945,7 @@ impl Connection {
             if let Some(backlog) = &mut job.backlog {
                 backlog.encrypted();
             }
-            job.send_output(&mut self.outbox, buf, Vec::new(), chunk_size);
+            job.send_output(&mut self.outbox, buf, WipedVec::new(), chunk_size);
         }
         if job.in_lanes == 0
             && let Some(since) = job.in_lanes_since.take()
@@ -1285,7 +1286,7 @@ impl Job {
         &mut self,
         outbox: &mut VecDeque<Transmit>,
         buf: ChunkBuf,
-        out: Vec<u8>,
+        out: WipedVec,
         chunk_size: usize,
     ) {
         if self.format == Format::Age {
@@ -1306,7 +1307,7 @@ impl Job {
     fn send_owned(
         &mut self,
         outbox: &mut VecDeque<Transmit>,
-        mut bytes: Vec<u8>,
+        mut bytes: WipedVec,
         spent: Option<ChunkBuf>,
         chunk_size: usize,
     ) {
