@@ -24,6 +24,7 @@
 extern crate alloc;
 
 mod base64;
+mod ct;
 mod error;
 pub mod header;
 mod kdf;
