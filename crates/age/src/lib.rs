@@ -41,6 +41,8 @@ pub mod stream;
 // faster on 64-bit cores).
 #[cfg_attr(not(target_arch = "riscv32"), allow(dead_code))]
 mod curve25519;
+#[doc(hidden)]
+pub mod timing;
 mod x25519;
 
 pub use error::AgeError;
