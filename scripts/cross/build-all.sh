@@ -2,6 +2,10 @@
 # Builds the workspace's binaries for every board target and prints a table of
 # their sizes; also checks that each binary is statically linked, and runs
 # the riscv32 no-FPU check (static + no F/D instructions + qemu without FPU).
+# The board profile keeps the symbols of the crates handling secrets
+# (scripts/cross/ct-branches.py checks their shipped code by name; see
+# zigcc.sh and ct-symbols.txt): the table gives what they cost (the size
+# after llvm-objcopy --strip-all).
 #
 # Usage: scripts/cross/build-all.sh [--profile P] [--min-size] [--no-check] [TARGET...]
 #   --profile P  cargo profile (default: board if Cargo.toml defines
@@ -65,6 +69,15 @@ if ((${#bins[@]} == 0)); then
   exit 1
 fi
 
+tools="$(rustc "+$AESD_NIGHTLY" --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
+objcopy="$tools/llvm-objcopy"
+if [[ ! -x "$objcopy" ]]; then
+  echo "build-all.sh: $objcopy missing (rustup component add llvm-tools)" >&2
+  exit 1
+fi
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
 declare -A secs
 for t in "${targets[@]}"; do
   printf '==> cargo build --profile %s --target %s\n' "$profile" "$t" >&2
@@ -75,6 +88,7 @@ done
 
 status=0
 rv32=()
+declare -A symbols
 printf '\nprofile %s%s; sizes in bytes (KiB); s = statically linked\n\n' "$profile" "${extra[*]:+ (${extra[*]})}"
 printf '| %-10s |' binary
 for t in "${targets[@]}"; do printf ' %-30s |' "$t"; done
@@ -98,6 +112,8 @@ for b in "${bins[@]}"; do
       st="s"
     fi
     printf ' %-30s |' "$(printf '%9d (%5d KiB) %s' "$size" $(((size + 512) / 1024)) "$st")"
+    "$objcopy" --strip-all "$f" "$scratch/stripped"
+    symbols["$b $t"]=$((size - $(stat -c %s "$scratch/stripped")))
     if [[ "$t" == riscv32imac-* ]]; then rv32+=("$f"); fi
   done
   printf '\n'
@@ -105,6 +121,15 @@ done
 printf '| %-10s |' "build time"
 for t in "${targets[@]}"; do printf ' %-30s |' "${secs[$t]} s"; done
 printf '\n\n'
+printf 'of which symbols (ct-symbols.txt, for scripts/cross/ct-branches.py; llvm-strip removes them):\n'
+for b in "${bins[@]}"; do
+  for t in "${targets[@]}"; do
+    if [[ -n "${symbols["$b $t"]:-}" ]]; then
+      printf '  %s %s: %d bytes (%d KiB)\n' "$b" "$t" "${symbols["$b $t"]}" $(((symbols["$b $t"] + 512) / 1024))
+    fi
+  done
+done
+printf '\n'
 
 if ((check && ${#rv32[@]})); then
   "$here/check-riscv32-static-nofpu.sh" "${rv32[@]}" || status=1

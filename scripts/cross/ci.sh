@@ -3,6 +3,9 @@
 #   1. scripts/cross/setup.sh      (installs; fast when already done)
 #   2. scripts/cross/selftest.sh   (std/libc/musl sanity per board under qemu)
 #   3. scripts/cross/build-all.sh  (all boards, size table, riscv32 no-FPU check)
+#      then scripts/cross/ct-branches.py on the riscv32 and aarch64 aesd and
+#      aescrypt just built (no conditional branch in the functions handling
+#      secrets but listed loops), and its negative control per target
 #   4. smoke test per board under qemu with the board's CPU model: aesd
 #      --print-config, and aesload with its embedded aesd on 127.0.0.1 moving
 #      and verifying real encrypted transfers (exit 0 only if all verified);
@@ -36,6 +39,12 @@ for a in "$@"; do
   prev="$a"
 done
 dir="${CARGO_TARGET_DIR:-$root/target}"
+for t in riscv32imac-unknown-linux-musl aarch64-unknown-linux-musl; do
+  step "cross: constant time: no secret-dependent branch in the shipped $t aesd and aescrypt (scripts/cross/ct-functions.txt)"
+  python3 "$here/ct-branches.py" "$dir/$t/$profile/aesd" "$dir/$t/$profile/aescrypt"
+  step "cross: constant time: the check must fail on a function that branches on a secret ($t control)"
+  python3 "$here/ct-branches.py" --control "$t"
+done
 # Native binaries for the interoperation tests (already built when
 # scripts/test.sh ran the workspace tests first).
 step "cross: native aesd, aesload, aescrypt"

@@ -26,8 +26,19 @@ if [[ ! -x "$AESD_ZIG" ]]; then
 fi
 
 args=()
+strip_debug=0
+output=""
+prev=""
 for a in "$@"; do
+  if [[ "$prev" == -o ]]; then output="$a"; fi
+  prev="$a"
   case "$a" in
+    # zig's linker knows only "strip everything". Asked to strip the debug
+    # information alone (the board profile: strip = "debuginfo"), the
+    # binary is stripped after linking instead, with llvm-objcopy, keeping
+    # the symbols of the crates that handle secrets (ct-symbols.txt):
+    # scripts/cross/ct-branches.py finds those functions by name.
+    -Wl,--strip-debug) strip_debug=1 ;;
     # Target/ABI selection is ours (cc-rs adds clang/gcc style flags).
     --target=* | -march=* | -mabi=* | -mcpu=*) ;;
     # zig's lld warns that -O1 is deprecated; it has no effect anyway.
@@ -42,4 +53,13 @@ if [[ -n "${AESD_ZIGCC_LOG:-}" ]]; then
   printf '%q ' "$AESD_ZIG" cc "${zt[@]}" "${args[@]}" >>"$AESD_ZIGCC_LOG"
   echo >>"$AESD_ZIGCC_LOG"
 fi
-exec "$AESD_ZIG" cc "${zt[@]}" "${args[@]}"
+if ((strip_debug == 0)) || [[ -z "$output" ]]; then
+  exec "$AESD_ZIG" cc "${zt[@]}" "${args[@]}"
+fi
+"$AESD_ZIG" cc "${zt[@]}" "${args[@]}"
+objcopy="$(rustc "+$AESD_NIGHTLY" --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin/llvm-objcopy"
+if [[ ! -x "$objcopy" ]]; then
+  echo "zigcc: $objcopy missing (rustup component add llvm-tools)" >&2
+  exit 1
+fi
+"$objcopy" --strip-all --wildcard --keep-symbols="$here/ct-symbols.txt" "$output"

@@ -29,6 +29,7 @@
 extern crate alloc;
 
 mod base64;
+mod ct;
 mod error;
 pub mod header;
 mod kdf;
@@ -45,6 +46,8 @@ pub mod stream;
 // faster on 64-bit cores).
 #[cfg_attr(not(target_arch = "riscv32"), allow(dead_code))]
 mod curve25519;
+#[doc(hidden)]
+pub mod timing;
 mod x25519;
 
 pub use error::AgeError;

@@ -78,6 +78,9 @@ pub(crate) fn unwrap(stanza: &Stanza, identity: &Identity) -> Result<Option<File
 /// X25519(secret, recipient). On riscv32 with the X25519 written for it
 /// (one inversion for both); elsewhere with x25519-dalek (curve25519-dalek's
 /// base-point table for the share).
+// Out of line: on aarch64 x25519-dalek's ladder is inlined here, a symbol
+// scripts/cross/ct-branches.py checks (ct-functions.txt).
+#[inline(never)]
 fn share_and_shared(secret: &[u8; 32], recipient: &[u8; 32]) -> ([u8; 32], Zeroizing<[u8; 32]>) {
     #[cfg(target_arch = "riscv32")]
     let (share, shared) = crate::curve25519::x25519_share_and_shared(secret, recipient);
@@ -90,6 +93,9 @@ fn share_and_shared(secret: &[u8; 32], recipient: &[u8; 32]) -> ([u8; 32], Zeroi
 }
 
 /// X25519(secret, share), by the same code as [`share_and_shared`].
+// Out of line: on aarch64 x25519-dalek's ladder is inlined here, a symbol
+// scripts/cross/ct-branches.py checks (ct-functions.txt).
+#[inline(never)]
 fn shared_secret(secret: &[u8; 32], share: &[u8; 32]) -> Zeroizing<[u8; 32]> {
     #[cfg(target_arch = "riscv32")]
     let shared = crate::curve25519::x25519(secret, share);
@@ -99,6 +105,9 @@ fn shared_secret(secret: &[u8; 32], share: &[u8; 32]) -> Zeroizing<[u8; 32]> {
 }
 
 /// The public key X25519(secret, 9) of an identity's secret.
+// Out of line: on aarch64 x25519-dalek's ladder is inlined here, a symbol
+// scripts/cross/ct-branches.py checks (ct-functions.txt).
+#[inline(never)]
 pub(crate) fn public_key(secret: &[u8; 32]) -> [u8; 32] {
     #[cfg(target_arch = "riscv32")]
     let public = crate::curve25519::x25519_base(secret);

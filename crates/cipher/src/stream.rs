@@ -159,6 +159,81 @@ impl Drop for WipedBytes {
 #[cfg(feature = "alloc")]
 impl zeroize::ZeroizeOnDrop for WipedBytes {}
 
+/// A byte vector of any length (age's output, which is not the size of
+/// its input) that is wiped when dropped: its whole capacity, so bytes
+/// left behind by a `truncate` or a `split_off` go too. Reserve what it
+/// will hold before filling it: a reallocation would leave a copy in the
+/// freed block (`AgeJob::update` reserves its bound).
+///
+/// Wiped like [`WipedBytes`], a 64-bit word at a time (volatile stores),
+/// not byte by byte as `Zeroizing<Vec<u8>>` does.
+#[cfg(feature = "alloc")]
+#[derive(Default)]
+pub struct WipedVec(alloc::vec::Vec<u8>);
+
+#[cfg(feature = "alloc")]
+impl WipedVec {
+    /// An empty vector.
+    pub fn new() -> Self {
+        WipedVec(alloc::vec::Vec::new())
+    }
+
+    /// An empty vector with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Self {
+        WipedVec(alloc::vec::Vec::with_capacity(capacity))
+    }
+
+    /// Overwrites every byte of the capacity with zero (volatile stores
+    /// the compiler keeps) and leaves the vector that long, all zeros;
+    /// done on drop.
+    pub fn wipe(&mut self) {
+        let capacity = self.0.capacity();
+        self.0.resize(capacity, 0);
+        let (head, words, tail) = bytemuck::pod_align_to_mut::<u8, u64>(&mut self.0);
+        head.zeroize();
+        words.zeroize();
+        tail.zeroize();
+    }
+
+    /// The rest from `at` on, as a vector of its own that is wiped too.
+    pub fn split_off(&mut self, at: usize) -> WipedVec {
+        WipedVec(self.0.split_off(at))
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl core::ops::Deref for WipedVec {
+    type Target = alloc::vec::Vec<u8>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl core::ops::DerefMut for WipedVec {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Drop for WipedVec {
+    fn drop(&mut self) {
+        self.wipe();
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl zeroize::ZeroizeOnDrop for WipedVec {}
+
+#[cfg(feature = "alloc")]
+impl core::fmt::Debug for WipedVec {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "WipedVec(<{} bytes>)", self.0.len())
+    }
+}
+
 #[cfg(feature = "alloc")]
 impl core::fmt::Debug for WipedBytes {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -56,6 +56,9 @@ pub struct Client {
     pub(crate) idle_timeout: Duration,
     /// The server's address when the connection is not under TLS.
     pub(crate) cleartext_peer: Option<SocketAddr>,
+    /// The connection is under TLS (the password may be sent when the
+    /// server wants it: [`KeyDerivation::Auto`](crate::KeyDerivation)).
+    pub(crate) tls: bool,
 }
 
 impl Client {
@@ -182,7 +185,9 @@ impl Client {
                 .await
                 .map_err(|err| tls_error(addr, &err))?;
             let (read, write) = tokio::io::split(stream);
-            Client::handshake(Box::new(read), Box::new(write)).await
+            let mut client = Client::handshake(Box::new(read), Box::new(write)).await?;
+            client.tls = true;
+            Ok(client)
         };
         tokio::time::timeout(limit, secured)
             .await
@@ -232,6 +237,7 @@ impl Client {
             broken: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             cleartext_peer: None,
+            tls: false,
         })
     }
 

@@ -175,6 +175,18 @@ pub enum ClientError {
          use --key-derivation auto or server to let it derive them from the password"
     )]
     DerivedKeysUnsupported,
+    /// `--key-derivation auto` on a connection without TLS to a server that
+    /// does not accept derived keys: it wants the password (key source 1),
+    /// which is then not sent, since anyone on the path could read it (or
+    /// have flipped the welcome's flag to ask for it).
+    #[error(
+        "the server does not accept keys derived by the client (its welcome announces no key \
+         source 2) and wants the password (key source 1), but this connection is not under \
+         TLS: the password was not sent. Connect with --tls-ca FILE (or --tls) to a server \
+         started with --tls-cert, or choose --key-derivation server to send the password in \
+         the clear anyway"
+    )]
+    PasswordNeedsTls,
     /// The client's own key derivation failed (no randomness for a salt).
     #[error("deriving the key on the client failed: {0}")]
     KeyDerivation(String),
@@ -213,7 +225,9 @@ impl ClientError {
             ClientError::Input(_) => "input",
             ClientError::Output(_) => "output",
             ClientError::Request(_) => "request",
-            ClientError::DerivedKeysUnsupported | ClientError::KeyDerivation(_) => "key",
+            ClientError::DerivedKeysUnsupported
+            | ClientError::PasswordNeedsTls
+            | ClientError::KeyDerivation(_) => "key",
             ClientError::Age(_) => "age",
         }
     }

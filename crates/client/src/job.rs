@@ -129,6 +129,15 @@ impl Client {
             .await
     }
 
+    /// What this connection offers the key choice: the welcome's derived
+    /// keys flag and whether it is under TLS.
+    fn key_offer(&self) -> key_source::Offer {
+        key_source::Offer {
+            derived_keys: self.welcome.derived_keys,
+            tls: self.tls,
+        }
+    }
+
     /// Chooses the key source of a job on this server (the server's
     /// welcome says whether it accepts derived keys) and, when this client
     /// derives the key, runs PBKDF2 (on tokio's blocking pool): with a
@@ -143,7 +152,7 @@ impl Client {
     where
         R: AsyncRead + Unpin,
     {
-        key_source::choose(spec, self.welcome.derived_keys, input).await
+        key_source::choose(spec, self.key_offer(), input).await
     }
 
     /// [`Client::prepare_key`] for an encryption whose salt, key and IV
@@ -158,7 +167,7 @@ impl Client {
         spec: &JobSpec,
         derived: DerivedKeyParams,
     ) -> Result<ChosenKey, ClientError> {
-        key_source::choose_derived(spec, self.welcome.derived_keys, derived)
+        key_source::choose_derived(spec, self.key_offer(), derived)
     }
 
     /// [`Client::run_job_observed`] with a key from

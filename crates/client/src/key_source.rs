@@ -17,14 +17,18 @@ use crate::job::JobSpec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KeyDerivation {
     /// On the client when the server accepts derived keys (its welcome says
-    /// so), otherwise on the server.
+    /// so); otherwise on the server, but only over TLS: on a cleartext
+    /// connection a server (or anyone flipping the welcome's flag on the
+    /// path) that asks for the password gets
+    /// [`ClientError::PasswordNeedsTls`] and never the password.
     #[default]
     Auto,
     /// Always on the client; a server that does not accept derived keys is
     /// an error ([`ClientError::DerivedKeysUnsupported`]), so the password
     /// is never sent.
     Client,
-    /// Always on the server (key source 1: the password is sent).
+    /// Always on the server (key source 1: the password is sent, also on
+    /// a cleartext connection: the caller chose it explicitly).
     Server,
 }
 
@@ -95,15 +99,26 @@ impl std::fmt::Debug for ChosenKey {
     }
 }
 
-/// Chooses the key source for `spec` against a server that does (or does
-/// not) accept derived keys; derives the key when the client does it,
-/// reading a decryption's header from `input`.
+/// What a connection offers the choice of a key source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Offer {
+    /// The server's welcome accepts keys derived by the client (key
+    /// source 2).
+    pub(crate) derived_keys: bool,
+    /// The connection is under TLS (a password sent is not readable on
+    /// the path).
+    pub(crate) tls: bool,
+}
+
+/// Chooses the key source for `spec` against what the connection offers;
+/// derives the key when the client does it, reading a decryption's header
+/// from `input`.
 pub(crate) async fn choose<R: AsyncRead + Unpin>(
     spec: &JobSpec,
-    server_accepts_derived: bool,
+    offer: Offer,
     input: &mut R,
 ) -> Result<ChosenKey, ClientError> {
-    if !derives_on_client(spec, server_accepts_derived)? {
+    if !derives_on_client(spec, offer)? {
         return Ok(password_key(spec));
     }
     let (salt, read_ahead) = match spec.operation {
@@ -128,11 +143,15 @@ pub(crate) async fn choose<R: AsyncRead + Unpin>(
     })
 }
 
-/// Whether this client derives the key of `spec` on a server that does
-/// (or does not) accept derived keys.
-fn derives_on_client(spec: &JobSpec, server_accepts_derived: bool) -> Result<bool, ClientError> {
-    match (spec.key_derivation, server_accepts_derived) {
-        (KeyDerivation::Server, _) | (KeyDerivation::Auto, false) => Ok(false),
+/// Whether this client derives the key of `spec` on a connection offering
+/// `offer`: the password goes to the server only when the caller chose
+/// `server`, or under TLS with `auto` (never because a cleartext welcome
+/// asked for it).
+fn derives_on_client(spec: &JobSpec, offer: Offer) -> Result<bool, ClientError> {
+    match (spec.key_derivation, offer.derived_keys) {
+        (KeyDerivation::Server, _) => Ok(false),
+        (KeyDerivation::Auto, false) if offer.tls => Ok(false),
+        (KeyDerivation::Auto, false) => Err(ClientError::PasswordNeedsTls),
         (KeyDerivation::Client, false) => Err(ClientError::DerivedKeysUnsupported),
         (KeyDerivation::Auto | KeyDerivation::Client, true) => Ok(true),
     }
@@ -155,7 +174,7 @@ fn password_key(spec: &JobSpec) -> ChosenKey {
 /// the key, the password when the server does (then `derived` is dropped).
 pub(crate) fn choose_derived(
     spec: &JobSpec,
-    server_accepts_derived: bool,
+    offer: Offer,
     derived: DerivedKeyParams,
 ) -> Result<ChosenKey, ClientError> {
     if spec.operation != Operation::Encrypt {
@@ -163,7 +182,7 @@ pub(crate) fn choose_derived(
             "a key derived ahead is for encryption only: decryption takes the file's salt".into(),
         ));
     }
-    if !derives_on_client(spec, server_accepts_derived)? {
+    if !derives_on_client(spec, offer)? {
         return Ok(password_key(spec));
     }
     Ok(ChosenKey {
@@ -238,6 +257,22 @@ mod tests {
     use super::*;
     use aesd_proto::Password;
 
+    /// A server whose welcome accepts derived keys (plain TCP).
+    const DERIVED: Offer = Offer {
+        derived_keys: true,
+        tls: false,
+    };
+    /// A server that wants the password, under TLS.
+    const TLS_NO_DERIVED: Offer = Offer {
+        derived_keys: false,
+        tls: true,
+    };
+    /// A server that wants the password, on a cleartext connection.
+    const CLEAR_NO_DERIVED: Offer = Offer {
+        derived_keys: false,
+        tls: false,
+    };
+
     fn spec(operation: Operation, derivation: KeyDerivation) -> JobSpec {
         JobSpec {
             operation,
@@ -267,15 +302,27 @@ mod tests {
         let mut input: &[u8] = b"plain";
         let chosen = choose(
             &spec(Operation::Encrypt, KeyDerivation::Auto),
-            false,
+            TLS_NO_DERIVED,
             &mut input,
         )
         .await
         .expect("chosen");
         assert!(matches!(chosen.key, KeySource::Password { .. }));
+        // In the clear, a welcome without derived keys (or one whose flag
+        // was flipped on the path) gets no password.
+        let refused = choose(
+            &spec(Operation::Encrypt, KeyDerivation::Auto),
+            CLEAR_NO_DERIVED,
+            &mut input,
+        )
+        .await;
+        assert!(
+            matches!(refused, Err(ClientError::PasswordNeedsTls)),
+            "{refused:?}"
+        );
         let chosen = choose(
             &spec(Operation::Encrypt, KeyDerivation::Auto),
-            true,
+            DERIVED,
             &mut input,
         )
         .await
@@ -291,28 +338,33 @@ mod tests {
     fn a_key_derived_ahead_follows_the_same_rules() {
         let ahead = derive(b"password", fresh_salt().expect("salt"), 10_000);
         let encrypt = spec(Operation::Encrypt, KeyDerivation::Auto);
-        let chosen = choose_derived(&encrypt, true, ahead.clone()).expect("chosen");
+        let chosen = choose_derived(&encrypt, DERIVED, ahead.clone()).expect("chosen");
         assert_eq!(chosen.derived(), Some(&ahead));
         assert!(chosen.read_ahead.is_empty());
-        // The server derives: the password is sent and the key dropped.
-        let chosen = choose_derived(&encrypt, false, ahead.clone()).expect("chosen");
+        // The server derives: the password is sent (under TLS) and the key
+        // dropped; in the clear, nothing is chosen.
+        let chosen = choose_derived(&encrypt, TLS_NO_DERIVED, ahead.clone()).expect("chosen");
         assert!(chosen.derived().is_none());
         assert!(matches!(chosen.key, KeySource::Password { .. }));
+        assert!(matches!(
+            choose_derived(&encrypt, CLEAR_NO_DERIVED, ahead.clone()),
+            Err(ClientError::PasswordNeedsTls)
+        ));
         let server = spec(Operation::Encrypt, KeyDerivation::Server);
         assert!(
-            choose_derived(&server, true, ahead.clone())
+            choose_derived(&server, DERIVED, ahead.clone())
                 .expect("chosen")
                 .derived()
                 .is_none()
         );
         let client = spec(Operation::Encrypt, KeyDerivation::Client);
         assert!(matches!(
-            choose_derived(&client, false, ahead.clone()),
+            choose_derived(&client, TLS_NO_DERIVED, ahead.clone()),
             Err(ClientError::DerivedKeysUnsupported)
         ));
         let decrypt = spec(Operation::Decrypt, KeyDerivation::Auto);
         assert!(matches!(
-            choose_derived(&decrypt, true, ahead),
+            choose_derived(&decrypt, DERIVED, ahead),
             Err(ClientError::KeyDerivation(_))
         ));
     }
@@ -320,16 +372,27 @@ mod tests {
     #[tokio::test]
     async fn client_only_refuses_a_server_without_derived_keys() {
         let mut input: &[u8] = b"";
-        let result = choose(
-            &spec(Operation::Encrypt, KeyDerivation::Client),
-            false,
-            &mut input,
-        )
-        .await;
-        assert!(matches!(result, Err(ClientError::DerivedKeysUnsupported)));
+        for offer in [TLS_NO_DERIVED, CLEAR_NO_DERIVED] {
+            let result = choose(
+                &spec(Operation::Encrypt, KeyDerivation::Client),
+                offer,
+                &mut input,
+            )
+            .await;
+            assert!(matches!(result, Err(ClientError::DerivedKeysUnsupported)));
+        }
+        // `server`, chosen explicitly, sends the password in the clear too.
         let chosen = choose(
             &spec(Operation::Encrypt, KeyDerivation::Server),
-            true,
+            CLEAR_NO_DERIVED,
+            &mut input,
+        )
+        .await
+        .expect("chosen");
+        assert!(matches!(chosen.key, KeySource::Password { .. }));
+        let chosen = choose(
+            &spec(Operation::Encrypt, KeyDerivation::Server),
+            DERIVED,
             &mut input,
         )
         .await
@@ -343,7 +406,7 @@ mod tests {
         let mut input: &[u8] = file;
         let chosen = choose(
             &spec(Operation::Decrypt, KeyDerivation::Auto),
-            true,
+            DERIVED,
             &mut input,
         )
         .await
@@ -366,7 +429,7 @@ mod tests {
             let mut input: &[u8] = file;
             let chosen = choose(
                 &spec(Operation::Decrypt, KeyDerivation::Auto),
-                true,
+                DERIVED,
                 &mut input,
             )
             .await

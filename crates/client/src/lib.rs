@@ -49,6 +49,7 @@ pub mod output;
 pub mod pass_source;
 pub mod password;
 pub mod printable;
+pub mod secrets;
 pub mod tls;
 
 pub use age_job::AgeSpec;

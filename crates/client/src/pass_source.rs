@@ -20,8 +20,9 @@ use crate::password::{SecretFileError, read_password_file};
 /// The forms `--pass` accepts, for messages and help.
 pub const PASS_FORMS: &str = "pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin";
 
-/// A password source named on the command line (`--pass`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A password source named on the command line (`--pass`). Its `Debug`
+/// does not print a literal password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum PassSource {
     /// `pass:PASSWORD`: the password itself.
     Literal(String),
@@ -35,16 +36,46 @@ pub enum PassSource {
     Stdin,
 }
 
-/// A `--pass` value that is none of [`PASS_FORMS`].
+impl std::fmt::Debug for PassSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PassSource::Literal(_) => f.write_str("Literal(<password>)"),
+            PassSource::Env(var) => f.debug_tuple("Env").field(var).finish(),
+            PassSource::File(path) => f.debug_tuple("File").field(path).finish(),
+            PassSource::Fd(fd) => f.debug_tuple("Fd").field(fd).finish(),
+            PassSource::Stdin => f.write_str("Stdin"),
+        }
+    }
+}
+
+/// A `--pass` value that is none of [`PASS_FORMS`]. The value itself is
+/// not repeated (a mistyped `pas:secret`, or a bare password, would be
+/// printed in a terminal and in logs): only its length, and the kind when
+/// it is a known one with a bad argument (`fd:x`, `env:`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a password source: use {PASS_FORMS}")]
-pub struct PassSourceSyntaxError(String);
+#[error(
+    "the --pass value ({len} bytes{kind}, not shown: it may hold the password) is not a password source: use {PASS_FORMS}"
+)]
+pub struct PassSourceSyntaxError {
+    len: usize,
+    kind: &'static str,
+}
 
 impl FromStr for PassSource {
     type Err = PassSourceSyntaxError;
 
     fn from_str(text: &str) -> Result<PassSource, PassSourceSyntaxError> {
-        let invalid = || PassSourceSyntaxError(text.to_owned());
+        let kind = match text.split_once(':').map(|(kind, _)| kind) {
+            Some("env") => ", env: without a variable name",
+            Some("file") => ", file: without a path",
+            Some("fd") => ", fd: without a descriptor number",
+            Some("stdin") => ", stdin takes no argument",
+            _ => "",
+        };
+        let invalid = || PassSourceSyntaxError {
+            len: text.len(),
+            kind,
+        };
         if text == "stdin" {
             return Ok(PassSource::Stdin);
         }
@@ -218,6 +249,29 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn a_malformed_source_and_a_literal_password_are_never_printed() {
+        for bad in ["pas:hunter2-secret", "hunter2-secret", "fd:hunter2-secret"] {
+            let err = bad.parse::<PassSource>().expect_err(bad);
+            for shown in [err.to_string(), format!("{err:?}")] {
+                assert!(!shown.contains("hunter2"), "{shown}");
+            }
+            let text = err.to_string();
+            assert!(text.contains(&format!("{} bytes", bad.len())), "{text}");
+        }
+        let err = "fd:x".parse::<PassSource>().expect_err("fd:x");
+        assert!(
+            err.to_string().contains("fd: without a descriptor number"),
+            "{err}"
+        );
+        let literal: PassSource = "pass:hunter2-secret".parse().expect("a literal");
+        let debug = format!("{literal:?}");
+        assert!(
+            !debug.contains("hunter2") && debug.contains("Literal"),
+            "{debug}"
+        );
     }
 
     #[test]

@@ -352,3 +352,139 @@ async fn aescrypt_never_sends_the_password_by_default() {
     }
     drop(server);
 }
+
+/// No downgrade: a server whose welcome announces no derived keys (an old
+/// aesd, or anyone on the path flipping that flag) on a connection without
+/// TLS gets no password from `--key-derivation auto`, the default: aescrypt
+/// fails naming what the server wants and how to allow it, and the bytes
+/// aescrypt sent hold no password. With `--key-derivation server` chosen
+/// explicitly the password is on the wire (the recording can see it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aescrypt_sends_no_password_in_the_clear_because_a_server_asked() {
+    // The fake server reads one message (a begin, if any) and hangs up.
+    let server = aesd_testkit::fake_server::fake_server(65_536, |mut reader, _writer| async move {
+        let _ = reader.read_message().await;
+    })
+    .await;
+    let secret = "a password that must stay here 91c4";
+    let dir = TempDir::new("no-downgrade");
+    let password = dir.password_file(secret);
+    let pt = dir.join("pt");
+    std::fs::write(&pt, pattern_bytes(5, 1000)).expect("write");
+
+    for derivation in [None, Some("auto"), Some("server")] {
+        let (relay, sent) = recording_relay(server).await;
+        let relay = relay.to_string();
+        let (password, pt, out) = (password.clone(), pt.clone(), dir.join("out"));
+        let output = tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "encrypt".to_owned(),
+                "--server".to_owned(),
+                relay,
+                "--password-file".to_owned(),
+                path(&password),
+                "-i".to_owned(),
+                path(&pt),
+                "-o".to_owned(),
+                path(&out),
+            ];
+            if let Some(derivation) = derivation {
+                args.extend(["--key-derivation".to_owned(), derivation.to_owned()]);
+            }
+            aescrypt(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .expect("aescrypt runs");
+        assert!(
+            !output.status.success(),
+            "{derivation:?}: the fake server runs no job"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // The relay's recording is complete once aescrypt has exited and
+        // the relay has read its side to the end.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let sent = sent.lock().expect("lock").clone();
+        assert!(
+            !sent.is_empty(),
+            "{derivation:?}: the hello went through the relay"
+        );
+        if derivation == Some("server") {
+            assert!(
+                contains(&sent, secret.as_bytes()),
+                "--key-derivation server sends the password: {stderr}"
+            );
+        } else {
+            assert!(
+                !contains(&sent, secret.as_bytes()),
+                "{derivation:?}: password bytes on the wire"
+            );
+            for words in [
+                "not under TLS",
+                "--key-derivation server",
+                "--tls-ca",
+                "key source 1",
+            ] {
+                assert!(
+                    stderr.contains(words),
+                    "{derivation:?}: {words:?} in {stderr}"
+                );
+            }
+        }
+    }
+}
+
+/// aescrypt turns its core dumps off before it reads a secret: while it
+/// waits on a silent server with the password in memory, its core file
+/// size limit is 0, soft and hard (`/proc/PID/limits`).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aescrypt_holds_its_secrets_without_core_dumps() {
+    let server = aesd_testkit::fake_server::fake_server(
+        65_536,
+        aesd_testkit::fake_server::silent_after_started,
+    )
+    .await;
+    let dir = TempDir::new("no-core-dumps");
+    let password = dir.password_file("pw");
+    let pt = dir.join("pt");
+    std::fs::write(&pt, [1u8; 100]).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aescrypt"))
+        .args([
+            "encrypt",
+            "--server",
+            &server.to_string(),
+            "--password-file",
+            &path(&password),
+            "--key-derivation",
+            "server",
+            "--timeout",
+            "20",
+            "-i",
+            &path(&pt),
+            "-o",
+            &path(&dir.join("out")),
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn aescrypt");
+    let limits_path = format!("/proc/{}/limits", child.id());
+    let mut core_line = String::new();
+    for _ in 0..100 {
+        let limits = std::fs::read_to_string(&limits_path).unwrap_or_default();
+        core_line = limits
+            .lines()
+            .find(|line| line.starts_with("Max core file size"))
+            .unwrap_or_default()
+            .to_owned();
+        let fields: Vec<&str> = core_line.split_whitespace().collect();
+        if fields.get(4..6) == Some(&["0", "0"][..]) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let fields: Vec<&str> = core_line.split_whitespace().collect();
+    assert_eq!(fields.get(4..6), Some(&["0", "0"][..]), "{core_line:?}");
+}

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use aesd_client::{Client, ClientError, JobSpec};
+use aesd_client::{Client, ClientError, JobSpec, KeyDerivation};
 use aesd_proto::limits::MAX_FRAME_PAYLOAD;
 use aesd_proto::{Done, Message, Operation};
 use aesd_testkit::TempDir;
@@ -38,7 +38,10 @@ async fn run_one(addr: SocketAddr, timeout: Option<Duration>) -> Result<Vec<u8>,
     if let Some(limit) = timeout {
         client.set_idle_timeout(limit);
     }
-    let spec = JobSpec::with_password(Operation::Encrypt, "pw", 1000);
+    // The fake server wants the password on a cleartext connection:
+    // allowed explicitly.
+    let mut spec = JobSpec::with_password(Operation::Encrypt, "pw", 1000);
+    spec.key_derivation = KeyDerivation::Server;
     let mut output = Vec::new();
     client
         .run_job(&spec, &mut &[1u8; 10_000][..], &mut output)
@@ -175,6 +178,10 @@ impl TempDirRef {
             input.display().to_string(),
             "-o".into(),
             self.0.join("out").display().to_string(),
+            // The fake server wants the password (its welcome announces no
+            // derived keys) on a cleartext connection: allowed explicitly.
+            "--key-derivation".into(),
+            "server".into(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         Command::new(env!("CARGO_BIN_EXE_aescrypt"))

@@ -22,6 +22,28 @@ mod tests {
     /// Compiles only while the chunk's storage wipes itself when dropped.
     fn storage_wiped_on_drop<S: ZeroizeOnDrop>(_: &aesd_cipher::stream::ChunkBuf<S>) {}
 
+    /// Age's output (Payload::Owned, a job's outs): the whole capacity is
+    /// wiped, also what a truncate or a split_off left behind the length.
+    #[test]
+    fn wiped_vec_wipes_its_whole_capacity() {
+        use aesd_cipher::stream::WipedVec;
+        fn wiped_on_drop<T: ZeroizeOnDrop>(_: &T) {}
+        for capacity in [1, 7, 8, 100, 65_600] {
+            let mut bytes = WipedVec::with_capacity(capacity);
+            wiped_on_drop(&bytes);
+            let full = bytes.capacity();
+            bytes.resize(full, 0xa5);
+            let rest = bytes.split_off(full / 2);
+            assert!(rest.iter().all(|b| *b == 0xa5));
+            bytes.truncate(full / 4);
+            bytes.wipe();
+            // The wipe leaves the vector as long as its capacity: every
+            // byte of it, the ones behind the old length too, is zero.
+            assert_eq!(bytes.len(), full, "{capacity}");
+            assert!(bytes.iter().all(|b| *b == 0), "{capacity}");
+        }
+    }
+
     #[test]
     fn wiped_bytes_are_exactly_their_length_and_wipe_to_zero() {
         for len in [1, 13, 32, 96, 65_568] {

@@ -12,7 +12,10 @@ use aesd_testkit::fake_server::{fake_server, silent_after_started};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aesload_transfer_to_a_silent_server_times_out() {
     let addr = fake_server(65_536, silent_after_started).await;
-    let spec = aesd_client::JobSpec::with_password(Operation::Encrypt, "pw", 1000);
+    // The fake server wants the password on a cleartext connection:
+    // allowed explicitly.
+    let mut spec = aesd_client::JobSpec::with_password(Operation::Encrypt, "pw", 1000);
+    spec.key_derivation = aesd_client::KeyDerivation::Server;
     let started = Instant::now();
     let (_, outcome) = transfer(
         Target {

@@ -1,5 +1,10 @@
 //! How much key derivation one client may make the server run.
 //!
+//! Age encryptions (key source 3) are charged here too: each recipient
+//! costs the server an X25519 share and shared secret, counted as
+//! `aesd_core::connection::X25519_ITERATIONS` (113) iterations, so a
+//! begin with 32 recipients takes 3616 of the budget.
+//!
 //! A job with key source 1 (the client sends its password) makes the
 //! server run PBKDF2: 10 000 iterations are several seconds of a 100 MHz
 //! board, `max-iter` about a minute. The `kdf-budget` setting gives each
@@ -21,8 +26,9 @@ use crate::client_id::ClientId;
 /// A begin frame that asks for more key derivation than its client has left.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "PBKDF2 budget used up for {client}: {iterations} iterations asked, about {available} of \
-     {per_minute} per minute left; retry in {:.0} s, or derive the key on the client (aescrypt and aesload: --key-derivation client)",
+    "PBKDF2 budget used up for {client}: {iterations} iterations asked (an age recipient's \
+     X25519 counts as 113), about {available} of {per_minute} per minute left; retry in {:.0} s, \
+     or derive the key on the client (aescrypt and aesload: --key-derivation client)",
     retry.as_secs_f64().ceil()
 )]
 pub struct BudgetExceeded {

@@ -221,9 +221,10 @@ settings! {
     input_rate_window: Duration, "SECS", default Duration::from_secs(10);
     // 100 000: one max-iter job, or ten jobs at openssl's 10 000.
     /// PBKDF2 iterations one client may make aesd run per minute (jobs
-    /// with key source 1, where the client sends its password); a begin
-    /// over the budget gets busy and is told when to retry. A job larger
-    /// than the budget needs a full minute's worth. 0 turns it off
+    /// with key source 1, where the client sends its password; an age
+    /// encryption's X25519 counts as 113 iterations per recipient); a
+    /// begin over the budget gets busy and is told when to retry. A job
+    /// larger than the budget needs a full minute's worth. 0 turns it off
     kdf_budget: u64, "ITERATIONS", default 100_000;
     // 400 000: four clients' budgets.
     /// PBKDF2 iterations all clients together may make aesd run per

@@ -130,3 +130,55 @@ async fn age_jobs_round_trip_fail_per_job_and_are_counted_by_format() {
     }
     server.shutdown().await;
 }
+
+/// Each recipient of an age encryption costs the server an X25519 share
+/// and shared secret, charged to the client's kdf-budget like PBKDF2
+/// (113 iterations a recipient): with a budget of 4000, one begin with 32
+/// recipients (3616) runs, the next is refused with busy naming the
+/// budget, and a decryption (key source 4: the client unwrapped the file
+/// key, the server runs no X25519) still runs on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn age_encryptions_to_many_recipients_are_charged_to_the_kdf_budget() {
+    let server = start_server(ConfigLayer {
+        kdf_budget: Some(4000),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let identities: Vec<Identity> = (1..=32u8).map(|n| Identity::from_bytes([n; 32])).collect();
+    let many = AgeSpec {
+        operation: Operation::Encrypt,
+        recipients: identities.iter().map(Identity::recipient).collect(),
+        identities: Vec::new(),
+    };
+    let mut client = Client::connect(&server.addr().to_string())
+        .await
+        .expect("connect");
+    let plain = pattern_bytes(9, 1000);
+    let mut file = Vec::new();
+    client
+        .run_age_job_observed(&many, &mut &plain[..], &mut file, |_| {})
+        .await
+        .expect("32 recipients: 3616 of 4000");
+    let err = client
+        .run_age_job_observed(&many, &mut &plain[..], &mut Vec::new(), |_| {})
+        .await
+        .expect_err("over the budget");
+    assert_eq!(err.server_code(), Some(ErrorCode::Busy), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("budget used up") && text.contains("3616 iterations asked"),
+        "{text}"
+    );
+    let mut back = Vec::new();
+    client
+        .run_age_job_observed(
+            &spec(Operation::Decrypt, &identities[31]),
+            &mut &file[..],
+            &mut back,
+            |_| {},
+        )
+        .await
+        .expect("a decryption costs the server no X25519");
+    assert_eq!(back, plain);
+    server.shutdown().await;
+}

@@ -5,8 +5,9 @@
 //! and writes the interrupted thread's registers in the `ucontext` the
 //! kernel passes to it; both are FFI and raw-pointer work the compiler
 //! cannot check. The handlers only touch the saved registers (pc and the
-//! instruction's rd), read the 4 bytes at the saved pc (the instruction
-//! that trapped, mapped executable), use atomics, and call nothing that is
+//! instruction's rd), read the instruction at the saved pc (its first 2
+//! bytes, then the next 2 when its length bits say it has 4; it trapped,
+//! so it is mapped), use atomics, and call nothing that is
 //! not async-signal-safe.
 #![allow(unsafe_code)]
 
@@ -33,13 +34,26 @@ unsafe fn registers<'a>(context: *mut libc::c_void) -> &'a mut [u32; 32] {
     unsafe { &mut *(context.cast::<u8>().add(GREGS_OFFSET).cast::<[u32; 32]>()) }
 }
 
-/// The instruction word at `pc` (2-byte aligned with compressed code).
+/// The instruction at `pc` (2-byte aligned with compressed code): its
+/// first 16-bit parcel is read first, and the second only when the length
+/// bits (the low two, both 1) say the instruction has 4 bytes. A 2-byte
+/// instruction (returned zero-extended: never an AES instruction, whose low
+/// bits are 11) at the end of the last mapped page would otherwise make
+/// the handler itself fault reading past it.
 ///
 /// # Safety
 /// `pc` must be the saved pc of the trapping instruction.
 unsafe fn instruction_at(pc: u32) -> u32 {
-    // SAFETY: the instruction that raised SIGILL is mapped at pc.
-    unsafe { core::ptr::read_unaligned(pc as usize as *const u32) }
+    let at = pc as usize as *const u16;
+    // SAFETY: the instruction that raised SIGILL is mapped at pc, at least
+    // its first parcel.
+    let low = unsafe { core::ptr::read_unaligned(at) };
+    if low & 0b11 != 0b11 {
+        return u32::from(low);
+    }
+    // SAFETY: the length bits say a 4-byte instruction, all of it mapped.
+    let high = unsafe { core::ptr::read_unaligned(at.add(1)) };
+    u32::from(low) | u32::from(high) << 16
 }
 
 /// Whether `insn` is an AES instruction the probe may skip: VexRiscv's

@@ -12,6 +12,7 @@
 //! checks that the base point maps to u = 9.
 
 use super::field::Fe;
+use crate::ct::barrier;
 
 /// A point in extended coordinates: x = X/Z, y = Y/Z, x·y = T/Z.
 #[derive(Clone, Copy)]
@@ -231,14 +232,14 @@ const _: () = {
 /// by whether it is the one (at most one mask is all ones), plus 1 in y + x
 /// and y − x when the digit is 0 (the identity).
 fn table_point(row: usize, digit: i8, point: &mut Niels) {
-    let negative = (digit as u8 >> 7) as u32;
+    let negative = barrier((digit as u8 >> 7) as u32);
     let magnitude = digit.unsigned_abs() as u32;
     let masks: [u32; PER_ROW] = core::array::from_fn(|j| {
         // All ones when magnitude == j + 1, without a comparison branch.
         let diff = magnitude ^ (j as u32 + 1);
-        0u32.wrapping_sub((diff.wrapping_sub(1) >> 31) & 1)
+        barrier(0u32.wrapping_sub((diff.wrapping_sub(1) >> 31) & 1))
     });
-    let zero = (magnitude.wrapping_sub(1) >> 31) & 1;
+    let zero = barrier((magnitude.wrapping_sub(1) >> 31) & 1);
     let candidates = &TABLE[row];
     point.y_plus_x = pick(candidates, &masks, |n| &n.y_plus_x, zero);
     point.y_minus_x = pick(candidates, &masks, |n| &n.y_minus_x, zero);
@@ -266,6 +267,9 @@ fn pick(
 }
 
 /// k·B for the clamped scalar `k` (below 2^255).
+// Out of line: a symbol of its own in the board binary, whose code
+// scripts/cross/ct-branches.py checks for branches (ct-functions.txt).
+#[inline(never)]
 pub(crate) fn base_multiple(k: &[u8; 32]) -> Extended {
     // 64 digits in −8..=8: k = Σ digit_i·16^i.
     let mut digits = [0i8; 64];

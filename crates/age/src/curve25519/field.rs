@@ -17,6 +17,8 @@
 //! compiler with the same code (see `edwards.rs`). Constant time: no
 //! branch and no memory address depends on a value.
 
+use crate::ct::barrier;
+
 /// A field element: eight little-endian 32-bit words, below 2^256,
 /// standing for its value modulo p.
 #[derive(Clone, Copy)]
@@ -59,11 +61,11 @@ const fn reduce(w: [u32; 16]) -> Fe {
 const fn fold_carry(mut r: [u32; 8], carry: u32) -> Fe {
     let add = 38 * carry;
     r[0] = r[0].wrapping_add(add);
-    let mut c = (r[0] < add) as u32;
+    let mut c = barrier((r[0] < add) as u32);
     let mut i = 1;
     while i < 8 {
         r[i] = r[i].wrapping_add(c);
-        c = (r[i] < c) as u32;
+        c = barrier((r[i] < c) as u32);
         i += 1;
     }
     r[0] = r[0].wrapping_add(38 * c);
@@ -99,11 +101,12 @@ impl Fe {
     }
 
     /// The canonical 32-byte encoding (fully reduced modulo p).
+    #[inline(never)] // checked for branches (scripts/cross/ct-functions.txt)
     pub(crate) const fn to_bytes(self) -> [u8; 32] {
         // Below 2^256: fold bit 255 (2^255 ≡ 19), then the value is below
         // 2^255 + 19 < 2p; subtract p when value + 19 reaches 2^255.
         let mut r = self.0;
-        let top = r[7] >> 31;
+        let top = barrier(r[7] >> 31);
         r[7] &= 0x7fff_ffff;
         let mut t = r[0] as u64 + 19 * top as u64;
         r[0] = t as u32;
@@ -122,7 +125,7 @@ impl Fe {
             g[i] = t as u32;
             i += 1;
         }
-        let take_g = 0u32.wrapping_sub(g[7] >> 31);
+        let take_g = barrier(0u32.wrapping_sub(g[7] >> 31));
         g[7] &= 0x7fff_ffff;
         let mut bytes = [0u8; 32];
         let mut i = 0;
@@ -150,7 +153,7 @@ impl Fe {
             r[i] = sum.wrapping_add(carry);
             // At most one of the two carries: a sum that wrapped is below
             // 2^32 − 1, so adding 1 does not wrap again.
-            carry = first | (r[i] < sum) as u32;
+            carry = barrier(first | (r[i] < sum) as u32);
             i += 1;
         }
         fold_carry(r, carry)
@@ -168,17 +171,17 @@ impl Fe {
             let difference = self.0[i].wrapping_sub(other.0[i]);
             let first = (self.0[i] < other.0[i]) as u32;
             r[i] = difference.wrapping_sub(borrow);
-            borrow = first | (difference < borrow) as u32;
+            borrow = barrier(first | (difference < borrow) as u32);
             i += 1;
         }
         let take = 38 * borrow;
-        let mut borrow = (r[0] < take) as u32;
+        let mut borrow = barrier((r[0] < take) as u32);
         r[0] = r[0].wrapping_sub(take);
         let mut i = 1;
         while i < 8 {
             let word = r[i];
             r[i] = word.wrapping_sub(borrow);
-            borrow = (word < borrow) as u32;
+            borrow = barrier((word < borrow) as u32);
             i += 1;
         }
         r[0] = r[0].wrapping_sub(38 * borrow);
@@ -446,6 +449,7 @@ impl Fe {
 
     /// self^(p − 2) = 1/self (0 for 0): 254 squarings and 11
     /// multiplications, the same for every input.
+    #[inline(never)] // checked for branches (scripts/cross/ct-functions.txt)
     pub(crate) const fn invert(&self) -> Fe {
         let (z_250_0, z11) = self.pow_2_250_minus_1();
         // (2^250 − 1)·2^5 + 11 = 2^255 − 21 = p − 2.
@@ -477,7 +481,7 @@ impl Fe {
     /// without a branch.
     #[inline(always)]
     pub(crate) fn conditional_swap(a: &mut Fe, b: &mut Fe, swap: u32) {
-        let mask = 0u32.wrapping_sub(swap);
+        let mask = barrier(0u32.wrapping_sub(swap));
         for i in 0..8 {
             let t = mask & (a.0[i] ^ b.0[i]);
             a.0[i] ^= t;
@@ -497,7 +501,7 @@ impl Fe {
     /// a branch.
     #[inline(always)]
     pub(crate) fn assign_if(a: &mut Fe, b: &Fe, take: u32) {
-        let mask = 0u32.wrapping_sub(take);
+        let mask = barrier(0u32.wrapping_sub(take));
         for i in 0..8 {
             a.0[i] ^= mask & (a.0[i] ^ b.0[i]);
         }

@@ -25,6 +25,9 @@ fn double(a: &Fe, b: &Fe) -> (Fe, Fe) {
 /// k·P for the u-coordinate `u` of P and the clamped scalar `k` (bits
 /// 2..0 clear, bit 254 set), as a fraction x/z (z = 0 for the point at
 /// infinity); secrets wiped.
+// Out of line: checked for branches in the board binary
+// (scripts/cross/ct-functions.txt).
+#[inline(never)]
 pub(crate) fn ladder(k: &[u8; 32], u: &Fe) -> (Fe, Fe) {
     debug_assert!(k[0] & 7 == 0 && k[31] >> 6 == 1, "a clamped scalar");
     let x1 = *u;

@@ -36,6 +36,7 @@ fn clamp(scalar: &[u8; 32]) -> [u8; 32] {
 }
 
 /// X25519(`scalar`, `u`): the u-coordinate of clamp(scalar)·P.
+#[inline(never)] // checked for branches (scripts/cross/ct-functions.txt)
 pub(crate) fn x25519(scalar: &[u8; 32], u: &[u8; 32]) -> [u8; 32] {
     let mut k = clamp(scalar);
     let (mut x, mut z) = ladder::ladder(&k, &Fe::from_bytes(u));
@@ -47,6 +48,7 @@ pub(crate) fn x25519(scalar: &[u8; 32], u: &[u8; 32]) -> [u8; 32] {
 }
 
 /// X25519(`scalar`, 9): the public key of a secret.
+#[inline(never)] // checked for branches (scripts/cross/ct-functions.txt)
 pub(crate) fn x25519_base(scalar: &[u8; 32]) -> [u8; 32] {
     let mut k = clamp(scalar);
     let mut point = edwards::base_multiple(&k);
@@ -62,6 +64,7 @@ pub(crate) fn x25519_base(scalar: &[u8; 32]) -> [u8; 32] {
 /// (X25519(`scalar`, 9), X25519(`scalar`, `u`)): an ephemeral secret's
 /// share and its shared secret with the holder of `u`, with one inversion
 /// for both (1/(a·b) times b is 1/a, times a is 1/b).
+#[inline(never)] // checked for branches (scripts/cross/ct-functions.txt)
 pub(crate) fn x25519_share_and_shared(scalar: &[u8; 32], u: &[u8; 32]) -> ([u8; 32], [u8; 32]) {
     let mut k = clamp(scalar);
     let mut point = edwards::base_multiple(&k);

@@ -151,8 +151,9 @@ struct Args {
           value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Where the key is derived from the password: `client` (the password never leaves this
-    /// machine; needs a server that accepts derived keys), `server` (the password is sent), or
-    /// `auto` (client when the server accepts it)
+    /// machine; needs a server that accepts derived keys), `server` (the password is sent, also
+    /// without TLS), or `auto` (client when the server accepts it; otherwise the password only
+    /// under TLS: without TLS that is an error, so a flipped welcome flag cannot get it sent)
     #[arg(
         long,
         value_name = "WHERE",
@@ -196,6 +197,11 @@ fn main() -> ExitCode {
         };
     }
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    // Before any secret is read (the password, identities): a crash must
+    // not leave them in a core file.
+    if let Err(err) = aesd_client::secrets::disable_core_dumps() {
+        eprintln!("aescrypt: warning: {err}; a crash could leave secrets in a core file");
+    }
     let format = match file_format(&args) {
         Ok(format) => format,
         Err(message) => {

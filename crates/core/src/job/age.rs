@@ -11,7 +11,10 @@
 //! Memory: at most one 64 KiB chunk pending and, while decrypting, a
 //! header of up to [`aesd_age::MAX_HEADER_LEN`] bytes until it is complete.
 
-use aesd_age::{FileKey, HeaderReader, PayloadDecryptor, PayloadEncryptor, Recipient, header};
+use aesd_age::{
+    CHUNK_LEN, FileKey, HeaderReader, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, Recipient,
+    TAG_LEN, header,
+};
 use aesd_proto::{Begin, KeySource, Operation};
 use zeroize::Zeroizing;
 
@@ -47,6 +50,21 @@ fn random<const N: usize>() -> Result<[u8; N], JobError> {
 }
 
 impl AgeJob {
+    /// The most output `input_len` more bytes of input (0: the end) can
+    /// release: a header still held back, the chunk pending inside the
+    /// payload's STREAM and the input, with a nonce and a tag per chunk.
+    fn output_bound(&self, input_len: usize) -> usize {
+        let header = match &self.state {
+            State::Encrypt {
+                header: Some(header),
+                ..
+            } => header.len(),
+            _ => 0,
+        };
+        let chunks = input_len / CHUNK_LEN + 2;
+        header + NONCE_LEN + CHUNK_LEN + input_len + chunks * TAG_LEN
+    }
+
     /// The job a format-2 `begin` asks for (the protocol decoder has
     /// checked that the key source fits the operation).
     pub fn start(begin: Begin) -> Result<AgeJob, JobError> {
@@ -77,8 +95,11 @@ impl AgeJob {
         Ok(AgeJob { state, bytes_in: 0 })
     }
 
-    /// Takes `input` in and appends what can be released to `out`.
+    /// Takes `input` in and appends what can be released to `out`, which
+    /// first reserves the most that can be (so it never reallocates while
+    /// holding plaintext: the old block would be freed unwiped).
     pub fn update(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), JobError> {
+        out.reserve(self.output_bound(input.len()));
         self.bytes_in += input.len() as u64;
         match &mut self.state {
             State::Encrypt { header, payload } => {
@@ -101,8 +122,10 @@ impl AgeJob {
         Ok(())
     }
 
-    /// Ends the input: the last output into `out`; the bytes taken in.
+    /// Ends the input: the last output into `out` (reserved first, as in
+    /// [`AgeJob::update`]); the bytes taken in.
     pub fn finish(self, out: &mut Vec<u8>) -> Result<u64, JobError> {
+        out.reserve(self.output_bound(0));
         match self.state {
             State::Encrypt { header, payload } => {
                 if let Some(header) = header {

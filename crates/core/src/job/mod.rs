@@ -20,6 +20,8 @@ pub mod openssl;
 
 use aesd_proto::{Begin, ErrorCode, Format, ProtoError};
 
+use aesd_cipher::stream::WipedVec;
+
 use crate::chunk::ChunkBuf;
 use crate::lanes::Feed;
 use crate::openssl_enc::sliced::{SLICE_ITERATIONS, SlicedPbkdf2};
@@ -246,8 +248,8 @@ pub enum Work {
         /// The chunks: input before, output after (openssl: in place).
         bufs: Vec<ChunkBuf>,
         /// Output of another size, once run (age: one per chunk), else
-        /// empty.
-        outs: Vec<Vec<u8>>,
+        /// empty; plaintext when decrypting, so wiped when dropped.
+        outs: Vec<WipedVec>,
         /// Whether the chunk went through, once run.
         outcome: Result<(), JobError>,
     },
@@ -257,8 +259,8 @@ pub enum Work {
         transform: Option<Transform>,
         /// The last output (openssl).
         last: ChunkBuf,
-        /// The last output (age).
-        out: Vec<u8>,
+        /// The last output (age; wiped when dropped).
+        out: WipedVec,
         /// The bytes the cipher took in, once run.
         outcome: Option<Result<u64, JobError>>,
     },
@@ -282,7 +284,7 @@ impl Work {
         Work::Finish {
             transform: Some(transform),
             last: ChunkBuf::with_capacity(crate::BLOCK),
-            out: Vec::new(),
+            out: WipedVec::new(),
             outcome: None,
         }
     }
@@ -309,7 +311,7 @@ impl Work {
                 *outcome = match transform {
                     Transform::Openssl(job) => bufs.iter_mut().try_for_each(|buf| job.update(buf)),
                     Transform::Age(job) => {
-                        outs.resize_with(bufs.len(), Vec::new);
+                        outs.resize_with(bufs.len(), WipedVec::new);
                         bufs.iter()
                             .zip(outs.iter_mut())
                             .try_for_each(|(buf, out)| job.update(buf.as_slice(), out))
@@ -410,7 +412,7 @@ mod tests {
             unreachable!()
         };
         outcome.expect("the chunks go through");
-        let mut output = outs.concat();
+        let mut output: Vec<u8> = outs.iter().flat_map(|out| out.iter().copied()).collect();
         let mut end = Work::finish(transform);
         end.run();
         let Work::Finish { out, outcome, .. } = end else {

@@ -8,6 +8,7 @@
 
 use super::{Arithmetic, clamped_words};
 use crate::aead::le32;
+use crate::ct::barrier;
 
 /// h and r in radix 2^32.
 pub(crate) struct Radix32 {
@@ -35,6 +36,9 @@ impl Arithmetic for Radix32 {
         }
     }
 
+    // Out of line, like `tag`: checked for branches in the board binary
+    // (scripts/cross/ct-functions.txt).
+    #[inline(never)]
     fn blocks(&mut self, data: &[u8]) {
         match bytemuck::try_cast_slice::<u8, u32>(data) {
             Ok(words) => {
@@ -55,6 +59,7 @@ impl Arithmetic for Radix32 {
         }
     }
 
+    #[inline(never)]
     fn tag(&self, s: &[u8; 16]) -> [u8; 16] {
         let [h0, h1, h2, h3, h4] = self.h;
         // g = h + 5 − 2^130; h ≥ p exactly when g does not go negative.
@@ -67,7 +72,7 @@ impl Arithmetic for Radix32 {
         d = u64::from(h3) + (d >> 32);
         let g3 = d as u32;
         let g4 = h4.wrapping_add((d >> 32) as u32).wrapping_sub(4);
-        let take_g = (g4 >> 31).wrapping_sub(1);
+        let take_g = barrier((g4 >> 31).wrapping_sub(1));
         let pick = |h: u32, g: u32| (h & !take_g) | (g & take_g);
         let h = [pick(h0, g0), pick(h1, g1), pick(h2, g2), pick(h3, g3)];
         let mut tag = [0u8; 16];

@@ -4,6 +4,7 @@
 //! products that wrap past 2^130 fold back as r1 + r1/4.
 
 use super::{Arithmetic, clamped_words};
+use crate::ct::barrier64;
 
 /// h and r in radix 2^64.
 pub(crate) struct Radix64 {
@@ -44,6 +45,9 @@ impl Arithmetic for Radix64 {
         }
     }
 
+    // Out of line, like `tag`: checked for branches in the board binary
+    // (scripts/cross/ct-functions.txt).
+    #[inline(never)]
     fn blocks(&mut self, data: &[u8]) {
         let (r0, r1, s1) = (self.r0, self.r1, self.s1);
         let [mut h0, mut h1, mut h2] = self.h;
@@ -70,6 +74,7 @@ impl Arithmetic for Radix64 {
         self.h = [h0, h1, h2];
     }
 
+    #[inline(never)]
     fn tag(&self, s: &[u8; 16]) -> [u8; 16] {
         let [h0, h1, h2] = self.h;
         // h < 2p here (h2 reaches 4 only with h0 and h1 small after a
@@ -81,7 +86,7 @@ impl Arithmetic for Radix64 {
         let t = u128::from(h1) + (t >> 64);
         let g1 = t as u64;
         let g2 = h2 + (t >> 64) as u64;
-        let take_g = 0u64.wrapping_sub(g2 >> 2);
+        let take_g = barrier64(0u64.wrapping_sub(g2 >> 2));
         let h0 = (h0 & !take_g) | (g0 & take_g);
         let h1 = (h1 & !take_g) | (g1 & take_g);
         let sum = (u128::from(h0) | u128::from(h1) << 64).wrapping_add(u128::from_le_bytes(*s));
