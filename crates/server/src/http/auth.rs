@@ -22,7 +22,10 @@ pub fn route(state: &KeyringState, request: &ApiRequest, rest: &str) -> Result<R
         "create" if write => create(state, request),
         "lookup-self" if write || request.operation == Operation::Read => state.read(|open| {
             let entry = authorize(open, request, path, &[])?;
-            Ok(Reply::data(lookup_json(&entry)))
+            let mut data = lookup_json(&entry);
+            // The caller's own token, as OpenBao shows it.
+            data["id"] = json!(request.token.as_ref().map_or("", |t| t.as_str()));
+            Ok(Reply::data(data))
         }),
         "renew-self" if write => {
             let fields = request.fields()?;

@@ -57,10 +57,7 @@ pub fn route(state: &KeyringState, request: &ApiRequest, rest: &str) -> Result<R
             _ => Err(request.not_allowed()),
         },
         "leader" => match op {
-            Operation::Read => Ok(Reply::Raw(
-                200,
-                json!({ "ha_enabled": false, "is_self": false, "leader_address": "", "leader_cluster_address": "" }),
-            )),
+            Operation::Read => Ok(Reply::Raw(200, json!({ "ha_enabled": false }))),
             _ => Err(request.not_allowed()),
         },
         "policy" | "policies/acl" => list_policies(state, request, rest == "policy"),
@@ -93,7 +90,7 @@ fn status_json(state: &KeyringState, status: Option<SealStatus>) -> Value {
         "progress": progress,
         "nonce": "",
         "version": VERSION,
-        "build_date": "",
+        "commit_date": "",
         "migration": false,
         "recovery_seal": false,
         "storage_type": state.storage_type(),
@@ -116,18 +113,20 @@ fn health(state: &KeyringState) -> Reply {
         Some(s) if s.sealed => (503, true, true),
         Some(_) => (200, true, false),
     };
-    Reply::Raw(
-        code,
-        json!({
-            "initialized": initialized,
-            "sealed": sealed,
-            "standby": false,
-            "replication_performance_mode": "disabled",
-            "replication_dr_mode": "disabled",
-            "server_time_utc": now(),
-            "version": VERSION,
-        }),
-    )
+    let mut body = json!({
+        "initialized": initialized,
+        "sealed": sealed,
+        "standby": false,
+        "replication_performance_mode": "disabled",
+        "replication_dr_mode": "disabled",
+        "server_time_utc": now(),
+        "version": VERSION,
+    });
+    if !sealed {
+        body["cluster_name"] = json!("aesd");
+        body["cluster_id"] = json!("aesd");
+    }
+    Reply::Raw(code, body)
 }
 
 /// The most shares `sys/init` makes (Shamir over GF(2^8)).
