@@ -120,6 +120,26 @@ pub fn main() -> ExitCode {
             "aesd {} listening",
             env!("CARGO_PKG_VERSION")
         );
+        // The keyring and its HTTP API (--keyring, --dev, --http-listen).
+        match start_http_api(&cli, &config).await {
+            Ok(Some(api)) => {
+                tokio::spawn(crate::http::serve(
+                    api.listener,
+                    api.state,
+                    crate::http::HttpLimits {
+                        max_request_size: config.http_max_request_size,
+                        header_timeout: config.http_header_timeout,
+                    },
+                    std::future::pending(),
+                ));
+            }
+            Ok(None) => {}
+            Err(err) => {
+                error!("{err}");
+                eprintln!("aesd: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
         let mut readiness = Readiness::from_env(cli.pid_file.clone());
         if let Err(err) = readiness.ready(server.local_addr(), server.metrics_addr()) {
             error!("{err}");
@@ -140,6 +160,70 @@ pub fn main() -> ExitCode {
             .await;
         ExitCode::SUCCESS
     })
+}
+
+/// The HTTP API's listener and the keyring it serves.
+struct HttpApi {
+    listener: tokio::net::TcpListener,
+    state: std::sync::Arc<crate::keyring_state::KeyringState>,
+}
+
+/// The address `--dev` serves on without `--http-listen` (bao's).
+const DEV_HTTP_LISTEN: ([u8; 4], u16) = ([127, 0, 0, 1], 8200);
+
+/// Opens the keyring (`--keyring DIR`: sealed; `--dev`: in memory,
+/// unsealed, its unseal key and root token printed) and binds
+/// `--http-listen`. `None` when neither asks for the API.
+async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, String> {
+    use crate::keyring_state::KeyringState;
+    let state = if cli.dev {
+        let dev = KeyringState::dev(cli.dev_root_token_id.as_deref())
+            .map_err(|err| format!("--dev: {err}"))?;
+        println!("aesd --dev: the keyring is in memory and unsealed; it is lost at exit.");
+        println!("Unseal Key: {}", dev.share.to_base64().as_str());
+        println!("Root Token: {}", dev.root_token.as_str());
+        dev.state
+    } else if let Some(dir) = &config.keyring {
+        let store = aesd_keyring::store::DirStore::open(dir)
+            .map_err(|err| format!("--keyring {}: {err}", dir.display()))?;
+        KeyringState::open(Box::new(store), "file")
+            .map_err(|err| format!("--keyring {}: {err}", dir.display()))?
+    } else {
+        if let Some(addr) = config.http_listen {
+            warn!(
+                "--http-listen {addr} without --keyring or --dev: an empty, uninitialised keyring in memory (bao operator init makes one that is lost at exit)"
+            );
+        } else {
+            return Ok(None);
+        }
+        KeyringState::open(
+            Box::new(aesd_keyring::store::MemoryStore::default()),
+            "inmem",
+        )
+        .map_err(|err| err.to_string())?
+    };
+    let sealed = state.status().is_none_or(|s| s.sealed);
+    let Some(addr) = config
+        .http_listen
+        .or(cli.dev.then(|| std::net::SocketAddr::from(DEV_HTTP_LISTEN)))
+    else {
+        warn!("--keyring without --http-listen: nothing can unseal it yet");
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| format!("cannot listen for the HTTP API on {addr}: {err}"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    info!(
+        http = %bound,
+        sealed,
+        "HTTP API listening on http://{bound} (keyring {})",
+        if sealed { "sealed" } else { "unsealed" }
+    );
+    Ok(Some(HttpApi {
+        listener,
+        state: std::sync::Arc::new(state),
+    }))
 }
 
 /// Raises the soft open-file limit to the hard one and lowers

@@ -61,6 +61,18 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", env = "AESD_PID_FILE")]
     pub pid_file: Option<PathBuf>,
 
+    /// As `bao server -dev`: a keyring in memory (lost at exit), initialised
+    /// with one share and unsealed, the HTTP API on --http-listen (default
+    /// 127.0.0.1:8200); prints the unseal key and the root token. For tests
+    /// and trials only; not with --keyring
+    #[arg(long, conflicts_with = "keyring")]
+    pub dev: bool,
+
+    /// With --dev: the root token is ID (as bao's -dev-root-token-id)
+    /// instead of a random one
+    #[arg(long, value_name = "ID", requires = "dev")]
+    pub dev_root_token_id: Option<String>,
+
     /// Print a man page or a shell completion script, made from these
     /// definitions, and exit
     #[arg(long, value_name = "KIND", exclusive = true,

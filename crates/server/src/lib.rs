@@ -69,6 +69,12 @@
 //! * `metrics`: Prometheus metrics and the `/metrics` endpoint.
 //! * `shutdown`: the stop and abort stages of a graceful shutdown.
 //! * `secrets`: no core dumps (a crash leaves no passwords or keys on disk).
+//! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
+//!   initialised, sealed or unsealed, every change stored before it is
+//!   answered; shared by the HTTP API and, later, the binary port.
+//! * `http`: the HTTP/1.1 API (`--http-listen`) with OpenBao's endpoints
+//!   for init, unseal, policies, tokens and transit keys (the `bao` CLI
+//!   administers aesd).
 //! * `readiness`: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
 
@@ -84,8 +90,10 @@ mod driver;
 mod error;
 mod fd_limit;
 mod handshake_rate;
+mod http;
 mod input_rate;
 mod kdf_budget;
+mod keyring_state;
 mod limits;
 mod log_limit;
 mod metrics;

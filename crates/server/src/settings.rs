@@ -288,6 +288,21 @@ settings! {
     /// client address it carries then keys the per-address limits and the log.
     /// A PROXY header from any other address is refused
     trusted_proxies: TrustedProxies, "CIDR,...", default TrustedProxies::default();
+    /// Address of the HTTP API (OpenBao's sys/, auth/token/ and
+    /// transit/keys/ endpoints, for the bao CLI), e.g. 127.0.0.1:8200.
+    /// Plain HTTP: TLS on this port is not done yet
+    http_listen: Option<SocketAddr>, "ADDR", default None, shown "off";
+    /// Largest HTTP request body, in bytes (OpenBao's max_request_size);
+    /// a larger one gets 413
+    http_max_request_size: u64, "BYTES", default 32 << 20, shown "33554432 (32 MiB)",
+        valid within_unit(1..=u64::MAX, "bytes");
+    /// Seconds an HTTP request's header has to arrive in full; a slower one
+    /// has its connection closed
+    http_header_timeout: Duration, "SECS", default Duration::from_secs(10);
+    /// Directory of the sealed keyring (named keys, policies, tokens); aesd
+    /// starts sealed: `bao operator init` once, then `bao operator unseal`
+    /// with the shares after each start
+    keyring: Option<PathBuf>, "DIR", default None, shown "none";
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug")
     log: String, "FILTER", default "info".to_owned(), valid log_filter;

@@ -34,6 +34,8 @@ fn every_setting_printed() -> toml::Table {
         token_file: Some("token".into()),
         metrics_listen: Some("127.0.0.1:9878".parse().expect("address")),
         trusted_proxies: Some("10.0.0.0/8".into()),
+        http_listen: Some("127.0.0.1:8200".parse().expect("address")),
+        keyring: Some("keyring".into()),
         ..ConfigLayer::default()
     })
     .expect("valid");

@@ -1,0 +1,216 @@
+//! The HTTP/1.1 API (`--http-listen`): OpenBao's API for administering
+//! the keyring, so the `bao` and `vault` CLIs and hvac are aesd's admin
+//! tools. Plain HTTP (TLS on this port is not done yet: keep it on
+//! loopback or a trusted network). docs/aesd.md, "HTTP API", lists the
+//! endpoints.
+//!
+//! * `router`: a request's operation, token, policy check and route.
+//! * `sys`: init, unseal, seal, status, health, leader, ACL policies.
+//! * `auth`: tokens.
+//! * `transit_keys`: named keys (the data endpoints are issue 39's).
+//! * `errors`: OpenBao's `{"errors": [...]}` and status codes.
+//!
+//! Limits: a body above `http-max-request-size` gets 413; a request
+//! header not complete within `http-header-timeout` closes the
+//! connection; at most [`MAX_CONNECTIONS`] connections at once (more are
+//! closed at once). Handlers run on blocking threads (the store fsyncs).
+
+mod auth;
+mod errors;
+mod router;
+mod sys;
+mod transit_keys;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use zeroize::Zeroizing;
+
+pub use errors::ApiError;
+use router::{ApiRequest, Operation};
+
+use crate::keyring_state::KeyringState;
+
+/// HTTP connections served at once; more are closed as they come.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The HTTP port's limits (settings `http-max-request-size`,
+/// `http-header-timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Largest request body, bytes.
+    pub max_request_size: u64,
+    /// Time a request's header has to arrive in full.
+    pub header_timeout: Duration,
+}
+
+/// Serves the API on `listener` until `stop` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<KeyringState>,
+    limits: HttpLimits,
+    stop: impl Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    tokio::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::error!("http accept failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::warn!(%peer, "http connection refused: {MAX_CONNECTIONS} open already");
+            continue;
+        };
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service =
+                service_fn(move |request| handle(request, Arc::clone(&state), limits, peer));
+            let served = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(err) = served {
+                tracing::debug!(%peer, "http connection ended: {err}");
+            }
+            drop(slot);
+        });
+    }
+}
+
+async fn handle(
+    request: Request<Incoming>,
+    state: Arc<KeyringState>,
+    limits: HttpLimits,
+    peer: SocketAddr,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let reply = match read_request(request, limits).await {
+        Ok(api) => {
+            let method = api.method.clone();
+            let path = api.path.clone();
+            let answer = tokio::task::spawn_blocking(move || {
+                router::route(&state, &api).map(|r| r.render())
+            })
+            .await
+            .unwrap_or_else(|_| Err(ApiError::internal("the request's handler failed")));
+            let status = match &answer {
+                Ok((status, _)) => *status,
+                Err(err) => err.status,
+            };
+            tracing::debug!(%peer, %method, %path, status, "http request");
+            answer
+        }
+        Err(err) => Err(err),
+    };
+    let (status, body) = match reply {
+        Ok(rendered) => rendered,
+        Err(err) => (err.status, Some(err.body())),
+    };
+    Ok(response(status, body))
+}
+
+fn response(status: u16, body: Option<serde_json::Value>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(match &body {
+        Some(json) => Full::new(Bytes::from(json.to_string())),
+        None => Full::new(Bytes::new()),
+    });
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if body.is_some() {
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    response
+}
+
+fn too_large(limit: u64) -> ApiError {
+    ApiError::new(
+        413,
+        format!("http: request body too large (http-max-request-size is {limit} bytes)"),
+    )
+}
+
+async fn read_request(
+    request: Request<Incoming>,
+    limits: HttpLimits,
+) -> Result<ApiRequest, ApiError> {
+    let (parts, body) = request.into_parts();
+    let raw_path = parts.uri.path();
+    let Some(path) = raw_path.strip_prefix("/v1/") else {
+        return Err(ApiError::unsupported_path(raw_path));
+    };
+    let path = path.trim_end_matches('/').to_owned();
+    let listed = parts.uri.query().is_some_and(|query| {
+        query
+            .split('&')
+            .any(|pair| pair == "list=true" || pair == "list=1")
+    });
+    let operation = match parts.method.as_str() {
+        "GET" | "HEAD" if listed => Operation::List,
+        "GET" | "HEAD" => Operation::Read,
+        "LIST" => Operation::List,
+        "PUT" | "POST" => Operation::Write,
+        "DELETE" => Operation::Delete,
+        other => return Err(ApiError::method_not_allowed(other, &path)),
+    };
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limits.max_request_size) {
+        return Err(too_large(limits.max_request_size));
+    }
+    let limit = usize::try_from(limits.max_request_size).unwrap_or(usize::MAX);
+    let body = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|err| {
+            if err.is::<http_body_util::LengthLimitError>() {
+                too_large(limits.max_request_size)
+            } else {
+                ApiError::bad_request(format!("cannot read the request body: {err}"))
+            }
+        })?
+        .to_bytes()
+        .to_vec();
+    Ok(ApiRequest {
+        operation,
+        method: parts.method.to_string(),
+        path,
+        token: token(&parts.headers),
+        body,
+    })
+}
+
+/// `X-Vault-Token`, else `Authorization: Bearer`.
+fn token(headers: &hyper::HeaderMap) -> Option<Zeroizing<String>> {
+    if let Some(value) = headers.get("x-vault-token").and_then(|v| v.to_str().ok()) {
+        return Some(Zeroizing::new(value.trim().to_owned()));
+    }
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| Zeroizing::new(t.trim().to_owned()))
+}

@@ -1,0 +1,308 @@
+//! One request, parsed and routed: the seal check, the token and its
+//! policy, then the handler. Synchronous: it runs on a blocking thread
+//! (the store writes and fsyncs), never on the async reactor.
+
+use aesd_keyring::policy::Capability;
+use aesd_keyring::token::TokenEntry;
+use aesd_keyring::unseal::UnsealedKeyring;
+use serde_json::{Map, Value, json};
+use zeroize::Zeroizing;
+
+use super::errors::ApiError;
+use super::{auth, sys, transit_keys};
+use crate::keyring_state::{KeyringState, now};
+
+/// The operation a request asks for, as OpenBao's router sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// GET (and HEAD).
+    Read,
+    /// LIST, or GET with `?list=true`.
+    List,
+    /// PUT or POST (the CLI sends PUT, hvac POST).
+    Write,
+    /// DELETE.
+    Delete,
+}
+
+/// A request with its body read (within the size limit).
+pub struct ApiRequest {
+    /// What it asks for.
+    pub operation: Operation,
+    /// The method as sent (for messages).
+    pub method: String,
+    /// The path after `/v1/`, without a trailing slash.
+    pub path: String,
+    /// `X-Vault-Token` or `Authorization: Bearer`.
+    pub token: Option<Zeroizing<String>>,
+    /// The body (JSON, or empty).
+    pub body: Vec<u8>,
+}
+
+impl ApiRequest {
+    /// The body as a JSON object (empty body: no fields).
+    pub fn fields(&self) -> Result<Map<String, Value>, ApiError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Map::new());
+        }
+        match serde_json::from_slice::<Value>(&self.body) {
+            Ok(Value::Object(map)) => Ok(map),
+            // `bao write -f` sends `null`.
+            Ok(Value::Null) => Ok(Map::new()),
+            Ok(_) => Err(ApiError::bad_request(
+                "failed to decode JSON input: the body is not a JSON object",
+            )),
+            Err(err) => Err(ApiError::bad_request(format!(
+                "failed to decode JSON input: {err}"
+            ))),
+        }
+    }
+
+    /// 405 for this request.
+    pub fn not_allowed(&self) -> ApiError {
+        ApiError::method_not_allowed(&self.method, &self.path)
+    }
+}
+
+/// What a handler answers.
+pub enum Reply {
+    /// A bare JSON body (the `sys/` status endpoints).
+    Raw(u16, Value),
+    /// OpenBao's envelope with `data` (and `auth`, `warnings`);
+    /// `top` fields are also copied to the top level (`sys/policy`).
+    Envelope {
+        /// `data`.
+        data: Value,
+        /// `auth` (token endpoints).
+        auth: Option<Value>,
+        /// Copy `data`'s fields to the top level too.
+        top: bool,
+    },
+    /// 204, no body.
+    NoContent,
+}
+
+impl Reply {
+    /// The envelope around `data`.
+    pub fn data(data: Value) -> Self {
+        Reply::Envelope {
+            data,
+            auth: None,
+            top: false,
+        }
+    }
+
+    /// The status and body to send.
+    pub fn render(self) -> (u16, Option<Value>) {
+        match self {
+            Reply::Raw(status, body) => (status, Some(body)),
+            Reply::NoContent => (204, None),
+            Reply::Envelope { data, auth, top } => {
+                let mut body = json!({
+                    "request_id": request_id(),
+                    "lease_id": "",
+                    "renewable": false,
+                    "lease_duration": 0,
+                    "data": if auth.is_some() { Value::Null } else { data.clone() },
+                    "wrap_info": null,
+                    "warnings": null,
+                    "auth": auth,
+                });
+                if let (true, Value::Object(fields), Value::Object(out)) = (top, data, &mut body) {
+                    for (key, value) in fields {
+                        out.entry(key).or_insert(value);
+                    }
+                }
+                (200, Some(body))
+            }
+        }
+    }
+}
+
+/// A random UUID-shaped request id.
+fn request_id() -> String {
+    let mut raw = [0u8; 16];
+    if getrandom::fill(&mut raw).is_err() {
+        return String::new();
+    }
+    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// The caller's token entry, if `capabilities` are all granted on
+/// `path` by its policies; `permission denied` otherwise (no token, an
+/// unknown or expired one, or a missing capability).
+pub fn authorize(
+    open: &UnsealedKeyring,
+    request: &ApiRequest,
+    path: &str,
+    capabilities: &[Capability],
+) -> Result<TokenEntry, ApiError> {
+    let token = request
+        .token
+        .as_ref()
+        .ok_or_else(ApiError::permission_denied)?;
+    let entry = open.tokens.lookup(token, now())?;
+    let acl = entry.acl(|name| open.policies.get(name));
+    if capabilities.iter().all(|cap| acl.allows(path, *cap)) {
+        Ok(entry.clone())
+    } else {
+        Err(ApiError::permission_denied())
+    }
+}
+
+/// The capability a write needs: `create` where nothing exists yet,
+/// `update` otherwise (OpenBao's existence check).
+pub fn create_or_update(exists: bool) -> Capability {
+    if exists {
+        Capability::Update
+    } else {
+        Capability::Create
+    }
+}
+
+/// Answers `request`.
+pub fn route(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let path = request.path.as_str();
+    if let Some(rest) = path.strip_prefix("sys/") {
+        return sys::route(state, request, rest);
+    }
+    if let Some(rest) = path.strip_prefix("auth/token/") {
+        return auth::route(state, request, rest);
+    }
+    if path == "transit/keys" {
+        return transit_keys::route(state, request, None);
+    }
+    if let Some(rest) = path.strip_prefix("transit/keys/") {
+        return transit_keys::route(state, request, Some(rest));
+    }
+    // Unknown paths: sealed first, then the token, as OpenBao answers.
+    state.read(|open| {
+        authorize(open, request, path, &[])?;
+        Err(ApiError::unsupported_path(path))
+    })
+}
+
+/// A number field given as a JSON number or a decimal string.
+pub fn uint_field(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("{name}: not a non-negative integer"))),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("{name}: not a non-negative integer"))),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "{name}: not a non-negative integer"
+        ))),
+    }
+}
+
+/// A boolean field given as JSON or as "true"/"false".
+pub fn bool_field(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("{name}: not a boolean"))),
+        Some(_) => Err(ApiError::bad_request(format!("{name}: not a boolean"))),
+    }
+}
+
+/// A text field.
+pub fn str_field<'a>(
+    fields: &'a Map<String, Value>,
+    name: &str,
+) -> Result<Option<&'a str>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::bad_request(format!("{name}: not a string"))),
+    }
+}
+
+/// A duration field as OpenBao takes it: seconds as a number or a
+/// string, or Go's duration form with units `d`, `h`, `m`, `s` (`90s`,
+/// `1h`, `1h30m0s`: what the CLI sends for `-ttl=1h`).
+pub fn duration_field(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, ApiError> {
+    let bad = || {
+        ApiError::bad_request(format!(
+            "{name}: not a duration (e.g. 3600, \"1h\", \"1h30m\")"
+        ))
+    };
+    match fields.get(name) {
+        Some(Value::String(s)) => parse_duration(s.trim()).map(Some).ok_or_else(bad),
+        _ => uint_field(fields, name).map_err(|_| bad()),
+    }
+}
+
+/// Seconds in `text`: empty (0), digits (seconds), or number-unit pairs.
+fn parse_duration(text: &str) -> Option<u64> {
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return if text.is_empty() {
+            Some(0)
+        } else {
+            text.parse().ok()
+        };
+    }
+    let mut total: u64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(scale)?)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_as_the_cli_and_hvac_send_them() {
+        for (text, seconds) in [
+            ("", Some(0)),
+            ("3600", Some(3600)),
+            ("1h", Some(3600)),
+            ("1h0m0s", Some(3600)),
+            ("1h30m", Some(5400)),
+            ("2d", Some(172_800)),
+            ("90s", Some(90)),
+            ("1.5h", None),
+            ("h", None),
+            ("10x", None),
+            ("-5", None),
+        ] {
+            assert_eq!(parse_duration(text), seconds, "{text:?}");
+        }
+    }
+}

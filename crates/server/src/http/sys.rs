@@ -1,0 +1,292 @@
+//! `sys/`: init, unseal, seal, seal-status, health, leader (no token
+//! needed but for `seal`), and the ACL policies (`sys/policy/:name`,
+//! `sys/policies/acl/:name`).
+
+use aesd_keyring::policy::Capability;
+use aesd_keyring::sealed::SealConfig;
+use aesd_keyring::token::ROOT_POLICY;
+use aesd_keyring::unseal::SealStatus;
+use serde_json::{Value, json};
+
+use super::errors::ApiError;
+use super::router::{
+    ApiRequest, Operation, Reply, authorize, bool_field, create_or_update, str_field, uint_field,
+};
+use crate::keyring_state::{KeyringState, now};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Routes `sys/<rest>`.
+pub fn route(state: &KeyringState, request: &ApiRequest, rest: &str) -> Result<Reply, ApiError> {
+    let op = request.operation;
+    match rest {
+        "init" => match op {
+            Operation::Read => Ok(Reply::Raw(
+                200,
+                json!({ "initialized": state.status().is_some() }),
+            )),
+            Operation::Write => init(state, request),
+            _ => Err(request.not_allowed()),
+        },
+        "seal-status" => match op {
+            Operation::Read | Operation::Write => Ok(Reply::Raw(200, seal_status(state))),
+            _ => Err(request.not_allowed()),
+        },
+        "unseal" => match op {
+            Operation::Write => unseal(state, request),
+            _ => Err(request.not_allowed()),
+        },
+        "seal" => match op {
+            Operation::Write => {
+                state.read(|open| {
+                    authorize(
+                        open,
+                        request,
+                        "sys/seal",
+                        &[Capability::Update, Capability::Sudo],
+                    )
+                    .map(drop)
+                })?;
+                state.seal()?;
+                Ok(Reply::NoContent)
+            }
+            _ => Err(request.not_allowed()),
+        },
+        "health" => match op {
+            Operation::Read => Ok(health(state)),
+            _ => Err(request.not_allowed()),
+        },
+        "leader" => match op {
+            Operation::Read => Ok(Reply::Raw(200, json!({ "ha_enabled": false }))),
+            _ => Err(request.not_allowed()),
+        },
+        "policy" | "policies/acl" => list_policies(state, request, rest == "policy"),
+        _ => {
+            if let Some(name) = rest.strip_prefix("policy/") {
+                return policy(state, request, name, true);
+            }
+            if let Some(name) = rest.strip_prefix("policies/acl/") {
+                return policy(state, request, name, false);
+            }
+            state.read(|open| {
+                authorize(open, request, &request.path, &[])?;
+                Err(ApiError::unsupported_path(&request.path))
+            })
+        }
+    }
+}
+
+fn status_json(state: &KeyringState, status: Option<SealStatus>) -> Value {
+    let (initialized, sealed, t, n, progress) = match status {
+        None => (false, true, 0, 0, 0),
+        Some(s) => (true, s.sealed, s.threshold, s.shares, s.progress),
+    };
+    let mut body = json!({
+        "type": "shamir",
+        "initialized": initialized,
+        "sealed": sealed,
+        "t": t,
+        "n": n,
+        "progress": progress,
+        "nonce": "",
+        "version": VERSION,
+        "commit_date": "",
+        "migration": false,
+        "recovery_seal": false,
+        "storage_type": state.storage_type(),
+    });
+    if !sealed && let Value::Object(fields) = &mut body {
+        fields.insert("cluster_name".into(), json!("aesd"));
+        fields.insert("cluster_id".into(), json!("aesd"));
+    }
+    body
+}
+
+fn seal_status(state: &KeyringState) -> Value {
+    status_json(state, state.status())
+}
+
+fn health(state: &KeyringState) -> Reply {
+    let status = state.status();
+    let (code, initialized, sealed) = match status {
+        None => (501, false, true),
+        Some(s) if s.sealed => (503, true, true),
+        Some(_) => (200, true, false),
+    };
+    let mut body = json!({
+        "initialized": initialized,
+        "sealed": sealed,
+        "standby": false,
+        "replication_performance_mode": "disabled",
+        "replication_dr_mode": "disabled",
+        "server_time_utc": now(),
+        "version": VERSION,
+    });
+    if !sealed {
+        body["cluster_name"] = json!("aesd");
+        body["cluster_id"] = json!("aesd");
+    }
+    Reply::Raw(code, body)
+}
+
+/// The most shares `sys/init` makes (Shamir over GF(2^8)).
+const MAX_SHARES: u64 = 255;
+
+fn init(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let fields = request.fields()?;
+    for unsupported in [
+        "pgp_keys",
+        "root_token_pgp_key",
+        "recovery_shares",
+        "stored_shares",
+    ] {
+        let given = match fields.get(unsupported) {
+            None | Some(Value::Null) => false,
+            Some(Value::Number(n)) => n.as_u64() != Some(0),
+            Some(Value::String(s)) => !s.is_empty(),
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
+        };
+        if given {
+            return Err(ApiError::bad_request(format!(
+                "{unsupported} is not supported by aesd (docs/aesd.md, \"HTTP API\")"
+            )));
+        }
+    }
+    let shares = uint_field(&fields, "secret_shares")?
+        .ok_or_else(|| ApiError::bad_request("secret_shares must be given"))?;
+    let threshold = uint_field(&fields, "secret_threshold")?
+        .ok_or_else(|| ApiError::bad_request("secret_threshold must be given"))?;
+    if shares > MAX_SHARES || threshold > shares {
+        return Err(ApiError::bad_request(format!(
+            "invalid seal configuration: threshold {threshold} of {shares} shares (need 2 <= threshold <= shares <= 255, or 1 of 1)"
+        )));
+    }
+    let config = SealConfig {
+        threshold: u8::try_from(threshold).map_err(|_| ApiError::bad_request("bad threshold"))?,
+        shares: u8::try_from(shares).map_err(|_| ApiError::bad_request("bad share count"))?,
+    };
+    let made = state.init(config)?;
+    let hex: Vec<String> = made.shares.iter().map(|s| s.to_hex().to_string()).collect();
+    let base64: Vec<String> = made
+        .shares
+        .iter()
+        .map(|s| s.to_base64().to_string())
+        .collect();
+    tracing::info!(
+        threshold = config.threshold,
+        shares = config.shares,
+        "keyring initialized (sealed; unseal with the shares)"
+    );
+    Ok(Reply::Raw(
+        200,
+        json!({ "keys": hex, "keys_base64": base64, "root_token": made.root_token.as_str() }),
+    ))
+}
+
+fn unseal(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let fields = request.fields()?;
+    let status = if bool_field(&fields, "reset")? == Some(true) {
+        state.reset_unseal()?
+    } else {
+        let key = str_field(&fields, "key")?.ok_or_else(|| {
+            ApiError::bad_request(
+                "'key' must be specified in request body as JSON, or 'reset' set to true",
+            )
+        })?;
+        state.submit_share(key)?
+    };
+    Ok(Reply::Raw(200, status_json(state, Some(status))))
+}
+
+/// `GET sys/policy` (`keys` and `policies`) or `LIST sys/policies/acl`.
+fn list_policies(state: &KeyringState, request: &ApiRequest, old: bool) -> Result<Reply, ApiError> {
+    let allowed = if old {
+        request.operation == Operation::Read || request.operation == Operation::List
+    } else {
+        request.operation == Operation::List
+    };
+    if !allowed {
+        return Err(request.not_allowed());
+    }
+    let (path, cap) = if old {
+        ("sys/policy", Capability::Read)
+    } else {
+        ("sys/policies/acl/", Capability::List)
+    };
+    state.read(|open| {
+        authorize(open, request, path, &[cap])?;
+        let mut names: Vec<String> = open.policies.names().map(str::to_owned).collect();
+        names.push(ROOT_POLICY.to_owned());
+        names.sort();
+        let data = if old {
+            json!({ "keys": names, "policies": names })
+        } else {
+            json!({ "keys": names })
+        };
+        Ok(Reply::Envelope {
+            data,
+            auth: None,
+            top: old,
+        })
+    })
+}
+
+/// `sys/policy/:name` (`rules`) and `sys/policies/acl/:name` (`policy`).
+fn policy(
+    state: &KeyringState,
+    request: &ApiRequest,
+    name: &str,
+    old: bool,
+) -> Result<Reply, ApiError> {
+    let path = request.path.as_str();
+    let text_field = if old { "rules" } else { "policy" };
+    match request.operation {
+        Operation::Read => state.read(|open| {
+            authorize(open, request, path, &[Capability::Read])?;
+            let name = name.to_ascii_lowercase();
+            let text = if name == ROOT_POLICY {
+                String::new()
+            } else {
+                open.policies
+                    .get(&name)
+                    .ok_or_else(ApiError::not_found)?
+                    .text
+                    .clone()
+            };
+            let mut data = json!({ "name": name });
+            data[text_field] = json!(text);
+            Ok(Reply::Envelope {
+                data,
+                auth: None,
+                top: old,
+            })
+        }),
+        Operation::Write => {
+            let fields = request.fields()?;
+            let text = match str_field(&fields, "policy")? {
+                Some(text) => text,
+                None => str_field(&fields, "rules")?.ok_or_else(|| {
+                    ApiError::bad_request("'policy' parameter not supplied or empty")
+                })?,
+            };
+            state.change(|open| {
+                let exists = open.policies.get(name).is_some();
+                authorize(open, request, path, &[create_or_update(exists)])?;
+                open.policies.put(name, text)?;
+                Ok(Reply::NoContent)
+            })
+        }
+        Operation::Delete => state.change(|open| {
+            authorize(open, request, path, &[Capability::Delete])?;
+            match open.policies.delete(name) {
+                // Deleting what is not there succeeds, as OpenBao's does.
+                Ok(()) | Err(aesd_keyring::policy::PolicyStoreError::Unknown(_)) => {
+                    Ok(Reply::NoContent)
+                }
+                Err(err) => Err(err.into()),
+            }
+        }),
+        Operation::List => Err(request.not_allowed()),
+    }
+}

@@ -1,0 +1,371 @@
+//! The keyring as the server holds it: not initialised, sealed (shares
+//! being given) or unsealed, over a [`KeyringStore`]. Every change is
+//! sealed as the next generation and stored before it is answered; a
+//! change the store refuses is undone in memory. Shared by the HTTP API
+//! (`http`) and, later, the binary port's by-name key source.
+//!
+//! ```text
+//!  start:  store.load_newest()  none ─► Uninitialized   some ─► Sealed
+//!  init:   Uninitialized ─ shares + root token, stored ─► Sealed
+//!  unseal: Sealed ─ k good shares ─► Unsealed     seal: Unsealed ─► Sealed
+//! ```
+//!
+//! Locking: one mutex; every operation is short (a keyring under 1.5 MB
+//! sealed) and runs on a blocking thread, never on the async reactor.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aesd_keyring::OsEntropy;
+use aesd_keyring::sealed::{self, SealConfig, SealError};
+use aesd_keyring::shamir::{ShamirError, Share};
+use aesd_keyring::store::{KeyringStore, MemoryStore, StoreError};
+use aesd_keyring::token::ROOT_POLICY;
+use aesd_keyring::unseal::{SealStatus, UnsealStep, UnsealedKeyring, Unsealer};
+use zeroize::Zeroizing;
+
+/// Why a keyring operation could not run (beside the keyring's own
+/// refusals, which the callers map).
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Sealed or not initialised: keys and tokens are out of reach.
+    #[error("Vault is sealed")]
+    Sealed,
+    /// `sys/init` on a keyring that has one already.
+    #[error("Vault is already initialized")]
+    AlreadyInitialized,
+    /// `sys/unseal` before `sys/init`.
+    #[error("Vault is not initialized")]
+    NotInitialized,
+    /// A share that is not a share (bad hex/base64, wrong length).
+    #[error("invalid key: {0}")]
+    BadShare(ShamirError),
+    /// Sealing, opening or splitting failed (a wrong share at the
+    /// threshold is [`SealError::SharesDoNotOpen`]).
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// The store could not write or read; the keyring is unchanged.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where the keyring stands.
+enum State {
+    /// The store holds nothing: `sys/init` first.
+    Uninitialized,
+    /// Waiting for shares.
+    Sealed(Unsealer),
+    /// Open.
+    Unsealed(Box<UnsealedKeyring>),
+}
+
+/// What `sys/init` returns, once.
+pub struct Initialized {
+    /// The shares (shown once; never stored).
+    pub shares: Vec<Share>,
+    /// The root token (shown once; stored as its hash).
+    pub root_token: Zeroizing<String>,
+}
+
+/// What `--dev` prints: the single share and the root token.
+pub struct DevKeyring {
+    /// The state, unsealed.
+    pub state: KeyringState,
+    /// The share that unseals it after a `sys/seal`.
+    pub share: Share,
+    /// The root token.
+    pub root_token: Zeroizing<String>,
+}
+
+/// The server's keyring and its store.
+pub struct KeyringState {
+    state: Mutex<State>,
+    store: Box<dyn KeyringStore + Send + Sync>,
+    /// `memory` (dev) or `file` (`--keyring`): `seal-status`'s
+    /// `storage_type`.
+    storage_type: &'static str,
+}
+
+/// Unix seconds now.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl KeyringState {
+    /// The keyring in `store`: sealed if it holds one, else waiting for
+    /// `sys/init`. Generations passed over (torn, corrupt) are logged.
+    pub fn open(
+        store: Box<dyn KeyringStore + Send + Sync>,
+        storage_type: &'static str,
+    ) -> Result<Self, StateError> {
+        let state = match store.load_newest()? {
+            None => State::Uninitialized,
+            Some(stored) => {
+                for skipped in &stored.skipped {
+                    tracing::warn!(
+                        generation = skipped.generation,
+                        "keyring generation {} passed over: {}",
+                        skipped.generation,
+                        skipped.reason
+                    );
+                }
+                State::Sealed(Unsealer::new(stored.sealed)?)
+            }
+        };
+        Ok(KeyringState {
+            state: Mutex::new(state),
+            store,
+            storage_type,
+        })
+    }
+
+    /// `--dev`: in memory, one share of one, unsealed, with a root token
+    /// (`root_token_id`, or a random one).
+    pub fn dev(root_token_id: Option<&str>) -> Result<DevKeyring, StateError> {
+        let state = KeyringState::open(Box::new(MemoryStore::default()), "inmem")?;
+        let initialized = state.init_with(
+            SealConfig {
+                threshold: 1,
+                shares: 1,
+            },
+            root_token_id,
+        )?;
+        let share = initialized
+            .shares
+            .into_iter()
+            .next()
+            .ok_or(StateError::Seal(SealError::Malformed("no share made")))?;
+        state.submit_share(&share.to_base64())?;
+        Ok(DevKeyring {
+            state,
+            share,
+            root_token: initialized.root_token,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the state as it was
+        // before the change (changes are applied, then stored).
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// `seal-status`'s `storage_type`.
+    pub fn storage_type(&self) -> &'static str {
+        self.storage_type
+    }
+
+    /// Whether initialised, and the seal status (`None` before init).
+    pub fn status(&self) -> Option<SealStatus> {
+        match &*self.lock() {
+            State::Uninitialized => None,
+            State::Sealed(unsealer) => Some(unsealer.status()),
+            State::Unsealed(open) => Some(open.status()),
+        }
+    }
+
+    /// `sys/init`: a new root key split `threshold` of `shares`, an empty
+    /// keyring with a root token, stored as generation 1; the keyring
+    /// stays sealed, as OpenBao's does.
+    pub fn init(&self, config: SealConfig) -> Result<Initialized, StateError> {
+        self.init_with(config, None)
+    }
+
+    fn init_with(
+        &self,
+        config: SealConfig,
+        root_token_id: Option<&str>,
+    ) -> Result<Initialized, StateError> {
+        let mut state = self.lock();
+        if !matches!(*state, State::Uninitialized) {
+            return Err(StateError::AlreadyInitialized);
+        }
+        let (root, shares) = sealed::initialize(config, &mut OsEntropy)?;
+        let mut open = UnsealedKeyring::initialized(root, config);
+        let (root_token, _) = open
+            .tokens
+            .create(
+                root_token_id,
+                vec![ROOT_POLICY.into()],
+                0,
+                now(),
+                "root",
+                &mut OsEntropy,
+            )
+            .map_err(|err| SealError::InvalidContents(err.to_string()))?;
+        let (generation, bytes) = open.seal_next(&mut OsEntropy)?;
+        self.store.put(generation, &bytes)?;
+        *state = State::Sealed(Unsealer::new(bytes)?);
+        Ok(Initialized { shares, root_token })
+    }
+
+    /// `sys/unseal` with `key`: the status after it.
+    pub fn submit_share(&self, key: &str) -> Result<SealStatus, StateError> {
+        let share = Share::parse(key).map_err(StateError::BadShare)?;
+        let mut state = self.lock();
+        match &mut *state {
+            State::Uninitialized => Err(StateError::NotInitialized),
+            State::Unsealed(open) => Ok(open.status()),
+            State::Sealed(unsealer) => match unsealer.submit(share)? {
+                UnsealStep::Progress(status) => Ok(status),
+                UnsealStep::Unsealed(open) => {
+                    let status = open.status();
+                    *state = State::Unsealed(open);
+                    tracing::info!(generation = status.generation, "keyring unsealed");
+                    Ok(status)
+                }
+            },
+        }
+    }
+
+    /// `sys/unseal` with `reset`: the shares given so far are dropped.
+    pub fn reset_unseal(&self) -> Result<SealStatus, StateError> {
+        match &mut *self.lock() {
+            State::Uninitialized => Err(StateError::NotInitialized),
+            State::Unsealed(open) => Ok(open.status()),
+            State::Sealed(unsealer) => {
+                unsealer.reset();
+                Ok(unsealer.status())
+            }
+        }
+    }
+
+    /// `sys/seal`: the keys and root key are dropped (wiped); the newest
+    /// stored generation waits for shares again.
+    pub fn seal(&self) -> Result<(), StateError> {
+        let mut state = self.lock();
+        if !matches!(*state, State::Unsealed(_)) {
+            return Ok(());
+        }
+        let stored = self
+            .store
+            .load_newest()?
+            .ok_or(StateError::Seal(SealError::Malformed("store emptied")))?;
+        *state = State::Sealed(Unsealer::new(stored.sealed)?);
+        tracing::info!("keyring sealed");
+        Ok(())
+    }
+
+    /// Runs `read` on the open keyring (no change stored).
+    pub fn read<R, E: From<StateError>>(
+        &self,
+        read: impl FnOnce(&UnsealedKeyring) -> Result<R, E>,
+    ) -> Result<R, E> {
+        match &*self.lock() {
+            State::Unsealed(open) => read(open),
+            _ => Err(StateError::Sealed.into()),
+        }
+    }
+
+    /// Runs `change` on the open keyring, then seals and stores the next
+    /// generation. When `change` fails, or the store refuses, the keys,
+    /// policies and tokens are put back as they were: what is answered is
+    /// what is stored.
+    pub fn change<R, E: From<StateError>>(
+        &self,
+        change: impl FnOnce(&mut UnsealedKeyring) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let mut state = self.lock();
+        let State::Unsealed(open) = &mut *state else {
+            return Err(StateError::Sealed.into());
+        };
+        let before = (
+            open.keyring.clone(),
+            open.policies.clone(),
+            open.tokens.clone(),
+        );
+        let restore = |open: &mut UnsealedKeyring| {
+            (open.keyring, open.policies, open.tokens) = before;
+        };
+        let result = match change(open) {
+            Ok(result) => result,
+            Err(err) => {
+                restore(open);
+                return Err(err);
+            }
+        };
+        match self.persist(open) {
+            Ok(()) => Ok(result),
+            Err(err) => {
+                tracing::error!("keyring change not stored, undone: {err}");
+                restore(open);
+                Err(err.into())
+            }
+        }
+    }
+
+    fn persist(&self, open: &mut UnsealedKeyring) -> Result<(), StateError> {
+        let (generation, bytes) = open.seal_next(&mut OsEntropy)?;
+        self.store.put(generation, &bytes)?;
+        open.committed(generation);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_seals_and_k_shares_unseal_while_a_wrong_one_is_refused() {
+        let state =
+            KeyringState::open(Box::new(MemoryStore::default()), "inmem").expect("open empty");
+        assert!(state.status().is_none());
+        let made = state
+            .init(SealConfig {
+                threshold: 2,
+                shares: 3,
+            })
+            .expect("init");
+        assert!(state.status().expect("status").sealed);
+        let status = state
+            .submit_share(&made.shares[0].to_hex())
+            .expect("share 1");
+        assert_eq!((status.sealed, status.progress), (true, 1));
+        // Share 2 with one byte changed: refused, progress starts over.
+        let mut wrong = made.shares[1].to_bytes();
+        wrong[0] ^= 1;
+        let wrong = Share::from_bytes(&wrong[..]).expect("share");
+        let err = state.submit_share(&wrong.to_base64()).expect_err("wrong");
+        assert!(
+            matches!(err, StateError::Seal(SealError::SharesDoNotOpen)),
+            "{err}"
+        );
+        assert_eq!(state.status().expect("status").progress, 0);
+        state.submit_share(&made.shares[2].to_base64()).expect("a");
+        let status = state.submit_share(&made.shares[0].to_hex()).expect("b");
+        assert!(!status.sealed);
+        let token = state
+            .read(|open| {
+                open.tokens
+                    .lookup(&made.root_token, now())
+                    .map(|e| e.is_root())
+                    .map_err(|_| StateError::Sealed)
+            })
+            .expect("root token");
+        assert!(token);
+    }
+
+    #[test]
+    fn a_failed_change_is_undone() {
+        let dev = KeyringState::dev(Some("root")).expect("dev");
+        let err = dev
+            .state
+            .change(|open| {
+                open.keyring
+                    .create("k1", aesd_keyring::KeyType::Aes256Gcm96, 1, &mut OsEntropy)
+                    .map_err(|_| StateError::Sealed)?;
+                Err::<(), _>(StateError::Sealed)
+            })
+            .expect_err("refused");
+        assert!(matches!(err, StateError::Sealed));
+        let keys = dev
+            .state
+            .read(|open| Ok::<_, StateError>(open.keyring.len()))
+            .expect("read");
+        assert_eq!(keys, 0, "the change that failed was kept");
+    }
+}

