@@ -125,7 +125,15 @@ step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test"
-cargo test --workspace --locked
+# The tests that run another crate's binary (aesd, aescrypt, aesload) take
+# the ones this same cargo test builds, not a cargo build of their own
+# (aesd-testkit's workspace_binary).
+test_bin_dir="${CARGO_TARGET_DIR:-target}/debug"
+[[ "$test_bin_dir" == /* ]] || test_bin_dir="$PWD/$test_bin_dir"
+AESD_TEST_BIN_DIR="$test_bin_dir" cargo test --workspace --locked
+# The later steps use those binaries too (--no-build, AESD_NATIVE_BINS_BUILT):
+# a cargo build of a few packages would pick other features and rebuild.
+export AESD_NATIVE_BINS_BUILT=1
 
 # The benches in criterion's test mode (each bench once, the cost
 # workloads' self-check), built with the test build's profile and its
@@ -138,13 +146,13 @@ cargo test -p aesd-bench --benches --locked
 [ "$only_rust" -eq 1 ] && exit 0
 
 step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, an aesload suite through it"
-bash scripts/fleet.sh --boards 3 --quick --profile debug
+bash scripts/fleet.sh --boards 3 --quick --profile debug --no-build
 
 step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
-bash scripts/shards.sh --shards 3 --quick --profile debug
+bash scripts/shards.sh --shards 3 --quick --profile debug --no-build
 
 step "TLS load run: every study suite through aesload's embedded aesd over TLS with its defaults, all verified (scripts/tls-load.sh)"
-bash scripts/tls-load.sh --profile debug
+bash scripts/tls-load.sh --profile debug --no-build
 
 step "loopback floor (quick): the echo servers of scripts/bench/loopback-floor.sh move and check their bytes"
 bash scripts/bench/loopback-floor.sh --quick
@@ -154,7 +162,7 @@ python3 scripts/bench/figures-table.py --self-test
 
 step "deploy/k8s/: the manifests against the Kubernetes schemas (kubernetes-validate --strict)"
 bash scripts/k8s-validate.sh
-bash scripts/k8s-rehearse.sh --pods 3 --profile debug
+bash scripts/k8s-rehearse.sh --pods 3 --profile debug --no-build
 
 step "soc/: LiteX SoC generation (pytest)"
 bash soc/setup.sh

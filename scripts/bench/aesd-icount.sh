@@ -164,8 +164,11 @@ if ((build)); then
   (cd "$root" && CARGO_TARGET_DIR="$target_dir" \
     cargo "+$AESD_NIGHTLY" build --quiet --locked -p aesd-server --bin aesd \
     --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}" "${features[@]}")
-  step "cargo build -p aesd-client -p aesd-load --bin aesload --bin aescrypt (native, to drive the board's aesd)"
-  (cd "$root" && cargo build --quiet --locked -p aesd-client -p aesd-load --bin aesload --bin aescrypt)
+  # AESD_NATIVE_BINS_BUILT=1: scripts/test.sh's cargo test built them.
+  if [[ "${AESD_NATIVE_BINS_BUILT:-0}" != 1 ]]; then
+    step "cargo build -p aesd-client -p aesd-load --bin aesload --bin aescrypt (native, to drive the board's aesd)"
+    (cd "$root" && cargo build --quiet --locked -p aesd-client -p aesd-load --bin aesload --bin aescrypt)
+  fi
 fi
 for bin in "$dir/aesd" "$native/aesload" "$native/aescrypt"; do
   [[ -x "$bin" ]] || {

@@ -45,10 +45,21 @@ for t in riscv32imac-unknown-linux-musl aarch64-unknown-linux-musl; do
   step "cross: constant time: the check must fail on a function that branches on a secret ($t control)"
   python3 "$here/ct-branches.py" --control "$t"
 done
-# Native binaries for the interoperation tests (already built when
-# scripts/test.sh ran the workspace tests first).
-step "cross: native aesd, aesload, aescrypt"
-(cd "$root" && cargo build --quiet --locked -p aesd-server -p aesd-client -p aesd-load)
+# Native binaries for the interoperation tests. With AESD_NATIVE_BINS_BUILT=1 (scripts/test.sh, after its cargo test built
+# them) they are used as they are: a build of these three packages alone
+# would pick other features and rebuild.
+if [[ "${AESD_NATIVE_BINS_BUILT:-0}" == 1 ]]; then
+  step "cross: native aesd, aesload, aescrypt (built by the test command's cargo test)"
+else
+  step "cross: native aesd, aesload, aescrypt"
+  (cd "$root" && cargo build --quiet --locked -p aesd-server -p aesd-client -p aesd-load)
+fi
+for native in aesd aesload aescrypt; do
+  [[ -x "$dir/debug/$native" ]] || {
+    echo "ci.sh: no native $dir/debug/$native" >&2
+    exit 1
+  }
+done
 for t in "${AESD_TARGETS[@]}"; do
   step "cross: smoke test $t ($profile) under qemu"
   bin="$dir/$t/$profile"

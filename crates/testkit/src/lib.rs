@@ -110,15 +110,35 @@ pub fn openssl(args: &[&str]) {
     );
 }
 
+/// The variable naming a folder that holds the workspace's binaries built
+/// by the running `cargo test --workspace` itself (scripts/test.sh sets it
+/// to the target directory's `debug` folder): [`workspace_binary`] takes
+/// them from there instead of running a `cargo build` of its own, whose
+/// other feature set would rebuild half the workspace, and the next cargo
+/// run would rebuild it back (minutes on a fresh machine).
+pub const TEST_BIN_DIR_VAR: &str = "AESD_TEST_BIN_DIR";
+
 /// The path of binary `bin` of workspace package `package` (`aesd` of
 /// `aesd-server`, `aescrypt` of `aesd-client`, `aesload` of `aesd-load`),
-/// built (`cargo build`, the running cargo's) on its first use in this
-/// test process, so it is never older than its sources. For the tests of
-/// another crate than the binary's, which cargo does not hand its path.
+/// for the tests of another crate than the binary's, which cargo does not
+/// hand its path. From [`TEST_BIN_DIR_VAR`]'s folder when it is set (it
+/// must hold the binary); else built (`cargo build`, the running cargo's)
+/// on its first use in this test process, so it is never older than its
+/// sources.
 ///
 /// # Panics
-/// If the build fails or names no executable.
+/// If the folder lacks the binary, or the build fails or names no
+/// executable.
 pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os(TEST_BIN_DIR_VAR) {
+        let path = PathBuf::from(dir).join(bin);
+        assert!(
+            path.is_file(),
+            "{TEST_BIN_DIR_VAR} names no {bin}: {} (unset it to build {package}'s binary)",
+            path.display()
+        );
+        return path;
+    }
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let built = BUILT.get_or_init(Mutex::default);
     let mut built = built
