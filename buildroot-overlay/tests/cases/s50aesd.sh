@@ -209,7 +209,7 @@ t_stop_waits_for_job() {
 	openssl enc -d -aes-256-cbc -pbkdf2 -pass "file:$work/pw" -in "$test_tmp/slow.enc" -out "$test_tmp/slow.dec"
 	cmp "$test_tmp/slow.plain" "$test_tmp/slow.dec"
 	gone "$pid" || die "aesd still running"
-	grep -q 'shutting down: 30.0 s grace for running jobs active=1' "$sandbox/var/log/aesd.log" ||
+	grep -q 'shutting down: 30.0 s grace for running jobs (.*) active=1' "$sandbox/var/log/aesd.log" ||
 		die "aesd did not report one active job at shutdown:" "$(tail -n 5 "$sandbox/var/log/aesd.log")"
 }
 
