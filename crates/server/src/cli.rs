@@ -325,12 +325,14 @@ fn shutdown_signals() -> (
                             _ = terminate.recv() => "SIGTERM",
                         }
                     };
-                    info!("{} received", next(&mut interrupt, &mut terminate).await);
+                    // Awaited outside the log macros: a macro whose level is
+                    // off does not evaluate its arguments (with --log warn
+                    // the first signal was never waited for).
+                    let first = next(&mut interrupt, &mut terminate).await;
+                    info!("{first} received");
                     let _ = first_tx.send(());
-                    warn!(
-                        "{} received again: cutting off the running jobs now",
-                        next(&mut interrupt, &mut terminate).await
-                    );
+                    let again = next(&mut interrupt, &mut terminate).await;
+                    warn!("{again} received again: cutting off the running jobs now");
                     let _ = again_tx.send(());
                 }
                 _ => {

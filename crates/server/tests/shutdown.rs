@@ -226,3 +226,29 @@ fn aesd_runs_with_core_dumps_off() {
     let fields: Vec<&str> = core.split_whitespace().collect();
     assert_eq!(&fields[4..6], ["0", "0"], "{core}");
 }
+
+/// At a log level that turns info off (`--log warn`, `--log error`), aesd
+/// still waits for a signal: it serves a job, and stops only on SIGTERM.
+/// (The signal was once awaited inside an `info!`, which a disabled level
+/// never evaluates: aesd shut down at once after binding.)
+#[tokio::test]
+async fn a_quiet_log_level_still_waits_for_a_signal() {
+    for level in ["warn", "error"] {
+        let mut aesd = AesdProcess::start(Path::new(env!("CARGO_BIN_EXE_aesd")), &["--log", level]);
+        let addr = aesd.addr.to_string();
+        common::encrypt_verified(&addr, &spec(), 3, 100_000)
+            .await
+            .unwrap_or_else(|err| panic!("--log {level}: aesd does not serve: {err}"));
+        assert_eq!(
+            aesd.wait_exit(Duration::ZERO),
+            None,
+            "--log {level}: aesd exited before any signal"
+        );
+        aesd.signal("TERM");
+        assert_eq!(
+            aesd.wait_exit(Duration::from_secs(10)),
+            Some(0),
+            "--log {level}: SIGTERM stops it"
+        );
+    }
+}

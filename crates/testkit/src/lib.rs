@@ -256,8 +256,15 @@ impl AesdProcess {
         notify
             .set_read_timeout(Some(Duration::from_secs(20)))
             .expect("socket timeout");
+        // `--log info` unless the caller chose a level.
+        let log_level: &[&str] = if args.contains(&"--log") {
+            &[]
+        } else {
+            &["--log", "info"]
+        };
         let mut child = Command::new(binary)
-            .args(["--listen", "127.0.0.1:0", "--log", "info"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(log_level)
             .args(args)
             .env("NOTIFY_SOCKET", &notify_path)
             .stdin(Stdio::null())
