@@ -15,7 +15,9 @@
 //! * bit 3: the server stops (a graceful stop) at 0.5 s; bit 4: it aborts
 //!   at 0.7 s;
 //! * bit 5: the client stops reading its output at once (and reads again
-//!   after 0.5 s unless bit 6 is set);
+//!   after 0.5 s unless bit 6 is set: then a job that ended well may never
+//!   get its done frame out, and only "no done frame for a failed job" is
+//!   checked);
 //! * a wrong token is answered after 0.25 s.
 //!
 //! Seeds whose first byte is 0 or 1 keep the plain behaviour. The rest is
@@ -92,7 +94,13 @@ fuzz_target!(|data: &[u8]| {
     let record = harness.close().run();
     let done_frames = check_server_frames(&record.sent);
     let ok = record.jobs.iter().filter(|(_, job)| job.result.is_ok()).count();
-    assert_eq!(ok, done_frames, "jobs that ended well and done frames sent");
+    if mode & 0b110_0000 == 0b110_0000 {
+        // A client that never reads again: a job ends well when its done
+        // frame is queued, and the frame may never go out.
+        assert!(done_frames <= ok, "done frames sent for jobs that failed");
+    } else {
+        assert_eq!(ok, done_frames, "jobs that ended well and done frames sent");
+    }
     assert!(
         !record.slot_held,
         "a job that asked for a slot never ended: {record:?}"
