@@ -239,6 +239,19 @@ impl<'a, S: Sink> Served<'a, S> {
         }
     }
 
+    /// Takes the whole payload of `header`; when the input ends short of
+    /// it, tells the connection the frame was truncated.
+    fn take_payload(&mut self, now: Instant, header: FrameHeader) -> Option<&'a [u8]> {
+        let len = header.len as usize;
+        let bytes = self.take(len);
+        if bytes.len() < len {
+            let error = truncated(len, bytes.len());
+            self.connection.on_read_error(now, error);
+            return None;
+        }
+        Some(bytes)
+    }
+
     /// Performs `read` if its bytes are there (else keeps it for later);
     /// whether anything happened.
     fn read(&mut self, now: Instant, read: Read) -> bool {
@@ -277,12 +290,7 @@ impl<'a, S: Sink> Served<'a, S> {
                 }
             }
             Read::Body(header) => {
-                let len = header.len as usize;
-                let bytes = self.take(len);
-                if bytes.len() < len {
-                    let got = bytes.len();
-                    self.connection.on_read_error(now, truncated(len, got));
-                } else {
+                if let Some(bytes) = self.take_payload(now, header) {
                     match Message::decode(header.kind, bytes) {
                         Ok(message) => self.connection.on_message(now, message),
                         Err(err) => self.connection.on_read_error(now, err.into()),
@@ -290,22 +298,13 @@ impl<'a, S: Sink> Served<'a, S> {
                 }
             }
             Read::Payload(header, mut buf) => {
-                let len = header.len as usize;
-                let bytes = self.take(len);
-                if bytes.len() < len {
-                    let got = bytes.len();
-                    self.connection.on_read_error(now, truncated(len, got));
-                } else {
-                    buf.payload_mut(len).copy_from_slice(bytes);
+                if let Some(bytes) = self.take_payload(now, header) {
+                    buf.payload_mut(bytes.len()).copy_from_slice(bytes);
                     self.connection.on_payload(now, buf);
                 }
             }
             Read::Skip(header) => {
-                let len = header.len as usize;
-                let got = self.take(len).len();
-                if got < len {
-                    self.connection.on_read_error(now, truncated(len, got));
-                } else {
+                if self.take_payload(now, header).is_some() {
                     self.connection.on_skipped(now);
                 }
             }
