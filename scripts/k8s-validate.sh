@@ -33,16 +33,7 @@ done
 
 k8s="$root/deploy/k8s"
 venv="$k8s/.venv"
-requirements="$k8s/requirements.txt"
-stamp="$venv/.requirements.sha256"
-wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
-if [[ ! -x "$venv/bin/kubernetes-validate" || "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
-  python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
-  step "kubernetes-validate into $venv"
-  "${PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-  echo "$wanted" >"$stamp"
-fi
+venv_install "$venv" "$k8s/requirements.txt" kubernetes-validate
 ((install_only)) && exit 0
 
 validate=("$venv/bin/kubernetes-validate" --strict --quiet)

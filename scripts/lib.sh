@@ -87,6 +87,24 @@ apt_install() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Installs REQUIREMENTS (a pip requirements file) into the venv VENV, unless
+# VENV/bin/PROGRAM exists and the file is unchanged since the last
+# successful install (its hash, a stamp in the venv). PYTHON picks the
+# interpreter (default python3):  venv_install VENV REQUIREMENTS PROGRAM
+venv_install() {
+  local venv="$1" requirements="$2" program="$3" stamp wanted
+  stamp="$venv/.requirements.sha256"
+  wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
+  if [[ -x "$venv/bin/$program" && "$(cat "$stamp" 2>/dev/null)" == "$wanted" ]]; then
+    return 0
+  fi
+  python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
+  step "$program into $venv"
+  "${PYTHON:-python3}" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$wanted" >"$stamp"
+}
+
 # Adds rustup components to the active toolchain when they are missing.
 rustup_components() {
   local component
