@@ -253,9 +253,6 @@ impl AesdProcess {
         let notify_dir = TempDir::new("notify");
         let notify_path = notify_dir.join("notify");
         let notify = UnixDatagram::bind(&notify_path).expect("bind the notification socket");
-        notify
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("socket timeout");
         // `--log info` unless the caller chose a level.
         let log_level: &[&str] = if args.contains(&"--log") {
             &[]
@@ -283,7 +280,7 @@ impl AesdProcess {
             }
         });
         let mut buf = [0u8; 1024];
-        let message = match notify.recv(&mut buf) {
+        let message = match recv_until(&notify, &mut buf, Duration::from_secs(20)) {
             Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
             Err(err) => {
                 let _ = child.kill();
@@ -348,6 +345,25 @@ impl Drop for AesdProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// One datagram from `socket` within `limit`. A signal arriving while it
+/// waits interrupts the wait (a socket with a receive timeout is never
+/// restarted, signal(7)): it waits on for the time that is left instead of
+/// failing.
+fn recv_until(socket: &UnixDatagram, buf: &mut [u8], limit: Duration) -> std::io::Result<usize> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        socket.set_read_timeout(Some(left))?;
+        match socket.recv(buf) {
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
     }
 }
 
