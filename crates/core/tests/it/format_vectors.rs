@@ -27,7 +27,7 @@ const VECTORS: [FileVector; 2] = [
 ];
 
 fn vector_bytes(name: &str) -> Vec<u8> {
-    let text = include_str!("../../proto/PROTOCOL.md");
+    let text = include_str!("../../../proto/PROTOCOL.md");
     let marker = format!("```hex {name}\n");
     let start = text
         .find(&marker)

@@ -259,16 +259,18 @@ fn sigkill_during_rotations_never_loses_a_committed_version() {
     let store = DirStore::open(tmp.path()).expect("store");
     store.put(1, &sealed_generation(1, 1)).expect("put 1");
     let exe = std::env::current_exe().expect("test binary");
+    // The name the harness knows this test by: its module path without the
+    // crate's name, then the function's.
+    let path = concat!(
+        module_path!(),
+        "::sigkill_during_rotations_never_loses_a_committed_version"
+    );
+    let this_test = path.split_once("::").map_or(path, |(_, rest)| rest);
     let mut last = (1u64, 1u32);
     let mut total_commits = 0;
     for round in 0..30u64 {
         let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "sigkill_during_rotations_never_loses_a_committed_version",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", this_test, "--nocapture", "--test-threads=1"])
             .env("AESD_KEYRING_KILL_CHILD", tmp.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

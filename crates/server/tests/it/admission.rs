@@ -3,7 +3,7 @@
 //! the queued ones saw their positions and non-zero queue time; clients
 //! beyond the queue's bound get Busy at once.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

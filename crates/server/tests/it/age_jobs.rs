@@ -3,7 +3,7 @@
 //! connection: the next job on it runs), and the metrics count jobs and
 //! bytes by format.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

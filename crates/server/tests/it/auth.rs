@@ -3,7 +3,7 @@
 //! growing delay and counted in the metrics; a server without a token is
 //! unchanged for clients that have one.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

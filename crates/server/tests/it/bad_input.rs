@@ -1,7 +1,7 @@
 //! Bad input: each case gets its own typed error, and the server serves
 //! the next client (or the next job on the same connection) afterwards.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! The other address is 127.0.0.2: the test binds its socket there before
 //! connecting (Linux routes all of 127.0.0.0/8 to the loopback).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

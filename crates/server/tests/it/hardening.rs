@@ -2,7 +2,7 @@
 //! connections take no job slots, a thousand connections held with bounded
 //! memory, SIGTERM with ten jobs in flight loses nothing silently.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

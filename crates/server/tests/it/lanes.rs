@@ -2,7 +2,7 @@
 //! one worker share its lanes, and each still gets exactly its own
 //! `openssl enc` file (every result is decrypted and compared).
 
-mod common;
+use crate::common;
 
 use aesd_proto::Operation;
 use aesd_server::ConfigLayer;

@@ -2,7 +2,7 @@
 //! removed: connections in total and per client address, input size per
 //! job, jobs per connection.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

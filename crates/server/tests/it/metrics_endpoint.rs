@@ -2,7 +2,7 @@
 //! `MAX_CONNECTIONS` places (the next one gets 503 at once, the job port
 //! serves on), and its connections count under the server's connection cap.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

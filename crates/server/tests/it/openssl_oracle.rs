@@ -4,7 +4,7 @@
 //! the server from the password (key source 1) and on the client (key
 //! source 2).
 
-mod common;
+use crate::common;
 
 use aesd_client::{Client, JobSpec, KeyDerivation};
 use aesd_proto::{Operation, Password};

@@ -6,7 +6,7 @@
 //! accepts aesd's real output and the shipped configs; the metrics endpoint
 //! and the job port stay responsive under the load.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -4,7 +4,7 @@
 //! address (127.0.0.2), a trusted peer without a header and malformed
 //! headers are refused with an error frame, and the server stays up.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

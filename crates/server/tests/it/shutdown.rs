@@ -4,7 +4,7 @@
 //! truncation), and exits 0; SIGINT does the same, and jobs still queued
 //! are told `shutting_down` at once. Also: aesd runs with core dumps off.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

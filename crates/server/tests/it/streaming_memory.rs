@@ -3,7 +3,7 @@
 //! a fixed bound and barely above the peak after an 8 MiB job; eight jobs
 //! at once add only their buffers; a 40 MiB decryption stays as bounded.
 
-mod common;
+use crate::common;
 
 use aesd_client::Client;
 use aesd_proto::Operation;

@@ -4,9 +4,9 @@
 //! `timeout` error near its limit, gives back its connection and job slot,
 //! and the server goes on serving. The exact limits, frames dripped a byte
 //! at a time and every other deadline of the protocol are aesd-core's
-//! protocol tests' (crates/core/tests/protocol.rs, on the harness's clock).
+//! protocol tests' (crates/core/tests/it/protocol.rs, on the harness's clock).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! `access_denied` alert and is closed, which its client names as aesd's
 //! refusal; another is served.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! them runs jobs for a client with `--tls-pin` or `--tls-ca`, the names
 //! are checked, and existing files are never overwritten.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

@@ -1,0 +1,31 @@
+//! aesd-server's integration tests, one binary: each module was a file (and a
+//! test binary) of its own. One binary builds and links once instead of once
+//! per file (the test command's largest cost was building test binaries).
+//! Run one group with `cargo test -p aesd-server --test it MODULE::`.
+
+mod common;
+
+mod admission;
+mod age_jobs;
+mod auth;
+mod bad_input;
+mod bao_cli;
+mod fairness;
+mod fd_limit;
+mod generate;
+mod haproxy_config;
+mod hardening;
+mod lanes;
+mod limits;
+mod log_flood;
+mod metrics_endpoint;
+mod openssl_oracle;
+mod prometheus;
+mod proxy;
+mod readiness;
+mod shutdown;
+mod streaming_memory;
+mod timeouts;
+mod tls_gate;
+mod tls_init;
+mod warnings;
