@@ -177,7 +177,7 @@ bash scripts/bench/vexriscv-cycles.sh --build-only
 
 step "buildroot-overlay/: init script in a busybox chroot, assemble, configs"
 bash buildroot-overlay/tests/setup.sh
-bash buildroot-overlay/tests/run.sh --profile dev
+bash buildroot-overlay/tests/run.sh --profile overlay-test
 
 step "board targets: cross builds, no-FPU check, smoke tests under qemu"
 bash scripts/cross/ci.sh

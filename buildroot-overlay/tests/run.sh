@@ -17,8 +17,9 @@
 #
 #   buildroot-overlay/tests/run.sh [--profile P] [--no-build] [--keep] [-v]
 #     --profile P the cargo profile of the static x86_64 musl binaries:
-#                 release (the default) or dev (what scripts/test.sh uses:
-#                 no fat-LTO link; the init script is what is tested)
+#                 release (the default), dev, or overlay-test (what
+#                 scripts/test.sh uses: no fat-LTO link, unoptimised
+#                 dependencies; the init script is what is tested)
 #     --no-build  use the existing target/x86_64-unknown-linux-musl/<profile>
 #                 binaries instead of running cargo build first
 #     --keep      keep the work directory (sandbox, logs) for inspection;
@@ -53,7 +54,7 @@ while (($#)); do
 	arg=$1
 	case "$arg" in
 		--profile)
-			profile=${2:?--profile needs release or dev}
+			profile=${2:?--profile needs release, dev or overlay-test}
 			shift
 			;;
 		--no-build) build=0 ;;
@@ -73,8 +74,9 @@ done
 case "$profile" in
 	release) bin_dir=$target_dir/$musl/release ;;
 	dev) bin_dir=$target_dir/$musl/debug ;;
+	overlay-test) bin_dir=$target_dir/$musl/overlay-test ;;
 	*)
-		echo "run.sh: --profile must be release or dev, not '$profile'" >&2
+		echo "run.sh: --profile must be release, dev or overlay-test, not '$profile'" >&2
 		exit 2
 		;;
 esac
