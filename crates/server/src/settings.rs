@@ -289,7 +289,8 @@ settings! {
     /// A PROXY header from any other address is refused
     trusted_proxies: TrustedProxies, "CIDR,...", default TrustedProxies::default();
     /// Address of the HTTP API (OpenBao's sys/, auth/token/ and
-    /// transit/keys/ endpoints, for the bao CLI), e.g. 127.0.0.1:8200.
+    /// transit/keys/ endpoints, for the bao CLI, and Transit's encrypt,
+    /// decrypt, rewrap, datakey and random), e.g. 127.0.0.1:8200.
     /// Plain HTTP: TLS on this port is not done yet
     http_listen: Option<SocketAddr>, "ADDR", default None, shown "off";
     /// Largest HTTP request body, in bytes (OpenBao's max_request_size);

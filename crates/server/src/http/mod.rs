@@ -7,7 +7,10 @@
 //! * `router`: a request's operation, token, policy check and route.
 //! * `sys`: init, unseal, seal, status, health, leader, ACL policies.
 //! * `auth`: tokens.
-//! * `transit_keys`: named keys (the data endpoints are issue 39's).
+//! * `transit_keys`: named keys.
+//! * `transit_data`: encrypt, decrypt, rewrap, datakey (with batches).
+//! * `transit_random`: `transit/random` and `sys/tools/random`.
+//! * `transit_fields`: the data endpoints' fields, OpenBao's messages.
 //! * `errors`: OpenBao's `{"errors": [...]}` and status codes.
 //!
 //! Limits: a body above `http-max-request-size` gets 413; a request
@@ -19,7 +22,10 @@ mod auth;
 mod errors;
 mod router;
 mod sys;
+mod transit_data;
+mod transit_fields;
 mod transit_keys;
+mod transit_random;
 
 use std::future::Future;
 use std::net::SocketAddr;
