@@ -300,6 +300,10 @@ settings! {
     /// Seconds an HTTP request's header has to arrive in full; a slower one
     /// has its connection closed
     http_header_timeout: Duration, "SECS", default Duration::from_secs(10);
+    /// Seconds an HTTP request's body has to arrive in full once its
+    /// header has (OpenBao's http_read_timeout); a slower one gets 408 and
+    /// its connection is closed
+    http_body_timeout: Duration, "SECS", default Duration::from_secs(30);
     /// Directory of the sealed keyring (named keys, policies, tokens); aesd
     /// starts sealed: `bao operator init` once, then `bao operator unseal`
     /// with the shares after each start

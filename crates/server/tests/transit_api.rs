@@ -762,3 +762,110 @@ fn hvac_uses_the_data_endpoints(aesd: &Aesd) {
     assert!(out.status.success(), "hvac script failed:\n{said}");
     assert!(said.contains("hvac: all checks passed"), "{said}");
 }
+
+/// The HTTP port's limits: too many JSON values or batch items (413), a
+/// body that stops arriving (408, closed), and the per-client connection
+/// cap (the third connection of one client closed unanswered; a place
+/// freed is taken again).
+#[test]
+fn http_limits_refuse_floods_and_slow_bodies() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    let aesd = Aesd::start_with(&[
+        "--dev",
+        "--dev-root-token-id",
+        "root",
+        "--http-max-request-size",
+        "1048576",
+        "--http-body-timeout",
+        "1",
+        "--max-connections-per-client",
+        "2",
+    ]);
+    let post = |path: &str, body: &str| raw(&aesd, &request("POST", path, Some("root"), body));
+    let (code, body) = post("/v1/transit/encrypt/k", r#"{"plaintext":""}"#);
+    assert_eq!(code, 200, "{body}");
+    let many_values = format!(r#"{{"plaintext":"","x":[{}0]}}"#, "0,".repeat(70_000));
+    let (code, body) = post("/v1/transit/encrypt/k", &many_values);
+    assert_eq!(code, 413, "{body}");
+    assert!(body.contains("JSON values"), "{body}");
+    let items = vec![r#"{"plaintext":""}"#; 10_001].join(",");
+    let (code, body) = post(
+        "/v1/transit/encrypt/k",
+        &format!(r#"{{"batch_input":[{items}]}}"#),
+    );
+    assert_eq!(code, 413, "{body}");
+    assert!(body.contains("10001 items"), "{body}");
+    let items = vec![r#"{"plaintext":""}"#; 10_000].join(",");
+    let (code, body) = post(
+        "/v1/transit/encrypt/k",
+        &format!(r#"{{"batch_input":[{items}]}}"#),
+    );
+    assert_eq!(
+        code,
+        200,
+        "10 000 items are allowed: {}",
+        &body[..200.min(body.len())]
+    );
+
+    let addr = aesd.http.trim_start_matches("http://").to_owned();
+    // A body that stops: 408 after --http-body-timeout, then closed.
+    let mut slow = TcpStream::connect(&addr).expect("connect");
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    slow.write_all(
+        b"POST /v1/transit/encrypt/k HTTP/1.1\r\nHost: a\r\nX-Vault-Token: root\r\nContent-Length: 100\r\n\r\n{\"plain",
+    )
+    .expect("send");
+    let started = Instant::now();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer)
+        .expect("the connection is closed, not left hanging");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("http-body-timeout"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "answered after {:?}",
+        started.elapsed()
+    );
+
+    // Two connections held open by this client; a third is closed
+    // without an answer, and once one of the two goes, a new one is
+    // served.
+    let keep = |stream: &mut TcpStream| {
+        stream
+            .write_all(b"GET /v1/sys/health HTTP/1.1\r\nHost: a\r\n\r\n")
+            .expect("send");
+        let mut buf = [0u8; 12];
+        stream.read_exact(&mut buf).expect("answer");
+        assert_eq!(&buf, b"HTTP/1.1 200", "kept-alive request answered");
+    };
+    let mut first = TcpStream::connect(&addr).expect("connect");
+    let mut second = TcpStream::connect(&addr).expect("connect");
+    keep(&mut first);
+    keep(&mut second);
+    let mut third = TcpStream::connect(&addr).expect("connect");
+    third
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let _ = third.write_all(b"GET /v1/sys/health HTTP/1.1\r\nHost: a\r\n\r\n");
+    let mut got = Vec::new();
+    let _ = third.read_to_end(&mut got);
+    assert!(
+        got.is_empty(),
+        "the third connection was answered: {}",
+        String::from_utf8_lossy(&got)
+    );
+    drop(first);
+    let (code, _) = (0..50)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            try_raw_at(&aesd.http, &request("GET", "/v1/sys/health", None, ""))
+        })
+        .find_map(|answer| answer)
+        .expect("a freed place is taken again");
+    assert_eq!(code, 200);
+    drop(second);
+}

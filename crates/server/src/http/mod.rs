@@ -15,8 +15,11 @@
 //!
 //! Limits: a body above `http-max-request-size` gets 413; a request
 //! header not complete within `http-header-timeout` closes the
-//! connection; at most [`MAX_CONNECTIONS`] connections at once (more are
-//! closed at once). Handlers run on blocking threads (the store fsyncs).
+//! connection, a body not complete within `http-body-timeout` gets 408
+//! and closes it; at most [`MAX_CONNECTIONS`] connections at once and
+//! `max-connections-per-client` from one client (an IPv4 address or an
+//! IPv6 prefix, as on the job port); more are closed at once. Handlers
+//! run on blocking threads (the store fsyncs).
 
 mod auth;
 mod errors;
@@ -40,25 +43,33 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use zeroize::Zeroizing;
 
 pub use errors::ApiError;
 use router::{ApiRequest, Operation};
 
+use crate::client_id::ClientId;
 use crate::keyring_state::KeyringState;
+use crate::limits::ConnectionLimits;
 
 /// HTTP connections served at once; more are closed as they come.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// The HTTP port's limits (settings `http-max-request-size`,
-/// `http-header-timeout`).
+/// `http-header-timeout`, `http-body-timeout`,
+/// `max-connections-per-client`, `client-ipv6-prefix`).
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
     /// Largest request body, bytes.
     pub max_request_size: u64,
     /// Time a request's header has to arrive in full.
     pub header_timeout: Duration,
+    /// Time a request's body has to arrive in full after its header.
+    pub body_timeout: Duration,
+    /// Connections open at once from one client.
+    pub max_connections_per_client: usize,
+    /// Leading bits of an IPv6 address that identify one client.
+    pub client_ipv6_prefix: u8,
 }
 
 /// Serves the API on `listener` until `stop` resolves.
@@ -68,7 +79,7 @@ pub async fn serve(
     limits: HttpLimits,
     stop: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let caps = ConnectionLimits::new(MAX_CONNECTIONS, limits.max_connections_per_client);
     tokio::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {
@@ -82,9 +93,12 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::warn!(%peer, "http connection refused: {MAX_CONNECTIONS} open already");
-            continue;
+        let slot = match caps.admit(ClientId::of(peer.ip(), limits.client_ipv6_prefix)) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                tracing::warn!(%peer, "http connection refused: {refused}");
+                continue;
+            }
         };
         let state = Arc::clone(&state);
         tokio::spawn(async move {
@@ -188,9 +202,18 @@ async fn read_request(
         return Err(too_large(limits.max_request_size));
     }
     let limit = usize::try_from(limits.max_request_size).unwrap_or(usize::MAX);
-    let body = Limited::new(body, limit)
-        .collect()
+    let collected = tokio::time::timeout(limits.body_timeout, Limited::new(body, limit).collect())
         .await
+        .map_err(|_| {
+            ApiError::new(
+                408,
+                format!(
+                    "http: request body not complete within {} s (http-body-timeout)",
+                    limits.body_timeout.as_secs()
+                ),
+            )
+        })?;
+    let body = collected
         .map_err(|err| {
             if err.is::<http_body_util::LengthLimitError>() {
                 too_large(limits.max_request_size)
