@@ -133,6 +133,7 @@ pub fn main() -> ExitCode {
                         max_connections_per_client: config.max_connections_per_client,
                         client_ipv6_prefix: config.client_ipv6_prefix,
                     },
+                    server.state().metrics(),
                     std::future::pending(),
                 ));
             }

@@ -869,3 +869,65 @@ fn http_limits_refuse_floods_and_slow_bodies() {
     assert_eq!(code, 200);
     drop(second);
 }
+
+/// `/metrics` counts the HTTP API's requests by endpoint and status,
+/// their time and their body bytes each way.
+#[test]
+fn api_requests_are_counted_in_the_metrics() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let aesd = Aesd::start_with(&[
+        "--dev",
+        "--dev-root-token-id",
+        "root",
+        "--metrics-listen",
+        &metrics_addr,
+    ]);
+    let body = r#"{"plaintext":"aGVsbG8="}"#;
+    for _ in 0..3 {
+        let (code, answer) = raw(
+            &aesd,
+            &request("POST", "/v1/transit/encrypt/m", Some("root"), body),
+        );
+        assert_eq!(code, 200, "{answer}");
+    }
+    let (code, _) = raw(
+        &aesd,
+        &request("POST", "/v1/transit/decrypt/m", Some("root"), "{}"),
+    );
+    assert_eq!(code, 400);
+    let text = aesd_testkit::metrics_text(metrics_addr.parse().expect("addr"));
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+    };
+    assert_eq!(
+        value(r#"aesd_api_requests_total{endpoint="transit/encrypt",status="200"}"#),
+        3.0
+    );
+    assert_eq!(
+        value(r#"aesd_api_requests_total{endpoint="transit/decrypt",status="400"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"aesd_api_request_duration_seconds_count{endpoint="transit/encrypt"}"#),
+        3.0
+    );
+    assert_eq!(
+        value(r#"aesd_api_bytes_total{endpoint="transit/encrypt",direction="in"}"#),
+        3.0 * body.len() as f64
+    );
+    assert!(
+        value(r#"aesd_api_bytes_total{endpoint="transit/encrypt",direction="out"}"#) > 3.0 * 100.0,
+        "answers of about 200 bytes each"
+    );
+    assert_eq!(
+        value(r#"aesd_api_request_duration_seconds_count{endpoint="transit/rewrap"}"#),
+        0.0,
+        "series of endpoints not used yet exist at 0"
+    );
+}

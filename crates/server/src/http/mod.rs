@@ -51,6 +51,7 @@ use router::{ApiRequest, Operation};
 use crate::client_id::ClientId;
 use crate::keyring_state::KeyringState;
 use crate::limits::ConnectionLimits;
+use crate::metrics::{API_ENDPOINTS, Metrics};
 
 /// HTTP connections served at once; more are closed as they come.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -77,6 +78,7 @@ pub async fn serve(
     listener: TcpListener,
     state: Arc<KeyringState>,
     limits: HttpLimits,
+    metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
 ) {
     let caps = ConnectionLimits::new(MAX_CONNECTIONS, limits.max_connections_per_client);
@@ -101,9 +103,17 @@ pub async fn serve(
             }
         };
         let state = Arc::clone(&state);
+        let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
-            let service =
-                service_fn(move |request| handle(request, Arc::clone(&state), limits, peer));
+            let service = service_fn(move |request| {
+                handle(
+                    request,
+                    Arc::clone(&state),
+                    limits,
+                    peer,
+                    Arc::clone(&metrics),
+                )
+            });
             let served = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
@@ -122,9 +132,14 @@ async fn handle(
     state: Arc<KeyringState>,
     limits: HttpLimits,
     peer: SocketAddr,
+    metrics: Arc<Metrics>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let started = std::time::Instant::now();
+    let endpoint = endpoint_label(request.uri().path());
+    let mut bytes_in = 0;
     let reply = match read_request(request, limits).await {
         Ok(api) => {
+            bytes_in = api.body.len();
             let method = api.method.clone();
             let path = api.path.clone();
             let answer = tokio::task::spawn_blocking(move || {
@@ -145,17 +160,39 @@ async fn handle(
         Ok(rendered) => rendered,
         Err(err) => (err.status, Some(err.body())),
     };
+    let body = body.map(|json| json.to_string());
+    let bytes_out = body.as_ref().map_or(0, String::len);
+    metrics.api_request(
+        endpoint,
+        status,
+        started.elapsed(),
+        u64::try_from(bytes_in).unwrap_or(u64::MAX),
+        u64::try_from(bytes_out).unwrap_or(u64::MAX),
+    );
     Ok(response(status, body))
 }
 
-fn response(status: u16, body: Option<serde_json::Value>) -> Response<Full<Bytes>> {
-    let mut response = Response::new(match &body {
-        Some(json) => Full::new(Bytes::from(json.to_string())),
-        None => Full::new(Bytes::new()),
-    });
+/// The `endpoint` label of a request path (one of [`API_ENDPOINTS`]).
+fn endpoint_label(path: &str) -> &'static str {
+    let Some(path) = path.strip_prefix("/v1/") else {
+        return "none";
+    };
+    API_ENDPOINTS
+        .iter()
+        .find(|endpoint| {
+            path.strip_prefix(**endpoint)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+        .copied()
+        .unwrap_or("other")
+}
+
+fn response(status: u16, body: Option<String>) -> Response<Full<Bytes>> {
+    let has_body = body.is_some();
+    let mut response = Response::new(Full::new(body.map_or_else(Bytes::new, Bytes::from)));
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if body.is_some() {
+    if has_body {
         response
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
