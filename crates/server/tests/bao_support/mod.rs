@@ -42,8 +42,22 @@ impl Aesd {
         Aesd::start_with(&["--keyring", keyring.to_str().expect("utf-8 path")])
     }
 
+    /// `aesd` with `args`; under `AESD_TEST_RUNNER` when set (a command
+    /// and its first arguments, split on spaces, e.g.
+    /// `scripts/cross/qemu-run.sh riscv32imac-unknown-linux-musl`, with
+    /// `AESD_TEST_BIN_DIR` naming the board build: scripts/cross/ci.sh).
     pub fn start_with(args: &[&str]) -> Aesd {
-        let mut child = Command::new(aesd_binary())
+        let runner = std::env::var("AESD_TEST_RUNNER").unwrap_or_default();
+        let mut runner = runner.split_whitespace();
+        let mut command = match runner.next() {
+            Some(program) => {
+                let mut command = Command::new(program);
+                command.args(runner).arg(aesd_binary());
+                command
+            }
+            None => Command::new(aesd_binary()),
+        };
+        let mut child = command
             .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
             .args(args)
             .args(["--workers", "1", "--log", "info"])
