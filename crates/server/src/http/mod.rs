@@ -49,7 +49,7 @@ pub use errors::ApiError;
 use router::{ApiRequest, Operation};
 
 use crate::client_id::ClientId;
-use crate::keyring_state::KeyringState;
+use crate::keyring_state::{self, KeyringState};
 use crate::limits::ConnectionLimits;
 use crate::metrics::{API_ENDPOINTS, Metrics};
 
@@ -142,11 +142,13 @@ async fn handle(
             bytes_in = api.body.len();
             let method = api.method.clone();
             let path = api.path.clone();
-            let answer = tokio::task::spawn_blocking(move || {
+            let answer = if runs_inline(&api, &state) {
                 router::route(&state, &api).map(|r| r.render())
-            })
-            .await
-            .unwrap_or_else(|_| Err(ApiError::internal("the request's handler failed")));
+            } else {
+                tokio::task::spawn_blocking(move || router::route(&state, &api).map(|r| r.render()))
+                    .await
+                    .unwrap_or_else(|_| Err(ApiError::internal("the request's handler failed")))
+            };
             let status = match &answer {
                 Ok((status, _)) => *status,
                 Err(err) => err.status,
@@ -170,6 +172,36 @@ async fn handle(
         u64::try_from(bytes_out).unwrap_or(u64::MAX),
     );
     Ok(response(status, body))
+}
+
+/// Largest body a data request is answered with on the connection's own
+/// task rather than a blocking thread.
+const INLINE_BODY_MAX: usize = 16 * 1024;
+
+/// Whether `request` is answered on the connection's task: a small
+/// request to Transit's decrypt, rewrap, datakey or random (work of
+/// microseconds under the keyring's lock, no store write). Handing it to a
+/// blocking thread and back costs more than the work (two thread wake-ups,
+/// most of the server's CPU per request). Encrypt runs there when its key
+/// exists (else it makes and stores the key: a blocking thread, as every
+/// admin endpoint; a key deleted in between is made inline, once).
+fn runs_inline(request: &ApiRequest, state: &KeyringState) -> bool {
+    if request.body.len() > INLINE_BODY_MAX {
+        return false;
+    }
+    if let Some(name) = request.path.strip_prefix("transit/encrypt/") {
+        return state
+            .read(|open| Ok::<_, keyring_state::StateError>(open.keyring.read(name).is_ok()))
+            .unwrap_or(false);
+    }
+    [
+        "transit/decrypt/",
+        "transit/rewrap/",
+        "transit/datakey/",
+        "transit/random",
+    ]
+    .iter()
+    .any(|prefix| request.path.starts_with(prefix))
 }
 
 /// The `endpoint` label of a request path (one of [`API_ENDPOINTS`]).
