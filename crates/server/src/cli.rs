@@ -129,7 +129,11 @@ pub fn main() -> ExitCode {
                     crate::http::HttpLimits {
                         max_request_size: config.http_max_request_size,
                         header_timeout: config.http_header_timeout,
+                        body_timeout: config.http_body_timeout,
+                        max_connections_per_client: config.max_connections_per_client,
+                        client_ipv6_prefix: config.client_ipv6_prefix,
                     },
+                    server.state().metrics(),
                     std::future::pending(),
                 ));
             }

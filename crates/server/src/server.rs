@@ -260,6 +260,11 @@ impl ServerState {
         self.0.metrics.encode()
     }
 
+    /// The metrics themselves (the HTTP API counts its requests there).
+    pub fn metrics(&self) -> Arc<metrics::Metrics> {
+        Arc::clone(&self.0.metrics)
+    }
+
     /// The effective settings.
     pub fn config(&self) -> &Config {
         &self.0.config

@@ -289,7 +289,8 @@ settings! {
     /// A PROXY header from any other address is refused
     trusted_proxies: TrustedProxies, "CIDR,...", default TrustedProxies::default();
     /// Address of the HTTP API (OpenBao's sys/, auth/token/ and
-    /// transit/keys/ endpoints, for the bao CLI), e.g. 127.0.0.1:8200.
+    /// transit/keys/ endpoints, for the bao CLI, and Transit's encrypt,
+    /// decrypt, rewrap, datakey and random), e.g. 127.0.0.1:8200.
     /// Plain HTTP: TLS on this port is not done yet
     http_listen: Option<SocketAddr>, "ADDR", default None, shown "off";
     /// Largest HTTP request body, in bytes (OpenBao's max_request_size);
@@ -299,6 +300,10 @@ settings! {
     /// Seconds an HTTP request's header has to arrive in full; a slower one
     /// has its connection closed
     http_header_timeout: Duration, "SECS", default Duration::from_secs(10);
+    /// Seconds an HTTP request's body has to arrive in full once its
+    /// header has (OpenBao's http_read_timeout); a slower one gets 408 and
+    /// its connection is closed
+    http_body_timeout: Duration, "SECS", default Duration::from_secs(30);
     /// Directory of the sealed keyring (named keys, policies, tokens); aesd
     /// starts sealed: `bao operator init` once, then `bao operator unseal`
     /// with the shares after each start

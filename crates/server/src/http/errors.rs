@@ -51,7 +51,7 @@ impl ApiError {
         ApiError::new(
             404,
             format!(
-                "unsupported path {path:?} (aesd serves sys/, auth/token/ and transit/keys/: docs/aesd.md, \"HTTP API\")"
+                "unsupported path {path:?} (aesd serves sys/, auth/token/, transit/keys/ and Transit's data endpoints: docs/aesd.md, \"HTTP API\")"
             ),
         )
     }

@@ -7,19 +7,28 @@
 //! * `router`: a request's operation, token, policy check and route.
 //! * `sys`: init, unseal, seal, status, health, leader, ACL policies.
 //! * `auth`: tokens.
-//! * `transit_keys`: named keys (the data endpoints are issue 39's).
+//! * `transit_keys`: named keys.
+//! * `transit_data`: encrypt, decrypt, rewrap, datakey (with batches).
+//! * `transit_random`: `transit/random` and `sys/tools/random`.
+//! * `transit_fields`: the data endpoints' fields, OpenBao's messages.
 //! * `errors`: OpenBao's `{"errors": [...]}` and status codes.
 //!
 //! Limits: a body above `http-max-request-size` gets 413; a request
 //! header not complete within `http-header-timeout` closes the
-//! connection; at most [`MAX_CONNECTIONS`] connections at once (more are
-//! closed at once). Handlers run on blocking threads (the store fsyncs).
+//! connection, a body not complete within `http-body-timeout` gets 408
+//! and closes it; at most [`MAX_CONNECTIONS`] connections at once and
+//! `max-connections-per-client` from one client (an IPv4 address or an
+//! IPv6 prefix, as on the job port); more are closed at once. Handlers
+//! run on blocking threads (the store fsyncs).
 
 mod auth;
 mod errors;
 mod router;
 mod sys;
+mod transit_data;
+mod transit_fields;
 mod transit_keys;
+mod transit_random;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -34,25 +43,34 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use zeroize::Zeroizing;
 
 pub use errors::ApiError;
 use router::{ApiRequest, Operation};
 
-use crate::keyring_state::KeyringState;
+use crate::client_id::ClientId;
+use crate::keyring_state::{self, KeyringState};
+use crate::limits::ConnectionLimits;
+use crate::metrics::{API_ENDPOINTS, Metrics};
 
 /// HTTP connections served at once; more are closed as they come.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// The HTTP port's limits (settings `http-max-request-size`,
-/// `http-header-timeout`).
+/// `http-header-timeout`, `http-body-timeout`,
+/// `max-connections-per-client`, `client-ipv6-prefix`).
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
     /// Largest request body, bytes.
     pub max_request_size: u64,
     /// Time a request's header has to arrive in full.
     pub header_timeout: Duration,
+    /// Time a request's body has to arrive in full after its header.
+    pub body_timeout: Duration,
+    /// Connections open at once from one client.
+    pub max_connections_per_client: usize,
+    /// Leading bits of an IPv6 address that identify one client.
+    pub client_ipv6_prefix: u8,
 }
 
 /// Serves the API on `listener` until `stop` resolves.
@@ -60,9 +78,10 @@ pub async fn serve(
     listener: TcpListener,
     state: Arc<KeyringState>,
     limits: HttpLimits,
+    metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let caps = ConnectionLimits::new(MAX_CONNECTIONS, limits.max_connections_per_client);
     tokio::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {
@@ -76,14 +95,25 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::warn!(%peer, "http connection refused: {MAX_CONNECTIONS} open already");
-            continue;
+        let slot = match caps.admit(ClientId::of(peer.ip(), limits.client_ipv6_prefix)) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                tracing::warn!(%peer, "http connection refused: {refused}");
+                continue;
+            }
         };
         let state = Arc::clone(&state);
+        let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
-            let service =
-                service_fn(move |request| handle(request, Arc::clone(&state), limits, peer));
+            let service = service_fn(move |request| {
+                handle(
+                    request,
+                    Arc::clone(&state),
+                    limits,
+                    peer,
+                    Arc::clone(&metrics),
+                )
+            });
             let served = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
@@ -102,16 +132,23 @@ async fn handle(
     state: Arc<KeyringState>,
     limits: HttpLimits,
     peer: SocketAddr,
+    metrics: Arc<Metrics>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let started = std::time::Instant::now();
+    let endpoint = endpoint_label(request.uri().path());
+    let mut bytes_in = 0;
     let reply = match read_request(request, limits).await {
         Ok(api) => {
+            bytes_in = api.body.len();
             let method = api.method.clone();
             let path = api.path.clone();
-            let answer = tokio::task::spawn_blocking(move || {
+            let answer = if runs_inline(&api, &state) {
                 router::route(&state, &api).map(|r| r.render())
-            })
-            .await
-            .unwrap_or_else(|_| Err(ApiError::internal("the request's handler failed")));
+            } else {
+                tokio::task::spawn_blocking(move || router::route(&state, &api).map(|r| r.render()))
+                    .await
+                    .unwrap_or_else(|_| Err(ApiError::internal("the request's handler failed")))
+            };
             let status = match &answer {
                 Ok((status, _)) => *status,
                 Err(err) => err.status,
@@ -125,17 +162,69 @@ async fn handle(
         Ok(rendered) => rendered,
         Err(err) => (err.status, Some(err.body())),
     };
+    let body = body.map(|json| json.to_string());
+    let bytes_out = body.as_ref().map_or(0, String::len);
+    metrics.api_request(
+        endpoint,
+        status,
+        started.elapsed(),
+        u64::try_from(bytes_in).unwrap_or(u64::MAX),
+        u64::try_from(bytes_out).unwrap_or(u64::MAX),
+    );
     Ok(response(status, body))
 }
 
-fn response(status: u16, body: Option<serde_json::Value>) -> Response<Full<Bytes>> {
-    let mut response = Response::new(match &body {
-        Some(json) => Full::new(Bytes::from(json.to_string())),
-        None => Full::new(Bytes::new()),
-    });
+/// Largest body a data request is answered with on the connection's own
+/// task rather than a blocking thread.
+const INLINE_BODY_MAX: usize = 16 * 1024;
+
+/// Whether `request` is answered on the connection's task: a small
+/// request to Transit's decrypt, rewrap, datakey or random (work of
+/// microseconds under the keyring's lock, no store write). Handing it to a
+/// blocking thread and back costs more than the work (two thread wake-ups,
+/// most of the server's CPU per request). Encrypt runs there when its key
+/// exists (else it makes and stores the key: a blocking thread, as every
+/// admin endpoint; a key deleted in between is made inline, once).
+fn runs_inline(request: &ApiRequest, state: &KeyringState) -> bool {
+    if request.body.len() > INLINE_BODY_MAX {
+        return false;
+    }
+    if let Some(name) = request.path.strip_prefix("transit/encrypt/") {
+        return state
+            .read(|open| Ok::<_, keyring_state::StateError>(open.keyring.read(name).is_ok()))
+            .unwrap_or(false);
+    }
+    [
+        "transit/decrypt/",
+        "transit/rewrap/",
+        "transit/datakey/",
+        "transit/random",
+    ]
+    .iter()
+    .any(|prefix| request.path.starts_with(prefix))
+}
+
+/// The `endpoint` label of a request path (one of [`API_ENDPOINTS`]).
+fn endpoint_label(path: &str) -> &'static str {
+    let Some(path) = path.strip_prefix("/v1/") else {
+        return "none";
+    };
+    API_ENDPOINTS
+        .iter()
+        .find(|endpoint| {
+            path.strip_prefix(**endpoint)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+        .copied()
+        .unwrap_or("other")
+}
+
+fn response(status: u16, body: Option<String>) -> Response<Full<Bytes>> {
+    let has_body = body.is_some();
+    let mut response = Response::new(Full::new(body.map_or_else(Bytes::new, Bytes::from)));
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if body.is_some() {
+    if has_body {
         response
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -182,9 +271,18 @@ async fn read_request(
         return Err(too_large(limits.max_request_size));
     }
     let limit = usize::try_from(limits.max_request_size).unwrap_or(usize::MAX);
-    let body = Limited::new(body, limit)
-        .collect()
+    let collected = tokio::time::timeout(limits.body_timeout, Limited::new(body, limit).collect())
         .await
+        .map_err(|_| {
+            ApiError::new(
+                408,
+                format!(
+                    "http: request body not complete within {} s (http-body-timeout)",
+                    limits.body_timeout.as_secs()
+                ),
+            )
+        })?;
+    let body = collected
         .map_err(|err| {
             if err.is::<http_body_util::LengthLimitError>() {
                 too_large(limits.max_request_size)

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
 use super::errors::ApiError;
-use super::{auth, sys, transit_keys};
+use super::{auth, sys, transit_data, transit_keys, transit_random};
 use crate::keyring_state::{KeyringState, now};
 
 /// The operation a request asks for, as OpenBao's router sees it.
@@ -24,6 +24,10 @@ pub enum Operation {
     /// DELETE.
     Delete,
 }
+
+/// The most JSON values (counted from `,`, `{` and `[`) a request body
+/// may hold: a batch of 10 000 items is about 50 000.
+pub const MAX_JSON_VALUES: usize = 65_536;
 
 /// A request with its body read (within the size limit).
 pub struct ApiRequest {
@@ -40,10 +44,28 @@ pub struct ApiRequest {
 }
 
 impl ApiRequest {
-    /// The body as a JSON object (empty body: no fields).
+    /// The body as a JSON object (empty body: no fields). A body that
+    /// could hold more than [`MAX_JSON_VALUES`] values is refused (413)
+    /// before it is parsed: a parsed value takes tens of bytes however
+    /// short its text.
     pub fn fields(&self) -> Result<Map<String, Value>, ApiError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Map::new());
+        }
+        // Every value but the first follows a `,` or opens with `{`/`[`
+        // (counted inside strings too: an upper bound).
+        let values = self
+            .body
+            .iter()
+            .filter(|b| matches!(b, b',' | b'{' | b'['))
+            .count();
+        if values > MAX_JSON_VALUES {
+            return Err(ApiError::new(
+                413,
+                format!(
+                    "request has more than {MAX_JSON_VALUES} JSON values (commas and brackets counted)"
+                ),
+            ));
         }
         match serde_json::from_slice::<Value>(&self.body) {
             Ok(Value::Object(map)) => Ok(map),
@@ -80,6 +102,17 @@ pub enum Reply {
     },
     /// 204, no body.
     NoContent,
+    /// The envelope around `data` with another status (a Transit batch
+    /// with failed items: 400) and OpenBao's `warnings` (parameters it
+    /// ignored).
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// `data`.
+        data: Value,
+        /// `warnings` (`null` when empty).
+        warnings: Vec<String>,
+    },
 }
 
 impl Reply {
@@ -114,6 +147,18 @@ impl Reply {
                     }
                 }
                 (200, Some(body))
+            }
+            Reply::Status {
+                status,
+                data,
+                warnings,
+            } => {
+                let (_, body) = Reply::data(data).render();
+                let mut body = body.unwrap_or(Value::Null);
+                if !warnings.is_empty() {
+                    body["warnings"] = json!(warnings);
+                }
+                (status, Some(body))
             }
         }
     }
@@ -182,6 +227,12 @@ pub fn route(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiErr
     }
     if let Some(rest) = path.strip_prefix("transit/keys/") {
         return transit_keys::route(state, request, Some(rest));
+    }
+    if let Some(reply) = transit_data::route(state, request) {
+        return reply;
+    }
+    if path == "transit/random" || path.starts_with("transit/random/") {
+        return transit_random::route(state, request);
     }
     // Unknown paths: sealed first, then the token, as OpenBao answers.
     state.read(|open| {

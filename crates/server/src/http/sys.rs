@@ -61,6 +61,8 @@ pub fn route(state: &KeyringState, request: &ApiRequest, rest: &str) -> Result<R
             _ => Err(request.not_allowed()),
         },
         "policy" | "policies/acl" => list_policies(state, request, rest == "policy"),
+        "tools/random" => super::transit_random::route(state, request),
+        _ if rest.starts_with("tools/random/") => super::transit_random::route(state, request),
         _ => {
             if let Some(name) = rest.strip_prefix("policy/") {
                 return policy(state, request, name, true);

@@ -100,6 +100,56 @@ pub const CONNECTION_REFUSAL_REASONS: [&str; 3] = [
     "tls_handshakes",
 ];
 
+/// Labels of `aesd_api_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiRequestLabels {
+    /// One of [`API_ENDPOINTS`].
+    pub endpoint: &'static str,
+    /// The HTTP status answered.
+    pub status: u16,
+}
+
+/// The `endpoint` label of the HTTP API's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiEndpointLabel {
+    /// One of [`API_ENDPOINTS`].
+    pub endpoint: &'static str,
+}
+
+/// Labels of `aesd_api_bytes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiBytesLabels {
+    /// One of [`API_ENDPOINTS`].
+    pub endpoint: &'static str,
+    /// `in` (request bodies) or `out` (answer bodies).
+    pub direction: &'static str,
+}
+
+/// Every `endpoint` of the HTTP API's series (the path's first parts;
+/// `other` for the rest, so the label set stays bounded).
+pub const API_ENDPOINTS: [&str; 11] = [
+    "transit/encrypt",
+    "transit/decrypt",
+    "transit/rewrap",
+    "transit/datakey",
+    "transit/random",
+    "transit/keys",
+    "sys/tools/random",
+    "sys",
+    "auth/token",
+    "other",
+    "none",
+];
+
+/// Histogram buckets for HTTP API requests: 50 us to 10 s.
+pub const API_TIME_BUCKETS: [f64; 14] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 10.0,
+];
+
+fn api_histogram() -> Histogram {
+    Histogram::new(API_TIME_BUCKETS)
+}
+
 type TimeFamily = Family<OperationLabel, Histogram, fn() -> Histogram>;
 
 fn time_histogram() -> Histogram {
@@ -120,6 +170,9 @@ pub struct Metrics {
     queue_wait: TimeFamily,
     processing: TimeFamily,
     job_duration: TimeFamily,
+    api_requests: Family<ApiRequestLabels, WideCounter>,
+    api_duration: Family<ApiEndpointLabel, Histogram, fn() -> Histogram>,
+    api_bytes: Family<ApiBytesLabels, WideCounter>,
 }
 
 /// Keeps `aesd_connections_open` up while it lives.
@@ -149,6 +202,9 @@ impl Metrics {
             queue_wait: Family::new_with_constructor(time_histogram),
             processing: Family::new_with_constructor(time_histogram),
             job_duration: Family::new_with_constructor(time_histogram),
+            api_requests: Family::default(),
+            api_duration: Family::new_with_constructor(api_histogram),
+            api_bytes: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -206,6 +262,34 @@ impl Metrics {
             "Time from begin to done per successful job",
             metrics.job_duration.clone(),
         );
+        registry.register(
+            "aesd_api_requests",
+            "HTTP API (--http-listen) requests answered, by endpoint and status",
+            metrics.api_requests.clone(),
+        );
+        registry.register(
+            "aesd_api_request_duration_seconds",
+            "HTTP API request time from its header read to its answer, by endpoint",
+            metrics.api_duration.clone(),
+        );
+        registry.register(
+            "aesd_api_bytes",
+            "HTTP API body bytes, by endpoint and direction (in: requests, out: answers)",
+            metrics.api_bytes.clone(),
+        );
+        for endpoint in API_ENDPOINTS {
+            drop(
+                metrics
+                    .api_duration
+                    .get_or_create(&ApiEndpointLabel { endpoint }),
+            );
+            for direction in ["in", "out"] {
+                drop(metrics.api_bytes.get_or_create(&ApiBytesLabels {
+                    endpoint,
+                    direction,
+                }));
+            }
+        }
         registry.register_collector(Box::new(live));
         // Series that exist from the start (at zero) let rate() see the
         // first job's increase; series born with their first increment
@@ -303,6 +387,32 @@ impl Metrics {
         self.connections_refused
             .get_or_create(&RefusalLabel { reason })
             .inc();
+    }
+
+    /// Records an HTTP API request: its endpoint (one of
+    /// [`API_ENDPOINTS`]), status, time and body bytes each way.
+    pub fn api_request(
+        &self,
+        endpoint: &'static str,
+        status: u16,
+        elapsed: Duration,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) {
+        self.api_requests
+            .get_or_create(&ApiRequestLabels { endpoint, status })
+            .inc();
+        self.api_duration
+            .get_or_create(&ApiEndpointLabel { endpoint })
+            .observe(elapsed.as_secs_f64());
+        for (direction, bytes) in [("in", bytes_in), ("out", bytes_out)] {
+            self.api_bytes
+                .get_or_create(&ApiBytesLabels {
+                    endpoint,
+                    direction,
+                })
+                .inc_by(bytes);
+        }
     }
 
     /// Counts an error of `kind`.

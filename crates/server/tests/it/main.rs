@@ -3,6 +3,7 @@
 //! per file (the test command's largest cost was building test binaries).
 //! Run one group with `cargo test -p aesd-server --test it MODULE::`.
 
+mod bao_support;
 mod common;
 
 mod admission;
@@ -28,4 +29,5 @@ mod streaming_memory;
 mod timeouts;
 mod tls_gate;
 mod tls_init;
+mod transit_api;
 mod warnings;
