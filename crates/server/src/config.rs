@@ -343,6 +343,7 @@ impl Config {
             })
         };
         self.tls_files()?;
+        self.etcd_tls_files()?;
         if self.max_connections == 0 || self.max_connections_per_client == 0 {
             return invalid(
                 "max-connections",
@@ -384,6 +385,44 @@ impl Config {
                 key: "tls-cert".into(),
                 reason: "--tls-key needs --tls-cert (the certificate chain)".into(),
             }),
+        }
+    }
+
+    /// The TLS files for etcd's client port: `etcd-cacert`, `etcd-cert`
+    /// and `etcd-key` only with `keyring = "etcd://..."`; the client
+    /// certificate and key together, and with the CA.
+    pub fn etcd_tls_files(&self) -> Result<crate::etcd::EtcdTlsFiles, ConfigError> {
+        let files = crate::etcd::EtcdTlsFiles {
+            cacert: self.etcd_cacert.clone(),
+            cert: self.etcd_cert.clone(),
+            key: self.etcd_key.clone(),
+        };
+        let invalid = |key: &str, reason: &str| {
+            Err(ConfigError::Invalid {
+                key: key.into(),
+                reason: reason.into(),
+            })
+        };
+        let any = files.cacert.is_some() || files.cert.is_some() || files.key.is_some();
+        if any && !matches!(self.keyring, Some(crate::etcd::KeyringLocation::Etcd(_))) {
+            return invalid(
+                "etcd-cacert",
+                "--etcd-cacert, --etcd-cert and --etcd-key go with --keyring etcd://...",
+            );
+        }
+        match (&files.cert, &files.key) {
+            (Some(_), None) => {
+                invalid("etcd-key", "--etcd-cert needs --etcd-key (its private key)")
+            }
+            (None, Some(_)) => invalid(
+                "etcd-cert",
+                "--etcd-key needs --etcd-cert (its certificate)",
+            ),
+            (Some(_), Some(_)) if files.cacert.is_none() => invalid(
+                "etcd-cacert",
+                "--etcd-cert needs --etcd-cacert (the CA of etcd's server certificate): a client certificate goes over TLS only",
+            ),
+            _ => Ok(files),
         }
     }
 
