@@ -89,6 +89,116 @@ fn http(
     Some((status, body))
 }
 
+/// A CA, etcd's server certificate (for 127.0.0.1) and a board's client
+/// certificate, made with openssl.
+pub struct EtcdTls {
+    /// The CA certificate.
+    pub ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    /// The board's certificate.
+    pub client_cert: PathBuf,
+    /// Its key.
+    pub client_key: PathBuf,
+}
+
+impl EtcdTls {
+    /// Makes the files in `dir`.
+    pub fn generate(dir: &TempDir) -> EtcdTls {
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.join("."))
+                .output()
+                .expect("openssl is installed (bash scripts/setup.sh)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "1",
+                    "-subj",
+                    "/CN=aesd test CA",
+                ],
+            ]
+            .concat(),
+        );
+        for (name, usage) in [
+            ("server", "serverAuth,clientAuth"),
+            ("client", "clientAuth"),
+        ] {
+            let ext = dir.join(&format!("{name}.ext"));
+            std::fs::write(
+                &ext,
+                format!("subjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n"),
+            )
+            .expect("ext file");
+            let (key, csr, pem) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.pem"),
+            );
+            openssl(
+                &[
+                    &["req"][..],
+                    &ec,
+                    &[
+                        "-keyout",
+                        &key,
+                        "-out",
+                        &csr,
+                        "-subj",
+                        &format!("/CN=aesd test {name}"),
+                    ],
+                ]
+                .concat(),
+            );
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "1",
+                "-extfile",
+                &format!("{name}.ext"),
+            ]);
+        }
+        EtcdTls {
+            ca: dir.join("ca.pem"),
+            server_cert: dir.join("server.pem"),
+            server_key: dir.join("server.key"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client.key"),
+        }
+    }
+}
+
 /// One etcd member.
 struct Member {
     name: String,
@@ -101,12 +211,29 @@ struct Member {
 pub struct Etcd {
     dir: TempDir,
     members: Vec<Member>,
+    tls: Option<EtcdTls>,
 }
 
 impl Etcd {
     /// `count` members (1 or 3), started and answering.
     pub fn start(count: usize) -> Etcd {
+        Etcd::start_with(count, false)
+    }
+
+    /// One member whose client port takes TLS with client certificates
+    /// only (`--client-cert-auth`).
+    pub fn start_tls() -> Etcd {
+        Etcd::start_with(1, true)
+    }
+
+    /// The TLS files, with [`Etcd::start_tls`].
+    pub fn tls(&self) -> Option<&EtcdTls> {
+        self.tls.as_ref()
+    }
+
+    fn start_with(count: usize, tls: bool) -> Etcd {
         let dir = TempDir::new("etcd");
+        let tls = tls.then(|| EtcdTls::generate(&dir));
         let members = (0..count)
             .map(|i| Member {
                 name: format!("m{i}"),
@@ -115,7 +242,7 @@ impl Etcd {
                 child: None,
             })
             .collect();
-        let mut etcd = Etcd { dir, members };
+        let mut etcd = Etcd { dir, members, tls };
         etcd.restart_all();
         etcd
     }
@@ -133,16 +260,20 @@ impl Etcd {
             .map(|m| format!("{}=http://{}", m.name, m.peer))
             .collect();
         let member = &self.members[index];
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let log = std::fs::File::create(self.dir.join(&format!("{}.log", member.name)))
             .expect("etcd log file");
         let child = Command::new(program("etcd"))
             .args(["--name", &member.name])
             .arg("--data-dir")
             .arg(self.dir.join(&member.name))
-            .args(["--listen-client-urls", &format!("http://{}", member.client)])
+            .args([
+                "--listen-client-urls",
+                &format!("{scheme}://{}", member.client),
+            ])
             .args([
                 "--advertise-client-urls",
-                &format!("http://{}", member.client),
+                &format!("{scheme}://{}", member.client),
             ])
             .args(["--listen-peer-urls", &format!("http://{}", member.peer)])
             .args([
@@ -152,6 +283,17 @@ impl Etcd {
             .args(["--initial-cluster", &cluster.join(",")])
             .args(["--initial-cluster-token", "aesd-test"])
             .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(self.tls.iter().flat_map(|tls| {
+                [
+                    "--client-cert-auth".into(),
+                    "--trusted-ca-file".into(),
+                    tls.ca.clone().into_os_string(),
+                    "--cert-file".into(),
+                    tls.server_cert.clone().into_os_string(),
+                    "--key-file".into(),
+                    tls.server_key.clone().into_os_string(),
+                ]
+            }))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -168,15 +310,35 @@ impl Etcd {
             }
         }
         for member in &self.members {
-            let ready = wait_for(Duration::from_secs(20), || {
-                http(
+            let ready = wait_for(Duration::from_secs(20), || match &self.tls {
+                None => http(
                     &member.client,
                     "POST",
                     "/v3/kv/range",
                     &[],
                     r#"{"key":"AA=="}"#,
                 )
-                .is_some_and(|(status, _)| status == 200)
+                .is_some_and(|(status, _)| status == 200),
+                Some(tls) => Command::new("curl")
+                    .args([
+                        "-fsS",
+                        "-o",
+                        "/dev/null",
+                        "-X",
+                        "POST",
+                        "-d",
+                        r#"{"key":"AA=="}"#,
+                    ])
+                    .arg("--cacert")
+                    .arg(&tls.ca)
+                    .arg("--cert")
+                    .arg(&tls.client_cert)
+                    .arg("--key")
+                    .arg(&tls.client_key)
+                    .arg(format!("https://{}/v3/kv/range", member.client))
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success()),
             });
             assert!(ready.is_some(), "etcd member {} did not start", member.name);
         }
@@ -212,10 +374,12 @@ pub struct Board {
 }
 
 impl Board {
-    fn start(keyring: &str) -> Board {
+    /// A board with `--keyring KEYRING` and `extra` arguments.
+    pub fn start(keyring: &str, extra: &[&std::ffi::OsStr]) -> Board {
         let mut child = Command::new(aesd_binary())
             .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
             .args(["--keyring", keyring, "--workers", "1", "--log", "info"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -236,6 +400,29 @@ impl Board {
             .recv_timeout(Duration::from_secs(60))
             .expect("aesd logs its HTTP address");
         Board { child, http }
+    }
+
+    /// Runs aesd with `--keyring KEYRING` and `extra`, which must exit
+    /// with an error within 15 s: its stderr.
+    pub fn start_fails(keyring: &str, extra: &[&std::ffi::OsStr]) -> String {
+        let mut child = Command::new(aesd_binary())
+            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .args(["--keyring", keyring, "--workers", "1", "--log", "info"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start aesd");
+        let exited = wait_for(Duration::from_secs(15), || {
+            child.try_wait().ok().flatten().is_some()
+        });
+        if exited.is_none() {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("aesd's output");
+        assert!(exited.is_some(), "aesd started although it should not have");
+        assert!(!out.status.success(), "aesd exited with success");
+        String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
     /// `method /v1/path` with `token` and a JSON `body`.
@@ -291,6 +478,7 @@ pub struct Init {
 /// Boards sharing one etcd prefix.
 pub struct Fleet {
     keyring: String,
+    extra: Vec<std::ffi::OsString>,
     /// The boards, in start order.
     pub boards: Vec<Board>,
 }
@@ -298,14 +486,35 @@ pub struct Fleet {
 impl Fleet {
     /// `count` boards on `etcd` under `/prefix`.
     pub fn start(etcd: &Etcd, prefix: &str, count: usize) -> Fleet {
+        Fleet::start_with(etcd, prefix, count, Vec::new())
+    }
+
+    /// `count` boards with `extra` arguments (the TLS flags).
+    pub fn start_with(
+        etcd: &Etcd,
+        prefix: &str,
+        count: usize,
+        extra: Vec<std::ffi::OsString>,
+    ) -> Fleet {
         let keyring = format!("etcd://{}/{prefix}", etcd.endpoints());
-        let boards = (0..count).map(|_| Board::start(&keyring)).collect();
-        Fleet { keyring, boards }
+        let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_os_str()).collect();
+        let boards = (0..count).map(|_| Board::start(&keyring, &args)).collect();
+        Fleet {
+            keyring,
+            extra,
+            boards,
+        }
+    }
+
+    /// `--keyring`'s value.
+    pub fn keyring(&self) -> &str {
+        &self.keyring
     }
 
     /// One more board, started now.
     pub fn start_board(&self) -> Board {
-        let board = Board::start(&self.keyring);
+        let args: Vec<&std::ffi::OsStr> = self.extra.iter().map(|a| a.as_os_str()).collect();
+        let board = Board::start(&self.keyring, &args);
         let initialized = wait_for(Duration::from_secs(2), || {
             board.seal_status()["initialized"] == true
         });
