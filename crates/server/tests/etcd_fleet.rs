@@ -188,6 +188,14 @@ fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
         200
     );
     wait_for(VISIBLE_WITHIN, || latest_version(b, token, "k") == Some(1)).expect("k on B");
+    let generation = a
+        .metric("aesd_keyring_generation")
+        .expect("generation gauge");
+    assert_eq!(b.metric("aesd_keyring_generation"), Some(generation));
+    assert_eq!(a.metric("aesd_keyring_storage_up"), Some(1.0));
+    let errors_before = a
+        .metric("aesd_keyring_storage_errors_total")
+        .expect("errors");
 
     etcd.stop_all();
     for board in [a, b] {
@@ -205,6 +213,12 @@ fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
         Some(1),
         "the refused change is undone"
     );
+    assert_eq!(a.metric("aesd_keyring_storage_up"), Some(0.0));
+    assert!(
+        a.metric("aesd_keyring_storage_errors_total")
+            .expect("errors")
+            > errors_before
+    );
 
     etcd.restart_all();
     let back = wait_for(Duration::from_secs(10), || {
@@ -221,6 +235,18 @@ fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
         "B caught up {:.0} ms after the rotate",
         lag.as_secs_f64() * 1e3
     );
+    assert_eq!(a.metric("aesd_keyring_storage_up"), Some(1.0));
+    for board in [a, b] {
+        assert_eq!(
+            board.metric("aesd_keyring_generation"),
+            Some(generation + 1.0),
+            "one more generation, on both boards"
+        );
+    }
+    let lag = b
+        .metric("aesd_keyring_watch_lag_seconds")
+        .expect("watch lag");
+    assert!((0.0..2.0).contains(&lag), "watch lag {lag} s");
 }
 
 #[test]

@@ -371,6 +371,8 @@ pub struct Board {
     child: Child,
     /// `127.0.0.1:PORT` of its HTTP API.
     pub http: String,
+    /// Its metrics endpoint.
+    pub metrics: std::net::SocketAddr,
 }
 
 impl Board {
@@ -379,6 +381,7 @@ impl Board {
         let mut child = Command::new(aesd_binary())
             .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
             .args(["--keyring", keyring, "--workers", "1", "--log", "info"])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -388,18 +391,35 @@ impl Board {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("HTTP API listening on http://") {
-                    let rest = &line[at + "HTTP API listening on http://".len()..];
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.to_owned());
+                for (what, marker) in [
+                    ("metrics", "metrics on http://"),
+                    ("http", "HTTP API listening on http://"),
+                ] {
+                    if let Some(at) = line.find(marker) {
+                        let rest = &line[at + marker.len()..];
+                        let addr = rest.split(['/', ' ']).next().unwrap_or_default();
+                        let _ = tx.send((what, addr.to_owned()));
+                    }
                 }
                 eprintln!("aesd: {line}");
             }
         });
-        let http = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("aesd logs its HTTP address");
-        Board { child, http }
+        let (mut http, mut metrics) = (None, None);
+        while http.is_none() || metrics.is_none() {
+            let (what, addr) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("aesd logs its HTTP and metrics addresses");
+            if what == "http" {
+                http = Some(addr);
+            } else {
+                metrics = addr.parse().ok();
+            }
+        }
+        Board {
+            child,
+            http: http.expect("http"),
+            metrics: metrics.expect("metrics"),
+        }
     }
 
     /// Runs aesd with `--keyring KEYRING` and `extra`, which must exit
@@ -440,6 +460,13 @@ impl Board {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         http(&self.http, method, &format!("/v1/{path}"), &headers, &body)
             .unwrap_or_else(|| panic!("board {} does not answer {method} {path}", self.http))
+    }
+
+    /// The value of the unlabelled series `name` on its /metrics.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        aesd_testkit::metrics_text(self.metrics)
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
     }
 
     /// `sys/seal-status`.
