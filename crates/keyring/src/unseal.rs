@@ -224,6 +224,22 @@ impl UnsealedKeyring {
         Ok(true)
     }
 
+    /// Seals the keyring as it is, at the generation held (not a new
+    /// one): what a board seals with when its store cannot be read (the
+    /// contents are those of the stored generation, under a fresh nonce).
+    pub fn seal_current(&self, entropy: &mut dyn Entropy) -> Result<Vec<u8>, SealError> {
+        sealed::seal(
+            ContentsRef {
+                keyring: &self.keyring,
+                policies: &self.policies,
+                tokens: &self.tokens,
+            },
+            &self.root,
+            self.header,
+            entropy,
+        )
+    }
+
     /// Records that `generation` is stored.
     pub fn committed(&mut self, generation: u64) {
         self.header.generation = generation;

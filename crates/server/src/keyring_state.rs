@@ -240,11 +240,20 @@ impl KeyringState {
         if !matches!(*state, State::Unsealed(_)) {
             return Ok(());
         }
-        let stored = self
-            .store
-            .load_newest()?
-            .ok_or(StateError::Seal(SealError::Malformed("store emptied")))?;
-        *state = State::Sealed(Unsealer::new(stored.sealed)?);
+        let sealed_bytes = match self.store.load_newest() {
+            Ok(Some(stored)) => stored.sealed,
+            Ok(None) => return Err(StateError::Seal(SealError::Malformed("store emptied"))),
+            // A store out of reach (etcd down) must not keep the keyring
+            // open: it is sealed as held, and the watch brings the newest.
+            Err(err) => {
+                let State::Unsealed(open) = &*state else {
+                    return Ok(());
+                };
+                tracing::warn!("sealing the keyring as held: the store cannot be read: {err}");
+                open.seal_current(&mut OsEntropy)?
+            }
+        };
+        *state = State::Sealed(Unsealer::new(sealed_bytes)?);
         tracing::info!("keyring sealed");
         Ok(())
     }

@@ -214,6 +214,13 @@ fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
         "the refused change is undone"
     );
     assert_eq!(a.metric("aesd_keyring_storage_up"), Some(0.0));
+    // sys/seal works without etcd (sealed as held), and the share opens it.
+    let (status, body) = b.call("PUT", "sys/seal", Some(token), None);
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(b.seal_status()["sealed"], true);
+    assert_eq!(latest_version(b, token, "k"), None, "sealed: no keys");
+    b.unseal(&init.shares);
+    assert_eq!(latest_version(b, token, "k"), Some(1));
     assert!(
         a.metric("aesd_keyring_storage_errors_total")
             .expect("errors")
