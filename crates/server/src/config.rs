@@ -460,6 +460,66 @@ mod tests {
     }
 
     #[test]
+    fn etcd_tls_flags_need_an_etcd_keyring_and_each_other() {
+        let resolve = |args: &[&str]| {
+            let mut argv = vec!["aesd"];
+            argv.extend_from_slice(args);
+            Config::resolve(Cli::try_parse_from(argv).expect("flags").settings)
+        };
+        let etcd = ["--keyring", "etcd://127.0.0.1:2379/aesd"];
+        let files = resolve(
+            &[
+                &etcd[..],
+                &[
+                    "--etcd-cacert",
+                    "ca.pem",
+                    "--etcd-cert",
+                    "c.pem",
+                    "--etcd-key",
+                    "k.pem",
+                ],
+            ]
+            .concat(),
+        )
+        .expect("valid")
+        .etcd_tls_files()
+        .expect("files");
+        assert_eq!(files.cacert, Some("ca.pem".into()));
+        for (args, says) in [
+            (
+                &["--keyring", "/var/lib/aesd", "--etcd-cacert", "ca.pem"][..],
+                "go with --keyring etcd://",
+            ),
+            (
+                &["--etcd-cacert", "ca.pem"][..],
+                "go with --keyring etcd://",
+            ),
+            (
+                &[&etcd[..], &["--etcd-cert", "c.pem"]].concat()[..],
+                "--etcd-cert needs --etcd-key",
+            ),
+            (
+                &[&etcd[..], &["--etcd-key", "k.pem"]].concat()[..],
+                "--etcd-key needs --etcd-cert",
+            ),
+            (
+                &[&etcd[..], &["--etcd-cert", "c.pem", "--etcd-key", "k.pem"]].concat()[..],
+                "needs --etcd-cacert",
+            ),
+        ] {
+            let err = resolve(args).expect_err("refused").to_string();
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+        let err = Cli::try_parse_from(["aesd", "--keyring", "etcd://h:1/"])
+            .map(|cli| Config::resolve(cli.settings).map(drop));
+        let shown = match err {
+            Err(clap) => clap.to_string(),
+            Ok(resolved) => resolved.expect_err("refused").to_string(),
+        };
+        assert!(shown.contains("empty key prefix"), "{shown}");
+    }
+
+    #[test]
     fn command_line_is_well_formed() {
         Cli::command().debug_assert();
     }
