@@ -197,7 +197,16 @@ impl KeyringState {
             )
             .map_err(|err| SealError::InvalidContents(err.to_string()))?;
         let (generation, bytes) = open.seal_next(&mut OsEntropy)?;
-        self.store.put(generation, &bytes)?;
+        if let Err(err) = self.store.put(generation, &bytes) {
+            if let StoreError::Conflict { .. } = err {
+                // Another board of the fleet initialised first: take its
+                // keyring (sealed), as the 409 says.
+                if let Ok(Some(stored)) = self.store.load_newest() {
+                    Self::take_newer(&mut state, stored.sealed)?;
+                }
+            }
+            return Err(err.into());
+        }
         *state = State::Sealed(Unsealer::new(bytes)?);
         Ok(Initialized { shares, root_token })
     }
@@ -451,6 +460,29 @@ mod tests {
 
     fn board(store: &std::sync::Arc<MemoryStore>) -> KeyringState {
         KeyringState::open(Box::new(Shared(std::sync::Arc::clone(store))), "etcd").expect("open")
+    }
+
+    #[test]
+    fn a_second_init_on_a_shared_store_is_a_conflict_and_takes_the_first() {
+        let store = std::sync::Arc::new(MemoryStore::default());
+        let (a, b) = (board(&store), board(&store));
+        let config = SealConfig {
+            threshold: 1,
+            shares: 1,
+        };
+        let made = a.init(config).expect("init on A");
+        let err = b.init(config).map(drop).expect_err("B was not told");
+        assert!(
+            matches!(err, StateError::Store(StoreError::Conflict { .. })),
+            "{err}"
+        );
+        let status = b.status().expect("B took A's keyring");
+        assert!(status.sealed);
+        assert_eq!(status.generation, 1);
+        let status = b
+            .submit_share(&made.shares[0].to_base64())
+            .expect("A's share opens B");
+        assert!(!status.sealed);
     }
 
     #[test]
