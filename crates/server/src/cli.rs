@@ -251,7 +251,7 @@ fn open_keyring(
                 KeyringState::open(Box::new(store), "etcd").map_err(|e| failed(&e))?,
             );
             let watched = std::sync::Arc::clone(&state);
-            crate::etcd::watch::spawn(client, dir, move || {
+            crate::etcd::watch::spawn(client, dir, std::sync::Arc::clone(&stats), move || {
                 watched.refresh().map(drop).map_err(|err| err.to_string())
             })
             .map_err(|e| failed(&e))?;

@@ -198,6 +198,11 @@ fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
         .expect("errors");
 
     etcd.stop_all();
+    // The watch notices etcd is gone, before any change is tried.
+    wait_for(VISIBLE_WITHIN, || {
+        b.metric("aesd_keyring_storage_up") == Some(0.0)
+    })
+    .expect("storage_up 0 on B without a change tried");
     for board in [a, b] {
         assert_eq!(latest_version(board, token, "k"), Some(1), "keys readable");
         let (status, body) = board.call("POST", "transit/keys/k/rotate", Some(token), None);

@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::client::{EtcdClient, WatchRead, b64};
-use super::store::prefix_end;
+use portable_atomic::Ordering;
+
+use super::client::{EtcdClient, EtcdError, WatchRead, b64};
+use super::store::{EtcdStats, prefix_end};
 
 /// How long a read of the watch stream waits before looking around.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -34,18 +36,21 @@ pub const RETRY: Duration = Duration::from_millis(500);
 
 /// Starts the watch of `dir` (`P/`): `load` runs once the watch is
 /// established, on each event and every [`PROBE_EVERY`] without one; it
-/// loads the newest generation and says whether etcd answered.
+/// loads the newest generation and says whether etcd answered. While no
+/// endpoint can be reached, `stats.reachable` is 0 (the metric
+/// `aesd_keyring_storage_up`), whether or not a change was tried.
 pub fn spawn(
     client: Arc<EtcdClient>,
     dir: String,
+    stats: Arc<EtcdStats>,
     load: impl Fn() -> Result<(), String> + Send + 'static,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("etcd-watch".into())
-        .spawn(move || run(&client, &dir, &load))
+        .spawn(move || run(&client, &dir, &stats, &load))
 }
 
-fn run(client: &EtcdClient, dir: &str, load: &dyn Fn() -> Result<(), String>) {
+fn run(client: &EtcdClient, dir: &str, stats: &EtcdStats, load: &dyn Fn() -> Result<(), String>) {
     let request = json!({
         "create_request": {
             "key": b64(dir.as_bytes()),
@@ -56,7 +61,12 @@ fn run(client: &EtcdClient, dir: &str, load: &dyn Fn() -> Result<(), String>) {
     loop {
         let outcome = client
             .stream("/v3/watch", &request, POLL)
-            .map_err(|err| err.to_string())
+            .map_err(|err| {
+                if matches!(err, EtcdError::Unreachable(_)) {
+                    stats.reachable.store(0, Ordering::Relaxed);
+                }
+                err.to_string()
+            })
             .and_then(|mut watch| {
                 let endpoint = watch.endpoint().to_owned();
                 follow(&mut watch, load, &mut down_since, &endpoint)
