@@ -60,18 +60,27 @@ etcd_start() {
 # on every board within 2 s. Prints the share and root token's use, not them.
 etcd_keyring_check() {
   python3 - "$@" <<'PY'
-import json, sys, time, urllib.request
+import json, sys, time, urllib.error, urllib.request
 
 boards = sys.argv[1:]
 
-def call(board, method, path, body=None, token=None):
+def call(board, method, path, body=None, token=None, retry_on=()):
+    """The JSON answer; an HTTP status in retry_on is retried for 2 s (a
+    board that has not loaded the fleet's newest generation yet)."""
     request = urllib.request.Request(f"http://{board}/v1/{path}", method=method,
                                      data=None if body is None else json.dumps(body).encode())
     if token:
         request.add_header("X-Vault-Token", token)
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        text = answer.read()
-    return json.loads(text) if text else None
+    deadline = time.time() + 2
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                text = answer.read()
+            return json.loads(text) if text else None
+        except urllib.error.HTTPError as err:
+            if err.code not in retry_on or time.time() > deadline:
+                raise SystemExit(f"{board}: {method} {path}: HTTP {err.code} {err.read()[:200]!r}")
+            time.sleep(0.02)
 
 init = call(boards[0], "PUT", "sys/init", {"secret_shares": 1, "secret_threshold": 1})
 share, token = init["keys_base64"][0], init["root_token"]
@@ -84,10 +93,14 @@ for board in boards:
     if call(board, "PUT", "sys/unseal", {"key": share})["sealed"]:
         raise SystemExit(f"{board}: the fleet's share does not unseal it")
 call(boards[0], "POST", "transit/keys/fleet-key", {}, token)
-call(boards[min(1, len(boards) - 1)], "POST", "transit/keys/fleet-key/rotate", None, token)
+# The second board may not have loaded the key yet: 404 (or 409 if it
+# loads it while storing), retried.
+call(boards[min(1, len(boards) - 1)], "POST", "transit/keys/fleet-key/rotate", None, token,
+     retry_on=(404, 409))
 start = time.time()
 for board in boards:
-    while call(board, "GET", "transit/keys/fleet-key", None, token)["data"]["latest_version"] != 2:
+    while call(board, "GET", "transit/keys/fleet-key", None, token,
+               retry_on=(404,))["data"]["latest_version"] != 2:
         if time.time() - start > 2:
             raise SystemExit(f"{board} does not use the rotation within 2 s")
         time.sleep(0.02)
