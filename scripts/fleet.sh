@@ -20,11 +20,16 @@
 #     board's cap for that address, the next one gets `busy` naming
 #     127.0.0.3, and a connection from 127.0.0.4 is still welcomed,
 #   * Prometheus scrapes every board (up == 1 for all N),
+#   * with --etcd: the boards share one keyring in etcd (scripts/etcd.sh):
+#     init on one, the same share unseals all, a rotation reaches every
+#     board within 2 s, and every board reports the same
+#     aesd_keyring_generation,
 # prints each board's share of the jobs and stops everything it started.
 #
 #   scripts/fleet.sh                          # 3 boards, basic3 at scale 0.1
 #   scripts/fleet.sh --boards 3 --quick       # CI: small suites, < 1 minute
 #   scripts/fleet.sh --boards 4 --suite large --scale 0.2 --json run.json
+#   scripts/fleet.sh --quick --etcd 3        # keyring in a 3-member etcd
 #
 # Options:
 #   --boards N       aesd instances [3]
@@ -33,6 +38,8 @@
 #   --workers N      worker threads per board [1]
 #   --quick          --suite basic2,basic3 --scale 0.02 (CI)
 #   --json FILE      keep aesload's JSON (for `aesload compare`)
+#   --etcd N         the boards' keyring in etcd with N members (1 or 3),
+#                    each board with its HTTP API (--keyring etcd://...)
 #   --out DIR        keep the logs and configs here [a temporary directory,
 #                    removed at the end]
 #   --profile P      release or debug binaries [release]; test.sh uses
@@ -57,6 +64,7 @@ build=1
 profile=release
 # HAProxy's source address towards the boards: the one they trust.
 proxy_addr=127.0.0.2
+etcd_members=0
 while (($#)); do
   case "$1" in
     --boards)
@@ -83,6 +91,10 @@ while (($#)); do
       json="${2:?--json needs a file}"
       shift
       ;;
+    --etcd)
+      etcd_members="${2:?--etcd needs 1 or 3}"
+      shift
+      ;;
     --out)
       out="${2:?--out needs a directory}"
       shift
@@ -105,6 +117,10 @@ while (($#)); do
 done
 [[ "$boards" =~ ^[1-9][0-9]?$ ]] || {
   echo "fleet.sh: --boards must be 1 to 99" >&2
+  exit 2
+}
+[[ "$etcd_members" =~ ^[013]$ ]] || {
+  echo "fleet.sh: --etcd must be 1 or 3" >&2
   exit 2
 }
 [[ "$workers" =~ ^[1-9][0-9]*$ ]] || {
@@ -130,18 +146,35 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 2' INT TERM
 
+keyring_args=()
+if ((etcd_members)); then
+  step "fleet: etcd ($etcd_members member(s)) for the shared keyring"
+  apt_install etcd-server etcd-client
+  # shellcheck source=scripts/etcd.sh
+  . "$root/scripts/etcd.sh"
+  mkdir -p "$out/etcd"
+  etcd_start "$out/etcd" "$etcd_members" || exit 2
+  keyring_args=(--keyring "etcd://$ETCD_ENDPOINTS/aesd/fleet")
+fi
+
 step "fleet: $boards boards"
 ports=()
 metrics_ports=()
+http_addrs=()
 for i in $(seq "$boards"); do
   port="$(free_port)"
   metrics_port="$(free_port)"
   ports+=("$port")
   metrics_ports+=("$metrics_port")
+  extra=()
+  if ((etcd_members)); then
+    http_addrs+=("127.0.0.1:$(free_port)")
+    extra=(--http-listen "${http_addrs[i - 1]}" "${keyring_args[@]}")
+  fi
   "$aesd" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
     --trusted-proxies "$proxy_addr/32" --workers "$workers" --temperature off \
     --max-active-per-client "$((2 * workers))" --max-queued-per-client 64 \
-    --log info 2>"$out/board$i.log" &
+    "${extra[@]}" --log info 2>"$out/board$i.log" &
   pids+=("$!")
   printf -- '- targets: ["127.0.0.1:%s"]\n  labels:\n    board: board%s\n' "$metrics_port" "$i" >>"$out/targets/boards.yml"
 done
@@ -150,6 +183,23 @@ for i in $(seq "$boards"); do
   wait_port "${metrics_ports[i - 1]}" 20
   echo "board$i: aesd on 127.0.0.1:${ports[i - 1]}, metrics on 127.0.0.1:${metrics_ports[i - 1]}" >&2
 done
+
+if ((etcd_members)); then
+  step "fleet: one keyring for the fleet, in etcd"
+  if etcd_keyring_check "${http_addrs[@]}"; then
+    generations="$(for m in "${metrics_ports[@]}"; do
+      curl -fsS "http://127.0.0.1:$m/metrics" | awk '/^aesd_keyring_generation / { print $2 }'
+    done | sort -u)"
+    echo "aesd_keyring_generation on the boards: $(echo "$generations" | tr '\n' ' ')"
+    [[ "$(echo "$generations" | wc -l)" == 1 && -n "$generations" ]] || {
+      echo "fleet.sh: the boards disagree on the keyring generation" >&2
+      exit 1
+    }
+  else
+    echo "fleet.sh: the shared keyring check failed" >&2
+    exit 1
+  fi
+fi
 
 step "fleet: Prometheus (file-based discovery)"
 prometheus_port="$(free_port)"

@@ -35,7 +35,10 @@ command -v cargo >/dev/null || {
 # prometheus (with promtool): the metrics tests scrape aesd with the real one.
 # haproxy: the fleet tests check and run the shipped config (scripts/fleet.sh).
 # age (1.1.1, with age-keygen): the oracle for the age format (crates/age/tests).
-apt_install openssl ca-certificates shellcheck shfmt prometheus haproxy age
+# etcd-server and etcd-client (3.4: etcd, etcdctl): the fleet's shared keyring
+# (--keyring etcd://...) in crates/server/tests/it/etcd_fleet.rs and
+# scripts/fleet.sh --etcd.
+apt_install openssl ca-certificates shellcheck shfmt prometheus haproxy age etcd-server etcd-client
 # The pinned nightly of rust-toolchain.toml (host builds use it too).
 bash scripts/cross/setup.sh --toolchain-only
 rustup_components rustfmt clippy

@@ -145,8 +145,8 @@ cargo test -p aesd-bench --benches --locked
 
 [ "$only_rust" -eq 1 ] && exit 0
 
-step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, an aesload suite through it"
-bash scripts/fleet.sh --boards 3 --quick --profile debug --no-build
+step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, their keyring in a 3-member etcd, an aesload suite through it"
+bash scripts/fleet.sh --boards 3 --quick --etcd 3 --profile debug --no-build
 
 step "sharded load: 3 aesload shards from 127.0.0.2-4 against one aesd, merged, beside the unsharded run"
 bash scripts/shards.sh --shards 3 --quick --profile debug --no-build

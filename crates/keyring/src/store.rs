@@ -1,8 +1,8 @@
 //! Where sealed keyrings are kept, behind one small trait that a
 //! directory ([`DirStore`], `--keyring DIR`), memory ([`MemoryStore`],
-//! `--dev`) and later etcd (a transaction comparing the generation) all
-//! implement: read the newest generation; store generation N + 1 only if
-//! the newest is still N.
+//! `--dev`) and etcd (aesd-server's `etcd` module: a transaction
+//! comparing the generation) all implement: read the newest generation;
+//! store generation N + 1 only if the newest is still N.
 //!
 //! The directory store is crash-safe: a generation is written to a
 //! temporary file, fsynced, renamed to its final name and the directory
@@ -71,6 +71,26 @@ pub enum StoreError {
     /// taken for an empty store (which would invite a new `init`).
     #[error("keyring store holds generations but none is readable: {}", describe(.0))]
     NothingReadable(Vec<Skipped>),
+    /// The store cannot be reached (a network store: every endpoint down,
+    /// timed out, or without quorum); the stored keyring is unchanged as
+    /// far as this writer knows.
+    #[error("keyring store {store} is unreachable: {reason}")]
+    Unavailable {
+        /// Which store (its endpoints, never a credential).
+        store: String,
+        /// What failed, per endpoint.
+        reason: String,
+    },
+    /// The store answered with something that is not a keyring
+    /// generation this build can take (a malformed reply, a generation
+    /// that disagrees with its sealed header).
+    #[error("keyring store {store}: {reason}")]
+    Invalid {
+        /// Which store.
+        store: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A sealed keyring above [`MAX_SEALED_LEN`].
     #[error("sealed keyring of {0} bytes is above the 8 MiB limit")]
     TooLarge(usize),

@@ -74,6 +74,25 @@ impl Unsealer {
         }
     }
 
+    /// The generation waiting for shares.
+    pub fn generation(&self) -> u64 {
+        self.header.generation
+    }
+
+    /// Waits for shares of a newer generation (another writer stored
+    /// it): the shares given so far are kept, since every generation is
+    /// sealed under the same root key. `false` when `sealed` is not
+    /// newer; an error (nothing changed) when its header is malformed.
+    pub fn replace_sealed(&mut self, sealed: Vec<u8>) -> Result<bool, SealError> {
+        let header = sealed::read_header(&sealed)?;
+        if header.generation <= self.header.generation {
+            return Ok(false);
+        }
+        self.header = header;
+        self.sealed = sealed;
+        Ok(true)
+    }
+
     /// Drops the shares given so far (`sys/unseal` with `reset`).
     pub fn reset(&mut self) {
         self.given.clear();
@@ -184,6 +203,41 @@ impl UnsealedKeyring {
                 entropy,
             )?,
         ))
+    }
+
+    /// Takes a newer generation another writer stored (a board of the
+    /// same fleet, through a shared store): opened with this keyring's
+    /// root key, it replaces the keys, policies and tokens held. Returns
+    /// `false` (nothing changed) when `sealed` is not newer than the
+    /// generation held; an error (nothing changed) when the root key does
+    /// not open it or its contents are invalid.
+    pub fn reload(&mut self, sealed: &[u8]) -> Result<bool, SealError> {
+        let header = sealed::read_header(sealed)?;
+        if header.generation <= self.header.generation {
+            return Ok(false);
+        }
+        let (header, contents) = sealed::open(sealed, &self.root)?;
+        self.header = header;
+        self.keyring = contents.keyring;
+        self.policies = contents.policies;
+        self.tokens = contents.tokens;
+        Ok(true)
+    }
+
+    /// Seals the keyring as it is, at the generation held (not a new
+    /// one): what a board seals with when its store cannot be read (the
+    /// contents are those of the stored generation, under a fresh nonce).
+    pub fn seal_current(&self, entropy: &mut dyn Entropy) -> Result<Vec<u8>, SealError> {
+        sealed::seal(
+            ContentsRef {
+                keyring: &self.keyring,
+                policies: &self.policies,
+                tokens: &self.tokens,
+            },
+            &self.root,
+            self.header,
+            entropy,
+        )
     }
 
     /// Records that `generation` is stored.

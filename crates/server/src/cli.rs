@@ -186,12 +186,9 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
         println!("aesd --dev: the keyring is in memory and unsealed; it is lost at exit.");
         println!("Unseal Key: {}", dev.share.to_base64().as_str());
         println!("Root Token: {}", dev.root_token.as_str());
-        dev.state
-    } else if let Some(dir) = &config.keyring {
-        let store = aesd_keyring::store::DirStore::open(dir)
-            .map_err(|err| format!("--keyring {}: {err}", dir.display()))?;
-        KeyringState::open(Box::new(store), "file")
-            .map_err(|err| format!("--keyring {}: {err}", dir.display()))?
+        std::sync::Arc::new(dev.state)
+    } else if let Some(location) = &config.keyring {
+        open_keyring(location, config)?
     } else {
         if let Some(addr) = config.http_listen {
             warn!(
@@ -204,6 +201,7 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
             Box::new(aesd_keyring::store::MemoryStore::default()),
             "inmem",
         )
+        .map(std::sync::Arc::new)
         .map_err(|err| err.to_string())?
     };
     let sealed = state.status().is_none_or(|s| s.sealed);
@@ -224,10 +222,48 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
         "HTTP API listening on http://{bound} (keyring {})",
         if sealed { "sealed" } else { "unsealed" }
     );
-    Ok(Some(HttpApi {
-        listener,
-        state: std::sync::Arc::new(state),
-    }))
+    Ok(Some(HttpApi { listener, state }))
+}
+
+/// `--keyring DIR` or `--keyring etcd://...`: the keyring in its store;
+/// with etcd, the watch that loads other boards' changes runs from here.
+fn open_keyring(
+    location: &crate::etcd::KeyringLocation,
+    config: &Config,
+) -> Result<std::sync::Arc<crate::keyring_state::KeyringState>, String> {
+    use crate::etcd::{EtcdClient, EtcdStore, KeyringLocation};
+    use crate::keyring_state::KeyringState;
+    let failed = |err: &dyn std::fmt::Display| format!("--keyring {location}: {err}");
+    match location {
+        KeyringLocation::Dir(dir) => {
+            let store = aesd_keyring::store::DirStore::open(dir).map_err(|e| failed(&e))?;
+            let state = KeyringState::open(Box::new(store), "file")
+                .map(std::sync::Arc::new)
+                .map_err(|e| failed(&e))?;
+            crate::metrics::keyring::attach(std::sync::Arc::clone(&state), None);
+            Ok(state)
+        }
+        KeyringLocation::Etcd(target) => {
+            let tls = config.etcd_tls_files().map_err(|e| failed(&e))?;
+            let client = EtcdClient::new(target, &tls).map_err(|e| failed(&e))?;
+            let store = EtcdStore::new(std::sync::Arc::new(client), &target.prefix);
+            let (client, dir, stats) = (store.client(), store.dir(), store.stats());
+            // A board that starts while etcd is down cannot know the
+            // fleet's keyring: it refuses to start (a supervisor
+            // restarts it) rather than offer `sys/init` on an empty one.
+            let state = std::sync::Arc::new(
+                KeyringState::open(Box::new(store), "etcd").map_err(|e| failed(&e))?,
+            );
+            let watched = std::sync::Arc::clone(&state);
+            crate::etcd::watch::spawn(client, dir, std::sync::Arc::clone(&stats), move || {
+                watched.refresh().map(drop).map_err(|err| err.to_string())
+            })
+            .map_err(|e| failed(&e))?;
+            info!("keyring in {location}, watched");
+            crate::metrics::keyring::attach(std::sync::Arc::clone(&state), Some(stats));
+            Ok(state)
+        }
+    }
 }
 
 /// Raises the soft open-file limit to the hard one and lowers

@@ -343,6 +343,7 @@ impl Config {
             })
         };
         self.tls_files()?;
+        self.etcd_tls_files()?;
         if self.max_connections == 0 || self.max_connections_per_client == 0 {
             return invalid(
                 "max-connections",
@@ -387,6 +388,44 @@ impl Config {
         }
     }
 
+    /// The TLS files for etcd's client port: `etcd-cacert`, `etcd-cert`
+    /// and `etcd-key` only with `keyring = "etcd://..."`; the client
+    /// certificate and key together, and with the CA.
+    pub fn etcd_tls_files(&self) -> Result<crate::etcd::EtcdTlsFiles, ConfigError> {
+        let files = crate::etcd::EtcdTlsFiles {
+            cacert: self.etcd_cacert.clone(),
+            cert: self.etcd_cert.clone(),
+            key: self.etcd_key.clone(),
+        };
+        let invalid = |key: &str, reason: &str| {
+            Err(ConfigError::Invalid {
+                key: key.into(),
+                reason: reason.into(),
+            })
+        };
+        let any = files.cacert.is_some() || files.cert.is_some() || files.key.is_some();
+        if any && !matches!(self.keyring, Some(crate::etcd::KeyringLocation::Etcd(_))) {
+            return invalid(
+                "etcd-cacert",
+                "--etcd-cacert, --etcd-cert and --etcd-key go with --keyring etcd://...",
+            );
+        }
+        match (&files.cert, &files.key) {
+            (Some(_), None) => {
+                invalid("etcd-key", "--etcd-cert needs --etcd-key (its private key)")
+            }
+            (None, Some(_)) => invalid(
+                "etcd-cert",
+                "--etcd-key needs --etcd-cert (its certificate)",
+            ),
+            (Some(_), Some(_)) if files.cacert.is_none() => invalid(
+                "etcd-cacert",
+                "--etcd-cert needs --etcd-cacert (the CA of etcd's server certificate): a client certificate goes over TLS only",
+            ),
+            _ => Ok(files),
+        }
+    }
+
     /// Warnings about settings that work but are unsafe: a token file or
     /// TLS key file that other users can read, trusted proxies that cover
     /// a whole address family.
@@ -418,6 +457,66 @@ mod tests {
                 .find(|(key, _)| *key == name)
                 .map(|(_, value)| (*value).to_owned())
         }
+    }
+
+    #[test]
+    fn etcd_tls_flags_need_an_etcd_keyring_and_each_other() {
+        let resolve = |args: &[&str]| {
+            let mut argv = vec!["aesd"];
+            argv.extend_from_slice(args);
+            Config::resolve(Cli::try_parse_from(argv).expect("flags").settings)
+        };
+        let etcd = ["--keyring", "etcd://127.0.0.1:2379/aesd"];
+        let files = resolve(
+            &[
+                &etcd[..],
+                &[
+                    "--etcd-cacert",
+                    "ca.pem",
+                    "--etcd-cert",
+                    "c.pem",
+                    "--etcd-key",
+                    "k.pem",
+                ],
+            ]
+            .concat(),
+        )
+        .expect("valid")
+        .etcd_tls_files()
+        .expect("files");
+        assert_eq!(files.cacert, Some("ca.pem".into()));
+        for (args, says) in [
+            (
+                &["--keyring", "/var/lib/aesd", "--etcd-cacert", "ca.pem"][..],
+                "go with --keyring etcd://",
+            ),
+            (
+                &["--etcd-cacert", "ca.pem"][..],
+                "go with --keyring etcd://",
+            ),
+            (
+                &[&etcd[..], &["--etcd-cert", "c.pem"]].concat()[..],
+                "--etcd-cert needs --etcd-key",
+            ),
+            (
+                &[&etcd[..], &["--etcd-key", "k.pem"]].concat()[..],
+                "--etcd-key needs --etcd-cert",
+            ),
+            (
+                &[&etcd[..], &["--etcd-cert", "c.pem", "--etcd-key", "k.pem"]].concat()[..],
+                "needs --etcd-cacert",
+            ),
+        ] {
+            let err = resolve(args).expect_err("refused").to_string();
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+        let err = Cli::try_parse_from(["aesd", "--keyring", "etcd://h:1/"])
+            .map(|cli| Config::resolve(cli.settings).map(drop));
+        let shown = match err {
+            Err(clap) => clap.to_string(),
+            Ok(resolved) => resolved.expect_err("refused").to_string(),
+        };
+        assert!(shown.contains("empty key prefix"), "{shown}");
     }
 
     #[test]

@@ -197,7 +197,16 @@ impl KeyringState {
             )
             .map_err(|err| SealError::InvalidContents(err.to_string()))?;
         let (generation, bytes) = open.seal_next(&mut OsEntropy)?;
-        self.store.put(generation, &bytes)?;
+        if let Err(err) = self.store.put(generation, &bytes) {
+            if let StoreError::Conflict { .. } = err {
+                // Another board of the fleet initialised first: take its
+                // keyring (sealed), as the 409 says.
+                if let Ok(Some(stored)) = self.store.load_newest() {
+                    Self::take_newer(&mut state, stored.sealed)?;
+                }
+            }
+            return Err(err.into());
+        }
         *state = State::Sealed(Unsealer::new(bytes)?);
         Ok(Initialized { shares, root_token })
     }
@@ -240,11 +249,20 @@ impl KeyringState {
         if !matches!(*state, State::Unsealed(_)) {
             return Ok(());
         }
-        let stored = self
-            .store
-            .load_newest()?
-            .ok_or(StateError::Seal(SealError::Malformed("store emptied")))?;
-        *state = State::Sealed(Unsealer::new(stored.sealed)?);
+        let sealed_bytes = match self.store.load_newest() {
+            Ok(Some(stored)) => stored.sealed,
+            Ok(None) => return Err(StateError::Seal(SealError::Malformed("store emptied"))),
+            // A store out of reach (etcd down) must not keep the keyring
+            // open: it is sealed as held, and the watch brings the newest.
+            Err(err) => {
+                let State::Unsealed(open) = &*state else {
+                    return Ok(());
+                };
+                tracing::warn!("sealing the keyring as held: the store cannot be read: {err}");
+                open.seal_current(&mut OsEntropy)?
+            }
+        };
+        *state = State::Sealed(Unsealer::new(sealed_bytes)?);
         tracing::info!("keyring sealed");
         Ok(())
     }
@@ -290,11 +308,69 @@ impl KeyringState {
         match self.persist(open) {
             Ok(()) => Ok(result),
             Err(err) => {
-                tracing::error!("keyring change not stored, undone: {err}");
+                let conflict = matches!(err, StateError::Store(StoreError::Conflict { .. }));
+                if conflict {
+                    tracing::warn!("keyring change refused, another writer stored first: {err}");
+                } else {
+                    tracing::error!("keyring change not stored, undone: {err}");
+                }
                 restore(open);
+                if conflict {
+                    // Another writer stored first: take its generation,
+                    // so that the caller's retry works on it.
+                    if let Err(reload) = self
+                        .store
+                        .load_newest()
+                        .map_err(StateError::from)
+                        .and_then(|newest| match newest {
+                            Some(stored) => Self::take_newer(&mut state, stored.sealed),
+                            None => Ok(None),
+                        })
+                    {
+                        tracing::error!("after a conflict, the newest generation: {reload}");
+                    }
+                }
                 Err(err.into())
             }
         }
+    }
+
+    /// Loads the store's newest generation and takes it if it is newer
+    /// than the one held (another board of the fleet stored it): not
+    /// initialised → sealed; sealed → waits for shares of the newer one
+    /// (the shares given so far count); unsealed → opened with the root
+    /// key held. `Some(generation)` when one was taken. A store that
+    /// cannot be read is an error; the held keyring stays.
+    pub fn refresh(&self) -> Result<Option<u64>, StateError> {
+        let Some(stored) = self.store.load_newest()? else {
+            return Ok(None);
+        };
+        let mut state = self.lock();
+        Self::take_newer(&mut state, stored.sealed)
+    }
+
+    fn take_newer(state: &mut State, sealed_bytes: Vec<u8>) -> Result<Option<u64>, StateError> {
+        let generation = sealed::read_header(&sealed_bytes)?.generation;
+        let taken = match state {
+            State::Uninitialized => {
+                *state = State::Sealed(Unsealer::new(sealed_bytes)?);
+                true
+            }
+            State::Sealed(unsealer) => unsealer.replace_sealed(sealed_bytes)?,
+            State::Unsealed(open) => open.reload(&sealed_bytes)?,
+        };
+        if taken {
+            tracing::info!(
+                generation,
+                "keyring generation {generation} loaded from the store"
+            );
+        }
+        Ok(taken.then_some(generation))
+    }
+
+    /// The generation held (0 before `sys/init`).
+    pub fn generation(&self) -> u64 {
+        self.status().map_or(0, |status| status.generation)
     }
 
     fn persist(&self, open: &mut UnsealedKeyring) -> Result<(), StateError> {
@@ -367,5 +443,126 @@ mod tests {
             .read(|open| Ok::<_, StateError>(open.keyring.len()))
             .expect("read");
         assert_eq!(keys, 0, "the change that failed was kept");
+    }
+
+    /// One store shared by two "boards" (as etcd is by a fleet).
+    struct Shared(std::sync::Arc<MemoryStore>);
+
+    impl KeyringStore for Shared {
+        fn load_newest(&self) -> Result<Option<aesd_keyring::store::Stored>, StoreError> {
+            self.0.load_newest()
+        }
+
+        fn put(&self, generation: u64, sealed: &[u8]) -> Result<(), StoreError> {
+            self.0.put(generation, sealed)
+        }
+    }
+
+    fn board(store: &std::sync::Arc<MemoryStore>) -> KeyringState {
+        KeyringState::open(Box::new(Shared(std::sync::Arc::clone(store))), "etcd").expect("open")
+    }
+
+    #[test]
+    fn a_second_init_on_a_shared_store_is_a_conflict_and_takes_the_first() {
+        let store = std::sync::Arc::new(MemoryStore::default());
+        let (a, b) = (board(&store), board(&store));
+        let config = SealConfig {
+            threshold: 1,
+            shares: 1,
+        };
+        let made = a.init(config).expect("init on A");
+        let err = b.init(config).map(drop).expect_err("B was not told");
+        assert!(
+            matches!(err, StateError::Store(StoreError::Conflict { .. })),
+            "{err}"
+        );
+        let status = b.status().expect("B took A's keyring");
+        assert!(status.sealed);
+        assert_eq!(status.generation, 1);
+        let status = b
+            .submit_share(&made.shares[0].to_base64())
+            .expect("A's share opens B");
+        assert!(!status.sealed);
+    }
+
+    #[test]
+    fn two_boards_on_one_store_share_keys_and_a_stale_writer_gets_a_conflict_then_catches_up() {
+        let store = std::sync::Arc::new(MemoryStore::default());
+        let (a, b) = (board(&store), board(&store));
+        let made = a
+            .init(SealConfig {
+                threshold: 2,
+                shares: 3,
+            })
+            .expect("init on A");
+        // B started before the init: it takes it as sealed, then the same
+        // shares unseal both.
+        assert!(b.status().is_none());
+        assert_eq!(b.refresh().expect("refresh"), Some(1));
+        for state in [&a, &b] {
+            state.submit_share(&made.shares[0].to_hex()).expect("1");
+            let status = state.submit_share(&made.shares[2].to_hex()).expect("2");
+            assert!(!status.sealed);
+        }
+        a.change(|open| {
+            open.keyring
+                .create("k1", aesd_keyring::KeyType::Aes256Gcm96, 1, &mut OsEntropy)
+                .map_err(|_| StateError::Sealed)
+        })
+        .expect("create on A");
+        let ciphertext = a
+            .read(|open| {
+                open.keyring
+                    .encrypt("k1", None, b"fleet", b"", &mut OsEntropy)
+                    .map_err(|_| StateError::Sealed)
+            })
+            .expect("encrypt on A");
+        // B has not loaded generation 2 yet: its change is refused as a
+        // conflict, undone, and B loads what A stored.
+        let err = b
+            .change(|open| {
+                open.keyring
+                    .create("k2", aesd_keyring::KeyType::Aes256Gcm96, 2, &mut OsEntropy)
+                    .map_err(|_| StateError::Sealed)
+            })
+            .expect_err("stale");
+        assert!(
+            matches!(
+                err,
+                StateError::Store(StoreError::Conflict {
+                    generation: 2,
+                    newest: 2
+                })
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            b.generation(),
+            2,
+            "B loaded A's generation after the conflict"
+        );
+        let plain = b
+            .read(|open| {
+                open.keyring
+                    .decrypt("k1", &ciphertext, b"")
+                    .map_err(|_| StateError::Sealed)
+            })
+            .expect("decrypt on B");
+        assert_eq!(&plain[..], b"fleet");
+        // The retry on B works, and A takes it with a refresh.
+        b.change(|open| {
+            open.keyring
+                .rotate("k1", 2, &mut OsEntropy)
+                .map(drop)
+                .map_err(|_| StateError::Sealed)
+        })
+        .expect("retry on B");
+        assert_eq!(a.refresh().expect("refresh"), Some(3));
+        assert_eq!(a.refresh().expect("again"), None, "nothing newer");
+        let latest = a
+            .read(|open| Ok::<_, StateError>(open.keyring.read("k1").map(|m| m.latest_version)))
+            .expect("read")
+            .expect("k1");
+        assert_eq!(latest, 2);
     }
 }

@@ -72,6 +72,9 @@
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
 //!   answered; shared by the HTTP API and, later, the binary port.
+//! * `etcd`: the keyring of a fleet in etcd (`--keyring etcd://...`):
+//!   a small v3 JSON client, the store (a transaction per change) and
+//!   the watch that loads other boards' changes.
 //! * `http`: the HTTP/1.1 API (`--http-listen`) with OpenBao's endpoints
 //!   for init, unseal, policies, tokens and transit keys (the `bao` CLI
 //!   administers aesd).
@@ -88,6 +91,7 @@ mod client_id;
 pub mod config;
 mod driver;
 mod error;
+mod etcd;
 mod fd_limit;
 mod handshake_rate;
 mod http;

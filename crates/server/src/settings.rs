@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
 use crate::client_id::DEFAULT_IPV6_PREFIX;
 use crate::config::ConfigError;
+use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::{CidrList, TrustedProxies};
 
@@ -304,10 +305,20 @@ settings! {
     /// header has (OpenBao's http_read_timeout); a slower one gets 408 and
     /// its connection is closed
     http_body_timeout: Duration, "SECS", default Duration::from_secs(30);
-    /// Directory of the sealed keyring (named keys, policies, tokens); aesd
-    /// starts sealed: `bao operator init` once, then `bao operator unseal`
-    /// with the shares after each start
-    keyring: Option<PathBuf>, "DIR", default None, shown "none";
+    /// Where the sealed keyring (named keys, policies, tokens) is kept: a
+    /// directory, or etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a fleet
+    /// sharing one keyring (every board reads and writes it there and
+    /// watches it: docs/fleet.md). aesd starts sealed: `bao operator init`
+    /// once, then `bao operator unseal` with the shares after each start
+    keyring: Option<KeyringLocation>, "LOCATION", default None, shown "none";
+    /// With --keyring etcd://...: the CA certificate (PEM) of etcd's
+    /// client port; TLS is on when it is given
+    etcd_cacert: Option<PathBuf>, "FILE", default None, shown "none";
+    /// With --etcd-cacert: this board's client certificate (PEM), for
+    /// etcd's --client-cert-auth
+    etcd_cert: Option<PathBuf>, "FILE", default None, shown "none";
+    /// The key (PEM) of --etcd-cert
+    etcd_key: Option<PathBuf>, "FILE", default None, shown "none";
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug")
     log: String, "FILTER", default "info".to_owned(), valid log_filter;

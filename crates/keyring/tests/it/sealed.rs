@@ -252,3 +252,63 @@ fn policies_and_token_hashes_are_sealed_with_the_keys() {
     assert!(back.policies.get("enc").is_some());
     assert_eq!(back.policies, open.policies);
 }
+
+/// What a board of a fleet does with a generation another board stored:
+/// an open keyring takes a newer one (opened with its own root key) and
+/// ignores an older or equal one; another fleet's keyring is refused
+/// and nothing changes; a sealed one keeps the shares given so far.
+#[test]
+fn a_newer_generation_from_another_writer_is_taken_an_older_or_foreign_one_is_not() {
+    let (bytes, shares, _) = sealed_keyring();
+    let unseal = |bytes: &[u8]| {
+        let mut unsealer = Unsealer::new(bytes.to_vec()).expect("header");
+        unsealer.submit(shares[0].clone()).expect("1");
+        unsealer.submit(shares[1].clone()).expect("2");
+        unsealed(unsealer.submit(shares[2].clone()).expect("3"))
+    };
+    let (mut here, mut there) = (unseal(&bytes), unseal(&bytes));
+    there
+        .keyring
+        .create("new", KeyType::default(), 0, &mut OsEntropy)
+        .expect("create");
+    let (generation, newer) = there.seal_next(&mut OsEntropy).expect("seal");
+    there.committed(generation);
+    assert_eq!(generation, 2);
+    assert!(!here.reload(&bytes).expect("same generation"), "not newer");
+    assert!(here.keyring.read("new").is_err());
+    assert!(here.reload(&newer).expect("newer"), "taken");
+    assert_eq!(here.generation(), 2);
+    assert!(here.keyring.read("new").is_ok(), "the other writer's key");
+    assert!(
+        !here.reload(&bytes).expect("older"),
+        "an older one is ignored"
+    );
+    assert!(here.keyring.read("new").is_ok());
+
+    // Another fleet's generation 3: its root key differs, it is refused.
+    let (other_root, _) = sealed::initialize(CONFIG, &mut OsEntropy).expect("init");
+    let mut foreign = UnsealedKeyring::initialized(other_root, CONFIG);
+    foreign.committed(2);
+    let (_, foreign) = foreign.seal_next(&mut OsEntropy).expect("seal");
+    assert!(matches!(
+        here.reload(&foreign),
+        Err(SealError::SharesDoNotOpen)
+    ));
+    assert_eq!(here.generation(), 2, "unchanged");
+    assert!(here.keyring.read("new").is_ok());
+
+    // Sealed with one share given: the newer generation keeps it.
+    let mut sealed_board = Unsealer::new(bytes.clone()).expect("header");
+    sealed_board.submit(shares[3].clone()).expect("1");
+    assert!(!sealed_board.replace_sealed(bytes.clone()).expect("same"));
+    assert!(sealed_board.replace_sealed(newer).expect("newer"));
+    assert_eq!(sealed_board.generation(), 2);
+    assert_eq!(
+        sealed_board.status().progress,
+        1,
+        "the share given still counts"
+    );
+    sealed_board.submit(shares[4].clone()).expect("2");
+    let open = unsealed(sealed_board.submit(shares[0].clone()).expect("3"));
+    assert!(open.keyring.read("new").is_ok(), "generation 2 opened");
+}

@@ -5,6 +5,7 @@
 use aesd_keyring::KeyringError;
 use aesd_keyring::policy::PolicyStoreError;
 use aesd_keyring::sealed::SealError;
+use aesd_keyring::store::StoreError;
 use aesd_keyring::token::TokenError;
 
 use crate::keyring_state::StateError;
@@ -89,6 +90,18 @@ impl From<StateError> for ApiError {
                     "{err}; unseal progress was reset, give the shares again"
                 ))
             }
+            StateError::Store(StoreError::Conflict { generation, newest }) => ApiError::new(
+                409,
+                format!(
+                    "keyring changed on another board: generation {newest} was stored first (this change would have been {generation}); this board has loaded it, retry the request"
+                ),
+            ),
+            StateError::Store(StoreError::Unavailable { .. }) => ApiError::new(
+                503,
+                format!(
+                    "keyring storage unavailable, the change is refused (encrypt and decrypt go on with the keyring this board holds): {err}"
+                ),
+            ),
             StateError::Seal(_) | StateError::Store(_) => ApiError::internal(err.to_string()),
         }
     }

@@ -4,6 +4,7 @@
 //! * [`process`]: process CPU, memory, file descriptors from `/proc`.
 //! * [`temperature`]: board temperature from hwmon or a LiteX XADC.
 //! * [`http`]: the minimal HTTP server behind `--metrics-listen`.
+//! * [`keyring`]: the keyring's generation and its etcd store's figures.
 //!
 //! Counters and histograms are updated as jobs run; gauges (active jobs,
 //! queue depth, workers, process figures, temperature) are read at scrape
@@ -11,6 +12,7 @@
 //! counters, `_seconds` and `_bytes` suffixes.
 
 pub mod http;
+pub mod keyring;
 pub mod process;
 pub mod temperature;
 pub mod wide;
@@ -515,6 +517,8 @@ impl Collector for LiveCollector {
         backend.encode(family.encode_family(&BackendLabel {
             backend: aesd_core::engine::Engine::detect().name(),
         })?)?;
+
+        keyring::encode(&mut encoder)?;
 
         let occupancy = self.admission.occupancy();
         gauge(

@@ -35,7 +35,10 @@ fn every_setting_printed() -> toml::Table {
         metrics_listen: Some("127.0.0.1:9878".parse().expect("address")),
         trusted_proxies: Some("10.0.0.0/8".into()),
         http_listen: Some("127.0.0.1:8200".parse().expect("address")),
-        keyring: Some("keyring".into()),
+        keyring: Some("etcd://127.0.0.1:2379,127.0.0.1:2479/aesd/fleet".into()),
+        etcd_cacert: Some("etcd-ca.pem".into()),
+        etcd_cert: Some("etcd-client.pem".into()),
+        etcd_key: Some("etcd-client-key.pem".into()),
         ..ConfigLayer::default()
     })
     .expect("valid");

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::backend::AesBackend;
+use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::CidrList;
 
@@ -111,6 +112,19 @@ impl SettingValue for TemperatureSource {
             TemperatureSource::Hwmon(path) => format!("hwmon:{}", path.display()),
             TemperatureSource::Xadc(addr) => format!("xadc:{addr:#x}"),
         })
+    }
+}
+
+/// A directory, or `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`.
+impl SettingValue for KeyringLocation {
+    type Written = String;
+
+    fn read(written: String) -> Result<KeyringLocation, String> {
+        KeyringLocation::parse(&written)
+    }
+
+    fn write(&self) -> Option<String> {
+        Some(self.to_string())
     }
 }
 

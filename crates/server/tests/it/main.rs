@@ -5,12 +5,14 @@
 
 mod bao_support;
 mod common;
+mod etcd_support;
 
 mod admission;
 mod age_jobs;
 mod auth;
 mod bad_input;
 mod bao_cli;
+mod etcd_fleet;
 mod fairness;
 mod fd_limit;
 mod generate;
