@@ -2,7 +2,8 @@
 //! keyring in a real etcd (Debian's `etcd-server`, spawned here on free
 //! loopback ports with a temporary data directory; a missing `etcd` or
 //! `etcdctl` fails the test): init on one board, the same shares unseal
-//! every board; a key made on A is on B and C; a rotation on B is used by
+//! every board; a key made on A is on B and C, B encrypts and C decrypts,
+//! a data key from A opens on C; a rotation on B is used by
 //! A within 2 s; concurrent rotations never fork; an etcd outage keeps
 //! the keyring readable and refuses changes with a typed 503, and the
 //! boards catch up when it returns; one member of three lost loses
@@ -45,6 +46,12 @@ fn boards_share_one_keyring_and_hold_no_key_material_in_etcd() {
         );
     }
 
+    // Transit across the fleet: encrypted on B, decrypted on C.
+    let plaintext = base64_text(b"a file key's worth of secret bytes");
+    let ciphertext = encrypt(b, token, "k1", &plaintext);
+    assert!(ciphertext.starts_with("vault:v1:"), "{ciphertext}");
+    assert_eq!(decrypt(c, token, "k1", &ciphertext), plaintext);
+
     let (status, body) = b.call("POST", "transit/keys/k1/rotate", Some(token), None);
     assert_eq!(status, 200, "{body}");
     let lag = wait_for(VISIBLE_WITHIN, || latest_version(a, token, "k1") == Some(2))
@@ -53,6 +60,36 @@ fn boards_share_one_keyring_and_hold_no_key_material_in_etcd() {
         "rotation on B visible on A after {:.0} ms",
         lag.as_secs_f64() * 1e3
     );
+    // A encrypts with B's new version; C decrypts both versions.
+    let newer = encrypt(a, token, "k1", &plaintext);
+    assert!(newer.starts_with("vault:v2:"), "{newer}");
+    assert_eq!(decrypt(c, token, "k1", &newer), plaintext);
+    assert_eq!(decrypt(c, token, "k1", &ciphertext), plaintext);
+
+    // A data key handed out by A, its wrapped form opened by C.
+    let (status, body) = a.call(
+        "POST",
+        "transit/datakey/plaintext/k1",
+        Some(token),
+        Some(json!({})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let data_key_b64 = body["data"]["plaintext"]
+        .as_str()
+        .expect("plaintext")
+        .to_owned();
+    let wrapped = body["data"]["ciphertext"]
+        .as_str()
+        .expect("ciphertext")
+        .to_owned();
+    assert_eq!(decrypt(c, token, "k1", &wrapped), data_key_b64);
+    let data_key = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(&data_key_b64)
+            .expect("base64 data key")
+    };
+    assert_eq!(data_key.len(), 32);
 
     // A board that starts later catches up at start: sealed, at the
     // fleet's generation, and the same shares open it with the same keys.
@@ -70,7 +107,7 @@ fn boards_share_one_keyring_and_hold_no_key_material_in_etcd() {
     let dump = etcdctl_dump(&etcd, "/fleet-a/");
     let keys = key_material(&dump.sealed, &init.shares[..2]);
     assert_eq!(keys.len(), 2, "k1 has two versions");
-    for key in &keys {
+    for key in keys.iter().chain([&data_key]) {
         for form in [
             key.clone(),
             hex::encode(key).into_bytes(),
@@ -176,7 +213,7 @@ fn concurrent_rotations_on_two_boards_make_one_version_each() {
 }
 
 #[test]
-fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
+fn an_etcd_outage_keeps_keys_usable_refuses_changes_and_is_caught_up() {
     let mut etcd = Etcd::start(1);
     let fleet = Fleet::start(&etcd, "fleet-c", 2);
     let init = fleet.init(1, 1);
@@ -213,6 +250,22 @@ fn an_etcd_outage_keeps_keys_readable_refuses_changes_and_is_caught_up() {
             "{text}"
         );
     }
+    // Encryption and decryption go on from the keyring each board holds;
+    // an encrypt that would create its key is a change, refused likewise.
+    let plaintext = base64_text(b"during the outage");
+    let ciphertext = encrypt(a, token, "k", &plaintext);
+    assert_eq!(decrypt(b, token, "k", &ciphertext), plaintext);
+    let (status, body) = a.call(
+        "POST",
+        "transit/encrypt/new-during-outage",
+        Some(token),
+        Some(json!({ "plaintext": plaintext })),
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.to_string().contains("keyring storage unavailable"),
+        "{body}"
+    );
     assert_eq!(
         latest_version(a, token, "k"),
         Some(1),
@@ -343,6 +396,36 @@ fn boards_reach_etcd_over_tls_with_a_client_certificate() {
     );
     let plain = Board::start_fails(fleet.keyring(), &[]);
     assert!(plain.contains("keyring store etcd"), "{plain}");
+}
+
+/// `plaintext` (base64) encrypted under `name` on `board`: its ciphertext.
+fn encrypt(board: &Board, token: &str, name: &str, plaintext: &str) -> String {
+    let (status, body) = board.call(
+        "POST",
+        &format!("transit/encrypt/{name}"),
+        Some(token),
+        Some(json!({ "plaintext": plaintext })),
+    );
+    assert_eq!(status, 200, "encrypt on {}: {body}", board.http);
+    body["data"]["ciphertext"]
+        .as_str()
+        .expect("ciphertext")
+        .to_owned()
+}
+
+/// `ciphertext` decrypted under `name` on `board`: its plaintext (base64).
+fn decrypt(board: &Board, token: &str, name: &str, ciphertext: &str) -> String {
+    let (status, body) = board.call(
+        "POST",
+        &format!("transit/decrypt/{name}"),
+        Some(token),
+        Some(json!({ "ciphertext": ciphertext })),
+    );
+    assert_eq!(status, 200, "decrypt on {}: {body}", board.http);
+    body["data"]["plaintext"]
+        .as_str()
+        .expect("plaintext")
+        .to_owned()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
