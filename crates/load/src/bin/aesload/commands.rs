@@ -1,0 +1,96 @@
+//! The subcommands: `aesload merge` (a sharded run's documents into
+//! one) and `aesload compare` (runs side by side).
+
+use aesd_client::output::OutputPath;
+use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
+use aesd_load::merge::{self, ShardDocument};
+use aesd_load::output::{json, write_file};
+use aesd_load::report::{Summary, server_table, study_table};
+use aesd_load::{console, out, outln};
+use anyhow::{Context, Result};
+
+use crate::args::{CompareArgs, MergeArgs};
+
+/// `aesload merge`: the merged table on stdout, the document on request.
+pub(crate) fn run_merge(args: &MergeArgs) -> Result<()> {
+    let output = args.json.as_deref().map(OutputPath::check).transpose()?;
+    if output.as_ref().is_some_and(OutputPath::is_stdout) {
+        console::report_to_stderr();
+    }
+    let mut shards = Vec::with_capacity(args.files.len());
+    for file in &args.files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let document: json::Document = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an aesload --json document", file.display()))?;
+        shards.push(ShardDocument {
+            file: file.display().to_string(),
+            document,
+        });
+    }
+    let merged = merge::merge(&shards)?;
+    outln!(
+        "aesload merge: {} shards: {}",
+        merged.merged_from.len(),
+        merged.merged_from.join(", ")
+    );
+    if let Some(bind) = &merged.parameters.bind {
+        outln!("source addresses: {bind}");
+    }
+    outln!("servers: {}", merged.parameters.servers.join(", "));
+    let summaries: Vec<Summary> = merged
+        .suites
+        .iter()
+        .map(|suite| merge::summary_of(&suite.summary))
+        .collect();
+    let columns: Vec<(&str, &Summary)> = merged
+        .suites
+        .iter()
+        .zip(&summaries)
+        .map(|(suite, summary)| (suite.name.as_str(), summary))
+        .collect();
+    outln!();
+    out!("{}", study_table(&columns));
+    if merged.parameters.servers.len() > 1 {
+        for suite in &merged.suites {
+            let (servers, per_server): (Vec<String>, Vec<Summary>) = suite
+                .per_server
+                .iter()
+                .map(|server| (server.server.clone(), merge::summary_of(&server.summary)))
+                .unzip();
+            outln!("\n{} per server:", suite.name);
+            out!("{}", server_table(&servers, &per_server));
+        }
+    }
+    if let Some(output) = &output {
+        write_file(output, merged.to_json()?.as_bytes())?;
+        if !output.is_stdout() {
+            outln!("json: {}", output.path().display());
+        }
+    }
+    Ok(())
+}
+
+/// `aesload compare`: the table on stdout, the plot on request.
+pub(crate) fn run_compare(args: &CompareArgs) -> Result<()> {
+    let plot_output = args.plot.as_deref().map(OutputPath::check).transpose()?;
+    if plot_output.as_ref().is_some_and(OutputPath::is_stdout) {
+        console::report_to_stderr();
+    }
+    let mut runs = Vec::new();
+    for file in &args.files {
+        runs.extend(compare::load(file)?);
+    }
+    let runs = compare::prepare(runs, &args.suite)?;
+    for warning in compare::warnings(&runs) {
+        eprintln!("aesload compare: warning: {warning}");
+    }
+    out!("{}", compare_table(&runs));
+    if let Some(output) = &plot_output {
+        write_file(output, compare_plot::render(&runs).as_bytes())?;
+        if !output.is_stdout() {
+            outln!("plot: {}", output.path().display());
+        }
+    }
+    Ok(())
+}
