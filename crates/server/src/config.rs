@@ -75,9 +75,8 @@ pub struct Cli {
 
     /// Print a man page or a shell completion script, made from these
     /// definitions, and exit
-    #[arg(long, value_name = "KIND", exclusive = true,
-          value_parser = ["man", "complete-bash", "complete-zsh", "complete-fish"])]
-    pub generate: Option<String>,
+    #[arg(long, value_name = "KIND", exclusive = true)]
+    pub generate: Option<aesd_cli::generate::Generate>,
 }
 
 impl Cli {

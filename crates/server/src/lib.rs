@@ -10,8 +10,8 @@
 //! sockets, TLS, the PROXY header, the connection caps, admission, the
 //! worker threads, timers, metrics and logs. Of aesd's crates it depends
 //! on `aesd-proto` (with its tokio frame I/O), `aesd-core` and
-//! `aesd-vexriscv` (the AES instruction's start-up probe and self-test);
-//! never on the client, the load generator or the test helpers (its tests
+//! `aesd-vexriscv` (the AES instruction's start-up probe and self-test),
+//! `aesd-cli` (the command-line pieces every binary shares); never on the client, the load generator or the test helpers (its tests
 //! use `aesd-client`, `aesd-pattern`, `aesd-testkit` and `aesd-age` as
 //! dev-dependencies).
 //!
@@ -25,7 +25,10 @@
 //!
 //! # Layout
 //!
-//! * `cli`: the `aesd` command (the binary is only its `main`).
+//! * `cli`: the `aesd` command (the binary is only its `main`); with
+//!   aescrypt and aesload it shares the `aesd-cli` crate's pieces
+//!   (`--generate`; no core dumps: a crash leaves no passwords or keys on
+//!   disk).
 //! * `caps`: fixed limits that are not settings.
 //! * `settings`: the table declaring every setting once (name, type, help,
 //!   default, allowed values), which makes `ConfigLayer` and `Config`.
@@ -68,7 +71,6 @@
 //!   kept within it.
 //! * `metrics`: Prometheus metrics and the `/metrics` endpoint.
 //! * `shutdown`: the stop and abort stages of a graceful shutdown.
-//! * `secrets`: no core dumps (a crash leaves no passwords or keys on disk).
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
 //!   answered; shared by the HTTP API and, later, the binary port.
@@ -101,7 +103,6 @@ mod outgoing;
 mod pool;
 mod proxy;
 mod readiness;
-mod secrets;
 mod server;
 mod settings;
 mod shared;

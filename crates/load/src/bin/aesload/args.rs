@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use aesd_cli::generate::Generate;
+use aesd_cli::pass_source::PassSource;
 use aesd_client::DEFAULT_ITERATIONS;
 use aesd_client::KeyDerivation;
 use aesd_client::connection::parse_server_address;
-use aesd_client::generate::Generate;
-use aesd_client::pass_source::PassSource;
 use aesd_client::tls::TlsArgs;
 use aesd_load::distribution::SizeDist;
 use aesd_load::durations::{Warmup, parse_duration};

@@ -1,7 +1,7 @@
 //! The subcommands: `aesload merge` (a sharded run's documents into
 //! one) and `aesload compare` (runs side by side).
 
-use aesd_client::output::OutputPath;
+use aesd_cli::output::OutputPath;
 use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_load::merge::{self, ShardDocument};
 use aesd_load::output::{json, write_file};

@@ -28,8 +28,8 @@ mod signals;
 
 use std::process::ExitCode;
 
-use aesd_client::error_line::error_line;
-use aesd_client::generate::generate;
+use aesd_cli::error_line::error_line;
+use aesd_cli::generate;
 use aesd_load::console;
 use clap::{CommandFactory, Parser};
 
@@ -39,13 +39,7 @@ use crate::run::RunEnd;
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(kind) = args.generate {
-        return match generate(kind, Args::command(), &mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("aesload: cannot write to stdout: {err}");
-                ExitCode::FAILURE
-            }
-        };
+        return generate::print(kind, Args::command());
     }
     match &args.command {
         Some(Command::Compare(compare)) => {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use aesd_client::output::OutputPath;
+use aesd_cli::output::OutputPath;
 use aesd_load::output::{csv, json, write_file};
 use aesd_load::plot;
 use aesd_load::record::{RunParameters, SuiteRun};

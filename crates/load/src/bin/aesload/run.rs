@@ -6,8 +6,8 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
 
-use aesd_client::pass_source::PassSource;
-use aesd_client::password::read_token_file;
+use aesd_cli::pass_source::PassSource;
+use aesd_cli::password::read_token_file;
 use aesd_load::interrupt::Interrupt;
 use aesd_load::load::run_load_until;
 use aesd_load::outln;
