@@ -2,9 +2,9 @@
 //! `aescrypt` file tool built on it.
 //!
 //! Of aesd's crates it depends on the protocol (`aesd-proto`, with its
-//! tokio frame I/O), `aesd-core` (the openssl enc format's header constants
-//! and key derivation, for key source 2) and `aesd-age` (age recipients,
-//! identities and headers); never on the server. The load generator (`aesload`, crate `aesd-load`) and the
+//! tokio frame I/O), `aesd-cipher` (the openssl enc format's header
+//! constants and key derivation, for key source 2) and `aesd-age` (age
+//! recipients, identities and headers); never on the core or the server. The load generator (`aesload`, crate `aesd-load`) and the
 //! integration tests' helpers (crate `aesd-testkit`) are built on top of it.
 //!
 //! # Layout
