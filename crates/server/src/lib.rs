@@ -46,6 +46,8 @@
 //! * `tls_accept`: a TLS connection's handshake, rate-limited per client
 //!   (`handshake_rate`) and bounded (`tls_gate`), on a thread of its own,
 //!   never on the async runtime's threads.
+//! * `tls_thread`: that thread of its own, which runs every handshake
+//!   (owned by the shared state, handed each handshake by `tls_accept`).
 //! * `auth`: the optional pre-shared access token read from its file,
 //!   with failures slowed down per client address.
 //! * `admission`: the bounded FIFO queue in front of the active slots.
@@ -111,6 +113,7 @@ mod tls;
 mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
+mod tls_thread;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
 pub use server::{
