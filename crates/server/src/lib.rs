@@ -72,6 +72,8 @@
 //! * `fd_limit`: the open-file limit raised at start, `max-connections`
 //!   kept within it.
 //! * `metrics`: Prometheus metrics and the `/metrics` endpoint.
+//! * `wide_counter`: 64-bit counters on every target (riscv32 included),
+//!   for the metrics and the worker pool's lane counts.
 //! * `shutdown`: the stop and abort stages of a graceful shutdown.
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
@@ -114,6 +116,7 @@ mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
 mod tls_thread;
+mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
 pub use server::{
