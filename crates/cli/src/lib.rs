@@ -3,6 +3,8 @@
 //!
 //! * [`generate`]: `--generate man|complete-*`: the man page and shell
 //!   completions from a binary's own clap definition.
+//! * [`help`]: the help rule: `-h` a summary of at most 30 lines,
+//!   `--help` every flag.
 //! * [`pass_source`]: `--pass pass:|env:|file:|fd:|stdin` as openssl
 //!   takes it, and the no-echo terminal prompt.
 //! * [`password`]: password and access-token files, read as
@@ -21,6 +23,7 @@
 pub mod atomic_output;
 pub mod error_line;
 pub mod generate;
+pub mod help;
 pub mod output;
 pub mod pass_source;
 pub mod password;
