@@ -4,12 +4,13 @@
 use aesd_cli::output::OutputPath;
 use aesd_load::compare::{self, plot as compare_plot, table::compare_table};
 use aesd_load::merge::{self, ShardDocument};
-use aesd_load::output::{json, write_file};
-use aesd_load::report::{Summary, server_table, study_table};
+use aesd_load::output::json;
+use aesd_load::report::Summary;
 use aesd_load::{console, out, outln};
 use anyhow::{Context, Result};
 
 use crate::args::{CompareArgs, MergeArgs};
+use crate::outputs::{PerServer, print_tables, write_output};
 
 /// `aesload merge`: the merged table on stdout, the document on request.
 pub(crate) fn run_merge(args: &MergeArgs) -> Result<()> {
@@ -38,35 +39,29 @@ pub(crate) fn run_merge(args: &MergeArgs) -> Result<()> {
         outln!("source addresses: {bind}");
     }
     outln!("servers: {}", merged.parameters.servers.join(", "));
-    let summaries: Vec<Summary> = merged
+    let columns: Vec<(&str, Summary)> = merged
         .suites
         .iter()
-        .map(|suite| merge::summary_of(&suite.summary))
+        .map(|suite| (suite.name.as_str(), merge::summary_of(&suite.summary)))
         .collect();
-    let columns: Vec<(&str, &Summary)> = merged
-        .suites
-        .iter()
-        .zip(&summaries)
-        .map(|(suite, summary)| (suite.name.as_str(), summary))
-        .collect();
-    outln!();
-    out!("{}", study_table(&columns));
-    if merged.parameters.servers.len() > 1 {
-        for suite in &merged.suites {
-            let (servers, per_server): (Vec<String>, Vec<Summary>) = suite
-                .per_server
-                .iter()
-                .map(|server| (server.server.clone(), merge::summary_of(&server.summary)))
-                .unzip();
-            outln!("\n{} per server:", suite.name);
-            out!("{}", server_table(&servers, &per_server));
-        }
-    }
+    let per_server: Vec<PerServer> = match merged.parameters.servers.len() > 1 {
+        true => merged
+            .suites
+            .iter()
+            .map(|suite| {
+                let (servers, summaries) = suite
+                    .per_server
+                    .iter()
+                    .map(|server| (server.server.clone(), merge::summary_of(&server.summary)))
+                    .unzip();
+                (suite.name.as_str(), servers, summaries)
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    print_tables(&columns, &per_server);
     if let Some(output) = &output {
-        write_file(output, merged.to_json()?.as_bytes())?;
-        if !output.is_stdout() {
-            outln!("json: {}", output.path().display());
-        }
+        write_output("json", output, merged.to_json()?.as_bytes())?;
     }
     Ok(())
 }
@@ -87,10 +82,7 @@ pub(crate) fn run_compare(args: &CompareArgs) -> Result<()> {
     }
     out!("{}", compare_table(&runs));
     if let Some(output) = &plot_output {
-        write_file(output, compare_plot::render(&runs).as_bytes())?;
-        if !output.is_stdout() {
-            outln!("plot: {}", output.path().display());
-        }
+        write_output("plot", output, compare_plot::render(&runs).as_bytes())?;
     }
     Ok(())
 }

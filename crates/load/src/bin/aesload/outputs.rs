@@ -54,31 +54,29 @@ impl Outputs {
 /// The study's table on stdout (one column per suite), per-server rows
 /// when there are several servers, failed transfers on stderr.
 pub(crate) fn report(runs: &[SuiteRun], parameters: &RunParameters, interrupted: bool) {
-    let summaries: Vec<Summary> = runs
+    let columns: Vec<(&str, Summary)> = runs
         .iter()
         .map(|suite| {
             let summary = Summary::of(&suite.run, parameters.warmup);
-            match interrupted {
+            let summary = match interrupted {
                 true => summary.with_planned(suite.plan.own_clients().count()),
                 false => summary,
-            }
+            };
+            (suite.name.as_str(), summary)
         })
         .collect();
-    let columns: Vec<(&str, &Summary)> = runs
-        .iter()
-        .zip(&summaries)
-        .map(|(suite, summary)| (suite.name.as_str(), summary))
-        .collect();
-    outln!();
-    out!("{}", study_table(&columns));
-    if parameters.servers.len() > 1 {
-        for suite in runs {
-            let per_server =
-                Summary::per_server(&suite.run, parameters.warmup, parameters.servers.len());
-            outln!("\n{} per server:", suite.name);
-            out!("{}", server_table(&parameters.servers, &per_server));
-        }
-    }
+    let per_server: Vec<PerServer> = match parameters.servers.len() > 1 {
+        true => runs
+            .iter()
+            .map(|suite| {
+                let summaries =
+                    Summary::per_server(&suite.run, parameters.warmup, parameters.servers.len());
+                (suite.name.as_str(), parameters.servers.clone(), summaries)
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    print_tables(&columns, &per_server);
     for suite in runs {
         let failed: Vec<_> = suite
             .run
@@ -142,31 +140,46 @@ pub(crate) fn write_outputs(
     let document = json::Document::new(parameters, runs)
         .with_server_metrics(server_samples)
         .interrupted(interrupted);
-    let written = |label: &str, output: &OutputPath| {
-        if !output.is_stdout() {
-            outln!("{label}: {}", output.path().display());
-        }
-    };
     if let Some(output) = &outputs.json {
-        write_file(output, document.to_json()?.as_bytes())?;
-        written("json", output);
+        write_output("json", output, document.to_json()?.as_bytes())?;
     }
     if let Some(output) = &outputs.csv {
-        write_file(output, csv::to_csv(&document).as_bytes())?;
-        written("csv", output);
+        write_output("csv", output, csv::to_csv(&document).as_bytes())?;
     }
     if let Some(output) = &outputs.plot {
-        write_file(
-            output,
-            plot::render(
-                runs,
-                parameters.warmup,
-                &document.server_metrics,
-                interrupted,
-            )
-            .as_bytes(),
-        )?;
-        written("plot", output);
+        let svg = plot::render(
+            runs,
+            parameters.warmup,
+            &document.server_metrics,
+            interrupted,
+        );
+        write_output("plot", output, svg.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// A suite's name, its servers and their summaries: its per-server table.
+pub(crate) type PerServer<'a> = (&'a str, Vec<String>, Vec<Summary>);
+
+/// The study's table on stdout, one column per suite (its name and
+/// summary), then each suite's per-server table (`per_server`: empty for
+/// a run against one server).
+pub(crate) fn print_tables(columns: &[(&str, Summary)], per_server: &[PerServer]) {
+    let columns: Vec<(&str, &Summary)> = columns.iter().map(|(name, s)| (*name, s)).collect();
+    outln!();
+    out!("{}", study_table(&columns));
+    for (suite, servers, summaries) in per_server {
+        outln!("\n{suite} per server:");
+        out!("{}", server_table(servers, summaries));
+    }
+}
+
+/// Writes `bytes` to `output` ([`write_file`]), then names the file on
+/// stdout as `LABEL: PATH` (unless the output is stdout itself).
+pub(crate) fn write_output(label: &str, output: &OutputPath, bytes: &[u8]) -> Result<()> {
+    write_file(output, bytes)?;
+    if !output.is_stdout() {
+        outln!("{label}: {}", output.path().display());
     }
     Ok(())
 }
