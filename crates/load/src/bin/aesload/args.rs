@@ -372,26 +372,15 @@ mod tests {
 
     /// [`readme_flags`] of another file (from the workspace root).
     fn doc_flags(file: &str, heading: &str) -> Vec<(Vec<String>, String)> {
-        let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
-        let readme = std::fs::read_to_string(&path).expect(file);
-        let section = readme
-            .split_once(heading)
-            .unwrap_or_else(|| panic!("{file} has no {heading:?}"))
-            .1;
-        section
-            .lines()
-            .skip_while(|line| !line.starts_with("| flag"))
-            .skip(2)
-            .take_while(|line| line.starts_with('|'))
-            .map(|line| {
-                let line = line.replace("\\|", "/");
-                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-                let flags = cells[1]
+        aesd_testkit::doc_table_rows(file, heading, "| flag")
+            .into_iter()
+            .map(|cells| {
+                let flags = cells[0]
                     .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
                     .filter(|word| word.starts_with("--"))
                     .map(|word| word.trim_start_matches('-').to_owned())
                     .collect();
-                (flags, cells[2].to_owned())
+                (flags, cells[1].clone())
             })
             .collect()
     }
