@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The hostile-neighbour attacks of issue 24 as a bounded benchmark: builds a
-# release aesd and the `attacks` example (crates/server/examples/attacks.rs)
+# release aesd and the `attacks` example (crates/load/examples/attacks.rs)
 # and runs them on loopback only (127.0.0.1 and 127.0.0.2), printing the
 # figures of docs/hardening.md's attack table:
 #   - log flood: failed begins from one address for SECONDS (at most 60)
@@ -39,7 +39,7 @@ if [[ "${1:-}" == --board ]]; then
 fi
 seconds="${1:-10}"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release -p aesd-server --bin aesd --example attacks
+cargo build --release -p aesd-server --bin aesd -p aesd-load --example attacks
 binary="${2:-$target_dir/release/aesd}"
 names="${3:-all}"
 lane_mib="${4:-128}"

@@ -3,7 +3,8 @@
 //! board runs per byte.
 //!
 //! It depends on no other aesd crate: `zeroize`, `bytemuck` and, on x86-64
-//! and aarch64, `cpufeatures`.
+//! and aarch64, `cpufeatures`; with the `kdf` feature also `pbkdf2`,
+//! `hmac` and `sha2`.
 //!
 //! # Layout
 //!
@@ -19,6 +20,8 @@
 //!   size (carried partial blocks, the held-back last block, PKCS#7
 //!   padding, the `Salted__` header) and [`stream::ChunkBuf`], the
 //!   in-place chunk buffer: whatever AES runs the CBC chain.
+//! * `kdf` (feature `kdf`): the format's key derivation, PBKDF2-HMAC-SHA256
+//!   to an AES-256 key and CBC IV as `openssl enc -pbkdf2` derives them.
 //! * `cpu_aes` (x86-64 and aarch64 only): the same multi-lane CBC with the
 //!   CPU's AES instructions (AES-NI, ARMv8's AES extension), the rounds of
 //!   up to 4 chains interleaved (development machines and servers).
@@ -40,6 +43,8 @@ pub mod cbc;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub mod cpu_aes;
 pub mod fixslice;
+#[cfg(feature = "kdf")]
+pub mod kdf;
 pub mod stream;
 
 pub use fixslice::{Block, KeySchedule, LANES};

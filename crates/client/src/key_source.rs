@@ -59,9 +59,9 @@ impl std::str::FromStr for KeyDerivation {
 }
 
 /// Length of the `Salted__` + salt header (the format's, as the server
-/// reads it: aesd-core's [`openssl_enc`](aesd_core::openssl_enc)).
-pub use aesd_core::openssl_enc::HEADER_LEN;
-use aesd_core::openssl_enc::{SALT_LEN, SALTED_MAGIC};
+/// reads it: aesd-cipher's [`stream`](aesd_cipher::stream)).
+pub use aesd_cipher::stream::HEADER_LEN;
+use aesd_cipher::stream::{SALT_LEN, SALTED_MAGIC};
 
 /// A job's key source, chosen (and derived, when this client derives it)
 /// before the job runs: [`Client::prepare_key`], then
@@ -198,10 +198,10 @@ pub fn fresh_salt() -> Result<[u8; 8], ClientError> {
 
 /// Key and IV from `password` and `salt`, as
 /// `openssl enc -aes-256-cbc -pbkdf2 -iter <iterations>` derives them.
-/// The same derivation as the server's (aesd-core's
-/// [`derive_key`](aesd_core::openssl_enc::derive_key)).
+/// The same derivation as the server's (aesd-cipher's
+/// [`derive_key`](aesd_cipher::kdf::derive_key)).
 pub fn derive(password: &[u8], salt: [u8; SALT_LEN], iterations: u32) -> DerivedKeyParams {
-    let derived = aesd_core::openssl_enc::derive_key(password, &salt, iterations);
+    let derived = aesd_cipher::kdf::derive_key(password, &salt, iterations);
     DerivedKeyParams {
         salt,
         key: derived.key.into(),

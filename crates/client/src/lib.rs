@@ -2,9 +2,9 @@
 //! `aescrypt` file tool built on it.
 //!
 //! Of aesd's crates it depends on the protocol (`aesd-proto`, with its
-//! tokio frame I/O), `aesd-core` (the openssl enc format's header constants
-//! and key derivation, for key source 2) and `aesd-age` (age recipients,
-//! identities and headers); never on the server. The load generator (`aesload`, crate `aesd-load`) and the
+//! tokio frame I/O), `aesd-cipher` (the openssl enc format's header
+//! constants and key derivation, for key source 2) and `aesd-age` (age
+//! recipients, identities and headers); never on the core or the server. The load generator (`aesload`, crate `aesd-load`) and the
 //! integration tests' helpers (crate `aesd-testkit`) are built on top of it.
 //!
 //! # Layout
@@ -21,35 +21,20 @@
 //! * [`cert_pin`]: pinned server certificates (`--tls-ca` with the server's
 //!   own certificate, `--tls-pin sha256:...`).
 //! * [`error`]: [`ClientError`], why an operation failed.
-//! * [`error_line`]: an error and its causes on one line, each once.
-//! * [`generate`]: `--generate man|complete-*`: man page and shell
-//!   completions from a binary's clap definition.
 //! * [`printable`]: server text made safe to print (control characters
 //!   escaped).
-//! * [`pass_source`]: `--pass pass:|env:|file:|fd:|stdin` as openssl
-//!   takes it, and the no-echo terminal prompt.
-//! * [`password`]: password and access-token files, read as
-//!   `openssl -pass file:` reads a password.
-//! * [`atomic_output`]: a result file through a new 0600 temporary
-//!   file, synced, then renamed into place.
-//! * [`output`]: the output rule of every binary: `-` is stdout, files
-//!   via [`atomic_output`], symlinks followed, devices and FIFOs written
-//!   through; checked before any work starts.
+//!
+//! The command-line pieces `aescrypt` shares with `aesd` and `aesload`
+//! (`--pass`, password files, `-o`, `--generate`, error lines, no core
+//! dumps) are the `aesd-cli` crate's, which this library does not use.
 
 pub mod age_job;
-pub mod atomic_output;
 pub mod cert_pin;
 pub mod connection;
 pub mod error;
-pub mod error_line;
-pub mod generate;
 pub mod job;
 pub mod key_source;
-pub mod output;
-pub mod pass_source;
-pub mod password;
 pub mod printable;
-pub mod secrets;
 pub mod tls;
 
 pub use age_job::AgeSpec;

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use aesd_testkit::{
-    AesdProcess, TempDir, aesd_binary, openssl_decrypt_file, openssl_encrypt_file, pattern_bytes,
+    AesdProcess, TempDir, aesd_binary, openssl, openssl_decrypt_file, openssl_encrypt_file,
+    pattern_bytes,
 };
 
 fn aescrypt(args: &[&str]) -> Output {
@@ -103,12 +104,28 @@ async fn aescrypt_round_trips_with_openssl_and_fails_cleanly() {
     // wrong key gives valid-looking padding once in about 256 salts, so
     // this file has a fixed salt, checked to fail with this password.
     let wrong = dir.secret_file("wrong-password", "not it");
+    // openssl 3 writes no `Salted__` header for a salt given with -S: the
+    // header is put in front of its ciphertext here.
     let fixed = dir.join("fixed-salt.enc");
-    std::fs::write(
-        &fixed,
-        aesd_core::openssl_enc::encrypt_buffer(b"s3cret", &[5; 8], 10_000, &plain, 1 << 16),
-    )
-    .expect("write");
+    let body = dir.join("fixed-salt.body");
+    openssl(&[
+        "enc",
+        "-aes-256-cbc",
+        "-pbkdf2",
+        "-iter",
+        "10000",
+        "-S",
+        "0505050505050505",
+        "-pass",
+        &format!("file:{}", password.display()),
+        "-in",
+        &pt.display().to_string(),
+        "-out",
+        &body.display().to_string(),
+    ]);
+    let mut file = b"Salted__\x05\x05\x05\x05\x05\x05\x05\x05".to_vec();
+    file.extend(std::fs::read(&body).expect("openssl's ciphertext"));
+    std::fs::write(&fixed, file).expect("write");
     let failed = dir.join("failed.out");
     let out = tokio::task::spawn_blocking({
         let (addr, wrong, enc, failed) = (addr.clone(), path(&wrong), path(&fixed), path(&failed));

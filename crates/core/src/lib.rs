@@ -8,11 +8,12 @@
 //!
 //! It builds on `aesd-proto` (frames and messages, without its tokio I/O),
 //! `aesd-cipher` (the fixsliced AES, multi-lane CBC, the CPU's AES
-//! instructions, the chunk buffer), `aesd-vexriscv` (VexRiscv's and Zkne's
+//! instructions, the chunk buffer, the openssl format's key derivation),
+//! `aesd-vexriscv` (VexRiscv's and Zkne's
 //! AES instructions) and `aesd-age` (format 2), and on RustCrypto's `aes`
 //! and `cbc` (software CBC decryption, and the encryption chain of a
-//! CPU-AES engine on a CPU without AES instructions), `pbkdf2`, `hmac` and
-//! `sha2` (the key derivation; SHA-256 also for access-token digests); no
+//! CPU-AES engine on a CPU without AES instructions), `hmac` and `sha2`
+//! (the sliced key derivation; SHA-256 also for access-token digests); no
 //! tokio, no socket, no TLS crate.
 //!
 //! # Layout

@@ -168,6 +168,13 @@ impl LatencyHistogram {
     }
 }
 
+impl Percentiles {
+    /// The percentiles of `values` (through a [`LatencyHistogram`]).
+    pub fn of(values: impl IntoIterator<Item = Duration>) -> Percentiles {
+        LatencyHistogram::of(values).percentiles()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

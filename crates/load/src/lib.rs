@@ -7,6 +7,10 @@
 //! `aesd-age` (age headers of `--format age`, whose payload it checks with
 //! RustCrypto's AEAD directly) and `aesd-proto`.
 //!
+//! The `aesload` binary (`src/bin/aesload/`) is a dispatcher over its own
+//! modules: the arguments, the subcommands, the plans, the run, the
+//! signals, the embedded server and the outputs; everything else is here.
+//!
 //! # Layout
 //!
 //! * [`pattern`], [`verify`]: seeded test data, so large transfers need no

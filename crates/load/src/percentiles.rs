@@ -4,11 +4,11 @@
 //! percentiles of total and queue time. They come from an HdrHistogram
 //! at microsecond resolution with 3 significant digits (a percentile is
 //! within 0.1 % of the exact value); the maximum is exact. The histogram
-//! itself is [`LatencyHistogram`].
+//! itself is [`LatencyHistogram`](crate::histogram::LatencyHistogram),
+//! which also makes [`Percentiles::of`] (so this module imports nothing of
+//! the crate's).
 
 use std::time::Duration;
-
-use crate::histogram::LatencyHistogram;
 
 /// Percentiles of a set of durations (all zero when it is empty).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -23,13 +23,6 @@ pub struct Percentiles {
     pub p99: Duration,
     /// Largest value (exact).
     pub max: Duration,
-}
-
-impl Percentiles {
-    /// The percentiles of `values`.
-    pub fn of(values: impl IntoIterator<Item = Duration>) -> Percentiles {
-        LatencyHistogram::of(values).percentiles()
-    }
 }
 
 #[cfg(test)]

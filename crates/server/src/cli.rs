@@ -22,10 +22,10 @@ pub fn main() -> ExitCode {
     }
     // Before any secret is read (the token file, a job's password): a
     // crash must not leave them in a core file.
-    let core_dumps = crate::secrets::disable_core_dumps();
+    let core_dumps = aesd_cli::secrets::disable_core_dumps();
     let cli = Cli::parse_with_defaults();
-    if let Some(kind) = &cli.generate {
-        return generate(kind);
+    if let Some(kind) = cli.generate {
+        return aesd_cli::generate::print(kind, Cli::command_with_defaults());
     }
     if let Some(path) = &cli.check_config {
         return check_config(path);
@@ -401,27 +401,4 @@ fn shutdown_signals() -> (
             }
         },
     )
-}
-
-/// `--generate KIND`: the man page or a completion script on stdout, from
-/// the same clap definitions as `--help`.
-fn generate(kind: &str) -> ExitCode {
-    let mut command = Cli::command_with_defaults();
-    let mut out = std::io::stdout();
-    let shell = match kind {
-        "man" => {
-            return match clap_mangen::Man::new(command).render(&mut out) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("aesd: cannot write to stdout: {err}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
-        "complete-zsh" => clap_complete::Shell::Zsh,
-        "complete-fish" => clap_complete::Shell::Fish,
-        _ => clap_complete::Shell::Bash,
-    };
-    clap_complete::generate(shell, &mut command, "aesd", &mut out);
-    ExitCode::SUCCESS
 }

@@ -18,7 +18,7 @@ use aesd_proto::secret_file::permission_warning;
 use crate::auth::AccessToken;
 use crate::tls::TlsIdentity;
 
-pub use crate::settings::{Config, ConfigLayer, ENV_PREFIX, env_var};
+pub use crate::settings::{Config, ConfigError, ConfigLayer, ENV_PREFIX, env_var};
 
 /// The `aesd` command line.
 #[derive(Debug, Parser)]
@@ -75,9 +75,8 @@ pub struct Cli {
 
     /// Print a man page or a shell completion script, made from these
     /// definitions, and exit
-    #[arg(long, value_name = "KIND", exclusive = true,
-          value_parser = ["man", "complete-bash", "complete-zsh", "complete-fish"])]
-    pub generate: Option<String>,
+    #[arg(long, value_name = "KIND", exclusive = true)]
+    pub generate: Option<aesd_cli::generate::Generate>,
 }
 
 impl Cli {
@@ -131,41 +130,6 @@ Precedence: flags, then the --config file, then the environment, then defaults.
 
 Limits: data chunks up to 1 MiB (--chunk-size), passwords up to 1024 bytes, \
 access tokens 16 to 256 bytes, PBKDF2 iterations within --min-iter..--max-iter.";
-
-/// A configuration source could not be read or a value is out of range.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML or has unknown keys or wrong types.
-    #[error("config file {path}: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// The parser's explanation.
-        message: String,
-    },
-    /// An environment variable has a value the setting does not accept.
-    #[error("environment: {message}")]
-    Environment {
-        /// The parser's explanation (names the variable's flag).
-        message: String,
-    },
-    /// A setting is outside its allowed range.
-    #[error("setting `{key}`: {reason}")]
-    Invalid {
-        /// The setting's name (flag / TOML key).
-        key: String,
-        /// What is allowed.
-        reason: String,
-    },
-}
 
 impl ConfigLayer {
     /// Reads a TOML file.

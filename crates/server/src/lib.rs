@@ -10,8 +10,8 @@
 //! sockets, TLS, the PROXY header, the connection caps, admission, the
 //! worker threads, timers, metrics and logs. Of aesd's crates it depends
 //! on `aesd-proto` (with its tokio frame I/O), `aesd-core` and
-//! `aesd-vexriscv` (the AES instruction's start-up probe and self-test);
-//! never on the client, the load generator or the test helpers (its tests
+//! `aesd-vexriscv` (the AES instruction's start-up probe and self-test),
+//! `aesd-cli` (the command-line pieces every binary shares); never on the client, the load generator or the test helpers (its tests
 //! use `aesd-client`, `aesd-pattern`, `aesd-testkit` and `aesd-age` as
 //! dev-dependencies).
 //!
@@ -25,7 +25,10 @@
 //!
 //! # Layout
 //!
-//! * `cli`: the `aesd` command (the binary is only its `main`).
+//! * `cli`: the `aesd` command (the binary is only its `main`); with
+//!   aescrypt and aesload it shares the `aesd-cli` crate's pieces
+//!   (`--generate`; no core dumps: a crash leaves no passwords or keys on
+//!   disk).
 //! * `caps`: fixed limits that are not settings.
 //! * `settings`: the table declaring every setting once (name, type, help,
 //!   default, allowed values), which makes `ConfigLayer` and `Config`.
@@ -43,6 +46,8 @@
 //! * `tls_accept`: a TLS connection's handshake, rate-limited per client
 //!   (`handshake_rate`) and bounded (`tls_gate`), on a thread of its own,
 //!   never on the async runtime's threads.
+//! * `tls_thread`: that thread of its own, which runs every handshake
+//!   (owned by the shared state, handed each handshake by `tls_accept`).
 //! * `auth`: the optional pre-shared access token read from its file,
 //!   with failures slowed down per client address.
 //! * `admission`: the bounded FIFO queue in front of the active slots.
@@ -67,8 +72,9 @@
 //! * `fd_limit`: the open-file limit raised at start, `max-connections`
 //!   kept within it.
 //! * `metrics`: Prometheus metrics and the `/metrics` endpoint.
+//! * `wide_counter`: 64-bit counters on every target (riscv32 included),
+//!   for the metrics and the worker pool's lane counts.
 //! * `shutdown`: the stop and abort stages of a graceful shutdown.
-//! * `secrets`: no core dumps (a crash leaves no passwords or keys on disk).
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
 //!   answered; shared by the HTTP API and, later, the binary port.
@@ -105,7 +111,6 @@ mod outgoing;
 mod pool;
 mod proxy;
 mod readiness;
-mod secrets;
 mod server;
 mod settings;
 mod shared;
@@ -114,6 +119,8 @@ mod tls;
 mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
+mod tls_thread;
+mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
 pub use server::{

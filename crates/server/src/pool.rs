@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use aesd_core::job::EncryptFeed;
 use aesd_core::lanes::{self, LaneLoad, LaneQueue};
 
-use crate::metrics::wide::WideAtomic;
+use crate::wide_counter::WideAtomic;
 use prometheus_client::metrics::counter::Atomic;
 
 type Task = Box<dyn FnOnce() + Send + 'static>;

@@ -13,6 +13,8 @@
 //! - [`Config::to_layer`]: the reverse, for `--print-config`;
 //! - [`shown_defaults`]: the default as users read it (`--help`,
 //!   docs/aesd.md's table).
+//! - [`ConfigError`]: why a source or a value was refused (config.rs
+//!   re-exports it with the rest).
 //!
 //! A new setting is one entry here and a row in docs/aesd.md's table
 //! (tests check the row); a new type of value also needs its
@@ -29,7 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
 use crate::client_id::DEFAULT_IPV6_PREFIX;
-use crate::config::ConfigError;
 use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
 use crate::proxy::{CidrList, TrustedProxies};
@@ -38,6 +39,41 @@ mod value;
 
 pub use value::SettingValue;
 use value::{at_least_one, at_most, within, within_unit};
+
+/// A configuration source could not be read or a value is out of range.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys or wrong types.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's explanation.
+        message: String,
+    },
+    /// An environment variable has a value the setting does not accept.
+    #[error("environment: {message}")]
+    Environment {
+        /// The parser's explanation (names the variable's flag).
+        message: String,
+    },
+    /// A setting is outside its allowed range.
+    #[error("setting `{key}`: {reason}")]
+    Invalid {
+        /// The setting's name (flag / TOML key).
+        key: String,
+        /// What is allowed.
+        reason: String,
+    },
+}
 
 /// Prefix of the environment variables that configure aesd.
 pub const ENV_PREFIX: &str = "AESD_";

@@ -23,8 +23,8 @@ use crate::metrics::{LiveCollector, Metrics};
 use crate::pool::WorkerPool;
 use crate::shutdown::Shutdown;
 use crate::tls::TlsIdentity;
-use crate::tls_accept::HandshakeThread;
 use crate::tls_gate::HandshakeGate;
+use crate::tls_thread::HandshakeThread;
 
 /// State every connection shares.
 pub struct Shared {

@@ -24,8 +24,13 @@
 //! * [`proc_status_kib`], [`metrics_text`]: memory readings from `/proc`,
 //!   a server's `/metrics`.
 //! * [`fake_server`]: a fake aesd that breaks the protocol's promises on cue.
+//! * [`doc_table_rows`]: a table of the docs, for tests that check the docs
+//!   say what the code does.
 
+mod doc_table;
 pub mod fake_server;
+
+pub use doc_table::doc_table_rows;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -774,21 +774,11 @@ pub(crate) mod tests {
     /// `heading` in `file` (from the workspace root; types written
     /// `number or null` there).
     fn doc_table(file: &str, heading: &str) -> Vec<(String, String)> {
-        let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
-        let readme = std::fs::read_to_string(&path).expect(file);
-        let section = readme
-            .split_once(heading)
-            .unwrap_or_else(|| panic!("{file} has no {heading:?}"))
-            .1;
-        section
-            .lines()
-            .skip(1)
-            .skip_while(|line| !line.starts_with('|'))
-            .take_while(|line| line.starts_with('|'))
-            .filter_map(|line| {
-                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-                let path = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
-                Some((path.to_owned(), cells.get(2)?.replace(" or ", "|")))
+        aesd_testkit::doc_table_rows(file, heading, "|")
+            .into_iter()
+            .filter_map(|cells| {
+                let path = cells.first()?.strip_prefix('`')?.strip_suffix('`')?;
+                Some((path.to_owned(), cells.get(1)?.replace(" or ", "|")))
             })
             .collect()
     }

@@ -7,14 +7,14 @@
 pub mod csv;
 pub mod json;
 
-use aesd_client::output::OutputPath;
+use aesd_cli::output::OutputPath;
 
 /// Writing an output file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// The file could not be written.
     #[error(transparent)]
-    Write(#[from] aesd_client::output::OutputError),
+    Write(#[from] aesd_cli::output::OutputError),
     /// The document could not be serialised.
     #[error("cannot serialise the results: {0}")]
     Json(#[from] serde_json::Error),

@@ -1,6 +1,5 @@
 //! Prometheus metrics: what aesd counts, and the `/metrics` endpoint.
 //!
-//! * [`wide`]: 64-bit counters on every target (riscv32 included).
 //! * [`process`]: process CPU, memory, file descriptors from `/proc`.
 //! * [`temperature`]: board temperature from hwmon or a LiteX XADC.
 //! * [`http`]: the minimal HTTP server behind `--metrics-listen`.
@@ -15,7 +14,6 @@ pub mod http;
 pub mod keyring;
 pub mod process;
 pub mod temperature;
-pub mod wide;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +28,9 @@ use prometheus_client::registry::Registry;
 
 use crate::admission::Admission;
 use crate::pool::WorkerPool;
+use crate::wide_counter::WideCounter;
 use process::ProcessStats;
 use temperature::Sensor;
-use wide::WideCounter;
 
 /// Histogram buckets for queue wait, processing and job time: 1 ms to
 /// 500 s (a 10 MB file on a 100 MHz board takes tens of seconds).

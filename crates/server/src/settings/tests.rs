@@ -342,9 +342,12 @@ fn a_bad_environment_value_names_its_variable() {
 /// that names both formats and points to `--help`, which has every setting.
 #[test]
 fn the_short_help_is_a_summary_and_the_long_help_has_everything() {
+    let problems = aesd_cli::help::summary_problems(
+        Cli::command_with_defaults(),
+        &["--kdf-budget", "--shutdown-grace", "--metrics-listen"],
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
     let short = Cli::command_with_defaults().render_help().to_string();
-    let lines = short.lines().count();
-    assert!(lines <= 30, "{lines} lines:\n{short}");
     // Wrapped to the terminal's width: the words, whatever the lines.
     let flat = short.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
@@ -354,12 +357,5 @@ fn the_short_help_is_a_summary_and_the_long_help_has_everything() {
     assert!(flat.contains("aesd --help"), "{short}");
     assert!(!short.contains("--kdf-budget"), "{short}");
     let long = Cli::command_with_defaults().render_long_help().to_string();
-    for flag in [
-        "--kdf-budget",
-        "--shutdown-grace",
-        "--metrics-listen",
-        "--listen",
-    ] {
-        assert!(long.contains(flag), "{flag} missing from --help");
-    }
+    assert!(long.contains("--listen"), "--listen missing from --help");
 }

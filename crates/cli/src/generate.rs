@@ -1,8 +1,10 @@
 //! `--generate man|complete-bash|complete-zsh|complete-fish`: a man page
 //! or a shell completion script, made from a binary's own clap
-//! definition, so they always say what `--help` says.
+//! definition, so they always say what `--help` says. One implementation
+//! for aesd, aescrypt and aesload.
 
 use std::io::{self, Write};
+use std::process::ExitCode;
 
 use clap_complete::Shell;
 
@@ -42,6 +44,20 @@ pub fn generate(kind: Generate, mut command: clap::Command, out: &mut dyn Write)
     out.flush()
 }
 
+/// `--generate KIND` as every binary answers it: `kind` for `command` on
+/// stdout and success, or one line on stderr (`PROGRAM: cannot write to
+/// stdout: ...`, the program being the command's name) and failure.
+pub fn print(kind: Generate, command: clap::Command) -> ExitCode {
+    let program = command.get_name().to_owned();
+    match generate(kind, command, &mut io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{program}: cannot write to stdout: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +83,25 @@ mod tests {
             assert!(text.contains(marker), "{kind:?}: no {marker:?} in\n{text}");
             assert!(text.contains("level"), "{kind:?}: no flag in\n{text}");
         }
+    }
+
+    #[test]
+    fn generate_is_required_only_while_absent() {
+        let command = || {
+            unless_generating(
+                command().arg(clap::Arg::new("file").required(true)).arg(
+                    clap::Arg::new("generate")
+                        .long("generate")
+                        .value_parser(clap::value_parser!(Generate)),
+                ),
+            )
+        };
+        assert!(command().try_get_matches_from(["demo"]).is_err());
+        assert!(
+            command()
+                .try_get_matches_from(["demo", "--generate", "man"])
+                .is_ok()
+        );
+        assert!(command().try_get_matches_from(["demo", "f"]).is_ok());
     }
 }

@@ -1,11 +1,12 @@
-//! Keeping the process's secrets (passwords, keys, plaintext in the job
-//! buffers) out of core dumps.
+//! Keeping a process's secrets (passwords, keys, identities, plaintext in
+//! its buffers) out of core dumps: every binary calls
+//! [`disable_core_dumps`] before it reads a secret.
 //!
-//! At start-up aesd sets its core file size limit to 0 (soft and hard, so
-//! nothing it runs can raise it again) and marks itself not dumpable
+//! It sets the core file size limit to 0 (soft and hard, so nothing the
+//! process runs can raise it again) and marks the process not dumpable
 //! (`prctl(PR_SET_DUMPABLE, 0)`): a crash writes no core file, and other
 //! processes of the same user cannot attach to it with ptrace or read its
-//! memory through `/proc/PID/mem`.
+//! memory through `/proc/PID/mem`. Through `rustix`, without unsafe code.
 
 use rustix::process::{DumpableBehavior, Resource, Rlimit, set_dumpable_behavior, setrlimit};
 
