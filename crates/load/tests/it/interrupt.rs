@@ -1,6 +1,7 @@
 //! aesload interrupted mid-run (SIGINT): no new clients, the running ones
 //! finish or are cancelled, and the table and the `--json` document of
-//! what completed are still written, marked `interrupted`.
+//! what completed are still written, marked `interrupted`. While it runs,
+//! core dumps are off.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -37,6 +38,15 @@ fn sigint_mid_run_writes_the_partial_report_marked_interrupted() {
         !first.is_empty(),
         "aesload ended before its first progress line"
     );
+    // Mid-run it holds the password and its embedded server's secrets: no
+    // core file (limit 0, soft and hard).
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).expect("limits");
+    let core = limits
+        .lines()
+        .find(|line| line.starts_with("Max core file size"))
+        .expect("a core file size line");
+    let fields: Vec<&str> = core.split_whitespace().collect();
+    assert_eq!(fields.get(4..6), Some(&["0", "0"][..]), "{core}");
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

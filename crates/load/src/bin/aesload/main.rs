@@ -50,6 +50,12 @@ fn main() -> ExitCode {
         }
         None => {}
     }
+    // Before the run reads its password or, with its embedded server,
+    // holds that server's secrets: a crash must not leave them in a core
+    // file (compare and merge read only reports).
+    if let Err(err) = aesd_cli::secrets::disable_core_dumps() {
+        eprintln!("aesload: warning: {err}; a crash could leave secrets in a core file");
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AESLOAD_LOG")
