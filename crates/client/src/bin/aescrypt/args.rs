@@ -1,0 +1,277 @@
+//! aescrypt's command line: the arguments, the file format and mode, and
+//! the checks of the flags against each other.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aesd_age::Recipient;
+use aesd_cli::generate::Generate;
+use aesd_cli::pass_source::PassSource;
+use aesd_client::connection::{parse_idle_timeout, parse_server_address};
+use aesd_client::tls::TlsArgs;
+use aesd_client::{DEFAULT_ITERATIONS, KeyDerivation};
+use aesd_proto::Operation;
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FileFormat {
+    /// openssl enc -aes-256-cbc -salt -pbkdf2 (a password; no integrity)
+    Openssl,
+    /// age v1 (X25519 recipients, authenticated)
+    Age,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Mode {
+    /// Plaintext in, openssl-compatible ciphertext out.
+    Encrypt,
+    /// openssl-compatible ciphertext in, plaintext out.
+    Decrypt,
+}
+
+/// Encrypt or decrypt a file through an aesd server: `openssl enc -aes-256-cbc -pbkdf2` or age v1
+#[derive(Debug, Parser)]
+#[command(
+    name = "aescrypt",
+    version,
+    override_usage = "aescrypt encrypt|decrypt --server HOST:PORT -i IN -o OUT [OPTIONS]",
+    after_help = "Exit status: 0, 1 on any error, 2 on bad arguments, 130 on SIGINT. \
+More: aescrypt --help, or the man page (aescrypt --generate man).",
+    after_long_help = "\
+Exit status: 0 on success; 1 with a one-line reason on any error (server \
+unreachable, wrong password or corrupted input, bad password file, missing or \
+wrong access token...).
+
+Output to a file (or a new path) is written to a new temporary file beside \
+it (a random name, created exclusively, mode 600), synced to disk and renamed \
+over OUT only when the job succeeded and the server's byte counts match this \
+client's; a failed job removes it and leaves OUT untouched. A symlink is \
+followed (its target is replaced, the link stays); a device, FIFO or socket \
+is written straight through; a directory is refused. OUT is checked before \
+any work. Output to stdout (-o -), a device or a FIFO is streamed: on failure \
+the bytes already written may be incomplete, and the exit status is 1.
+
+Formats: openssl (the default) is AES-256-CBC as openssl enc writes it: \
+a password, no integrity (a changed file decrypts to changed data). age \
+(--format age, or -r/-R) is age v1: the server makes a fresh file key, \
+wraps it to each recipient's X25519 public key and streams 64 KiB \
+ChaCha20-Poly1305 chunks; a changed, cut or reordered file fails to decrypt \
+and no unauthenticated byte is written. To decrypt an age file, aescrypt \
+reads its header, unwraps the file key with --identity (age-keygen's file) \
+and sends the server only that key: the identity never leaves this machine. \
+Passphrase-encrypted (age -p) files and identities are not supported.
+
+Example:
+  aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
+  aescrypt encrypt --server 127.0.0.1:7878 --pass file:pw.txt -i big.bin -o big.bin.enc
+  openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check
+  age-keygen -o key.txt
+  aescrypt encrypt --server 127.0.0.1:7878 -r age1... -i big.bin -o big.bin.age
+  aescrypt decrypt --server 127.0.0.1:7878 --identity key.txt -i big.bin.age -o big.bin"
+)]
+pub(crate) struct Args {
+    /// encrypt or decrypt
+    #[arg(value_enum, hide_possible_values = true)]
+    pub(crate) mode: Mode,
+    /// Server address, HOST:PORT
+    #[arg(long, value_name = "HOST:PORT", env = "AESD_SERVER", value_parser = parse_server_address)]
+    pub(crate) server: String,
+    /// Password: pass:PW, env:VAR, file:PATH, fd:N or stdin [default: prompt]
+    #[arg(
+        long_help = "Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line), \
+                       fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the \
+                       data follows it) [default: prompt on the terminal, twice to encrypt]"
+    )]
+    #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
+    pub(crate) pass: Option<PassSource>,
+    /// File whose first line is the password: the same as --pass file:FILE
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
+    pub(crate) password_file: Option<PathBuf>,
+    /// The server's access token file, for a server started with --token-file
+    #[arg(
+        long_help = "File whose first line is the server's access token (16 to 256 bytes), for a server \
+                       started with --token-file [default: none]"
+    )]
+    #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
+    /// Input file, or - for stdin
+    #[arg(short = 'i', long = "in", value_name = "IN")]
+    pub(crate) input: PathBuf,
+    /// Output file, or - for stdout
+    #[arg(short = 'o', long = "out", value_name = "OUT")]
+    pub(crate) output: PathBuf,
+    /// File format: openssl or age [default: openssl; age with -r, -R or --identity]
+    #[arg(
+        long_help = "File format: openssl (openssl enc -aes-256-cbc -salt -pbkdf2, with a password) or age \
+                       (age v1, to X25519 recipients) [default: openssl; age when -r, -R or --identity is given]"
+    )]
+    #[arg(long, value_name = "FORMAT", hide_possible_values = true)]
+    pub(crate) format: Option<FileFormat>,
+    /// age: encrypt to this recipient (age1...), repeatable
+    #[arg(
+        long_help = "age: encrypt to this recipient's public key (age1..., as age-keygen prints it); \
+                       repeatable, 1 to 32 recipients in all with -R"
+    )]
+    #[arg(short = 'r', long = "recipient", value_name = "AGE1", value_parser = parse_recipient)]
+    pub(crate) recipients: Vec<Recipient>,
+    /// age: encrypt to the recipients listed in FILE (one age1... per line, # comments), repeatable
+    #[arg(
+        short = 'R',
+        long = "recipients-file",
+        value_name = "FILE",
+        hide_short_help = true
+    )]
+    pub(crate) recipients_files: Vec<PathBuf>,
+    /// age: decrypt with the identities in FILE (age-keygen's format), repeatable
+    #[arg(
+        long_help = "age: decrypt with the identities in FILE (AGE-SECRET-KEY-1... lines, as age-keygen \
+                       writes them; # comments); repeatable. Only the file key it unwraps is sent"
+    )]
+    #[arg(long = "identity", value_name = "FILE")]
+    pub(crate) identities: Vec<PathBuf>,
+    /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
+    #[arg(long_help = "PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt")]
+    #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) iterations: u32,
+    /// Where the key is derived from the password: `client` (the password never leaves this
+    /// machine; needs a server that accepts derived keys), `server` (the password is sent, also
+    /// without TLS), or `auto` (client when the server accepts it; otherwise the password only
+    /// under TLS: without TLS that is an error, so a flipped welcome flag cannot get it sent)
+    #[arg(
+        long,
+        value_name = "WHERE",
+        default_value = "auto",
+        hide_short_help = true
+    )]
+    pub(crate) key_derivation: KeyDerivation,
+    /// Seconds of server silence (or connecting) before failing
+    #[arg(
+        long_help = "Fail when the server sends nothing (or takes no input) for this many seconds during the \
+                       job, and when connecting or the server's welcome takes longer (a peer that accepts the \
+                       connection but sends no welcome is not an aesd); waiting in the server's queue after a \
+                       `queued` answer is not limited"
+    )]
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_idle_timeout)]
+    pub(crate) timeout: Duration,
+    /// Encrypt to a terminal anyway (refused otherwise: binary output there is
+    /// unreadable and can garble the terminal)
+    #[arg(long, hide_short_help = true)]
+    pub(crate) to_terminal: bool,
+    /// Print the job's figures to stderr
+    #[arg(
+        long_help = "Print the job's figures (bytes, total/queue/processing/network time) to stderr"
+    )]
+    #[arg(short, long)]
+    pub(crate) verbose: bool,
+    /// Print a man page or a shell completion script (from these definitions) and exit
+    #[arg(long, value_name = "KIND", exclusive = true, hide_short_help = true)]
+    pub(crate) generate: Option<Generate>,
+}
+
+pub(crate) fn operation(mode: Mode) -> Operation {
+    match mode {
+        Mode::Encrypt => Operation::Encrypt,
+        Mode::Decrypt => Operation::Decrypt,
+    }
+}
+
+/// `-r age1...`.
+fn parse_recipient(text: &str) -> Result<Recipient, String> {
+    Recipient::parse(text).map_err(|err| err.to_string())
+}
+
+/// The file format asked for, checked against the flags given.
+pub(crate) fn file_format(args: &Args) -> Result<FileFormat, String> {
+    let age_flags = !args.recipients.is_empty()
+        || !args.recipients_files.is_empty()
+        || !args.identities.is_empty();
+    let format = args.format.unwrap_or(if age_flags {
+        FileFormat::Age
+    } else {
+        FileFormat::Openssl
+    });
+    let password_flags = args.pass.is_some() || args.password_file.is_some();
+    match (format, args.mode) {
+        (FileFormat::Openssl, _) if age_flags => {
+            Err("-r, -R and --identity are for --format age".into())
+        }
+        (FileFormat::Age, _) if password_flags => Err(
+            "--format age takes recipients (-r, -R) or identities (--identity), not a password"
+                .into(),
+        ),
+        (FileFormat::Age, Mode::Encrypt) if !args.identities.is_empty() => {
+            Err("--identity decrypts; encrypt to -r age1... (age-keygen -y FILE prints it)".into())
+        }
+        (FileFormat::Age, Mode::Encrypt)
+            if args.recipients.is_empty() && args.recipients_files.is_empty() =>
+        {
+            Err("--format age encrypt needs a recipient: -r age1... or -R FILE".into())
+        }
+        (FileFormat::Age, Mode::Decrypt)
+            if !args.recipients.is_empty() || !args.recipients_files.is_empty() =>
+        {
+            Err("-r and -R encrypt; decrypt with --identity FILE".into())
+        }
+        (FileFormat::Age, Mode::Decrypt) if args.identities.is_empty() => {
+            Err("--format age decrypt needs --identity FILE".into())
+        }
+        _ => Ok(format),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aesd_cli::generate::unless_generating;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from([
+            "aescrypt",
+            "encrypt",
+            "--server",
+            "h:1",
+            "--password-file",
+            "p",
+            "-i",
+            "-",
+            "-o",
+            "-",
+        ])
+        .expect("parses");
+        assert_eq!(args.iterations, DEFAULT_ITERATIONS);
+        assert_eq!(args.timeout, aesd_client::connection::DEFAULT_IDLE_TIMEOUT);
+    }
+
+    #[test]
+    fn short_help_fits_30_lines_and_long_help_has_everything() {
+        let long_only = [
+            "--password-file",
+            "--key-derivation",
+            "--tls-server-name",
+            "--generate",
+        ];
+        let problems = aesd_cli::help::summary_problems(Args::command(), &long_only);
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn generate_needs_no_other_argument_and_takes_none() {
+        let parse = |argv: &[&str]| unless_generating(Args::command()).try_get_matches_from(argv);
+        let matches = parse(&["aescrypt", "--generate", "man"]).expect("alone");
+        assert_eq!(
+            matches.get_one::<Generate>("generate"),
+            Some(&Generate::Man)
+        );
+        assert!(parse(&["aescrypt", "--generate", "man", "encrypt"]).is_err());
+        assert!(
+            parse(&["aescrypt", "encrypt", "--server", "h:1", "-i", "-"]).is_err(),
+            "-o is required"
+        );
+    }
+}

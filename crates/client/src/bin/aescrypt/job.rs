@@ -1,0 +1,122 @@
+//! The job itself: connect, run it in its format, write the output (a file
+//! replaced only once the job succeeded).
+
+use aesd_cli::output::OutputPath;
+use aesd_cli::password::read_token_file;
+use aesd_client::{AgeSpec, Client, ConnectOptions, JobSpec};
+use anyhow::{Context, Result, bail};
+use tokio::io::{AsyncRead, AsyncWriteExt};
+
+use crate::args::{Args, operation};
+use crate::key::JobKey;
+use crate::paths::is_stdio;
+
+pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<()> {
+    let spec = match key {
+        JobKey::Password(password) => Spec::Openssl(JobSpec {
+            operation: operation(args.mode),
+            password,
+            iterations: args.iterations,
+            key_derivation: args.key_derivation,
+        }),
+        JobKey::Age(spec) => Spec::Age(spec),
+    };
+    let mut input: Box<dyn AsyncRead + Unpin> = if is_stdio(&args.input) {
+        Box::new(tokio::io::stdin())
+    } else {
+        Box::new(
+            tokio::fs::File::open(&args.input)
+                .await
+                .with_context(|| format!("cannot open input {}", args.input.display()))?,
+        )
+    };
+    if !output.is_stdout() && args.output == args.input {
+        bail!(
+            "input and output are the same file: {}",
+            args.output.display()
+        );
+    }
+    let token = match &args.token_file {
+        Some(path) => Some(read_token_file(path, "aescrypt")?),
+        None => None,
+    };
+    let options = ConnectOptions {
+        token,
+        tls: args.tls.settings()?,
+        bind: None,
+    };
+    let mut client = Client::connect_within(&args.server, &options, args.timeout).await?;
+    if let Some(warning) = client.cleartext_warning() {
+        eprintln!("aescrypt: {warning}");
+    }
+    client.set_idle_timeout(args.timeout);
+    let report = if output.is_stdout() {
+        let mut stdout = tokio::io::stdout();
+        spec.run(&mut client, &mut input, &mut stdout).await?
+    } else {
+        write_via(&output, &mut client, &spec, &mut input).await?
+    };
+    client.close().await;
+    if args.verbose {
+        eprintln!(
+            "aescrypt: {} bytes in, {} bytes out; total {:.6} s = queue {:.6} s + processing {:.6} s + network {:.6} s",
+            report.bytes_sent,
+            report.bytes_received,
+            report.total.as_secs_f64(),
+            report.queue.as_secs_f64(),
+            report.processing.as_secs_f64(),
+            report.network.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// Runs the job into `output` (a file through a temporary file renamed
+/// over it once the job succeeded, a device or FIFO straight through); on
+/// any failure a temporary file is removed and a file output untouched.
+async fn write_via(
+    output: &OutputPath,
+    client: &mut Client,
+    spec: &Spec,
+    input: &mut (dyn AsyncRead + Unpin),
+) -> Result<aesd_client::JobReport> {
+    let (pending, file) = output.open()?.into_file();
+    let file = file.context("the output has no file")?;
+    let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
+    let report = spec.run(client, &mut &mut *input, &mut writer).await?;
+    writer
+        .flush()
+        .await
+        .with_context(|| format!("cannot write {}", output.path().display()))?;
+    let file = writer.into_inner().into_std().await;
+    pending.commit(Some(file))?;
+    Ok(report)
+}
+
+/// The job to run, in its format.
+enum Spec {
+    Openssl(JobSpec),
+    Age(AgeSpec),
+}
+
+impl Spec {
+    async fn run<R, W>(
+        &self,
+        client: &mut Client,
+        input: &mut R,
+        output: &mut W,
+    ) -> Result<aesd_client::JobReport, aesd_client::ClientError>
+    where
+        R: AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        match self {
+            Spec::Openssl(spec) => client.run_job(spec, input, output).await,
+            Spec::Age(spec) => {
+                client
+                    .run_age_job_observed(spec, input, output, |_| {})
+                    .await
+            }
+        }
+    }
+}
