@@ -35,6 +35,8 @@ pub struct Aesd {
     pub child: Child,
     /// `http://127.0.0.1:PORT`.
     pub http: String,
+    /// Where it serves `/metrics`, when started with `--metrics-listen`.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Aesd {
@@ -69,18 +71,36 @@ impl Aesd {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("HTTP API listening on http://") {
-                    let rest = &line[at + "HTTP API listening on ".len()..];
-                    let url = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(url.to_owned());
+                for (what, marker) in [
+                    ("metrics", "metrics on http://"),
+                    ("http", "HTTP API listening on http://"),
+                ] {
+                    if let Some(at) = line.find(marker) {
+                        let rest = &line[at + marker.len()..];
+                        let addr = rest.split(['/', ' ']).next().unwrap_or_default();
+                        let _ = tx.send((what, addr.to_owned()));
+                    }
                 }
                 eprintln!("aesd: {line}");
             }
         });
-        let http = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("aesd logs its HTTP address");
-        Aesd { child, http }
+        let wants_metrics = args.contains(&"--metrics-listen");
+        let (mut http, mut metrics) = (None, None);
+        while http.is_none() || (wants_metrics && metrics.is_none()) {
+            let (what, addr) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("aesd logs its HTTP (and metrics) address");
+            if what == "http" {
+                http = Some(format!("http://{addr}"));
+            } else {
+                metrics = addr.parse().ok();
+            }
+        }
+        Aesd {
+            child,
+            http: http.expect("http"),
+            metrics,
+        }
     }
 
     pub fn stop(mut self) {
@@ -167,11 +187,15 @@ pub fn raw_at(http: &str, request: &str) -> (u16, String) {
     try_raw_at(http, request).unwrap_or_else(|| panic!("no HTTP answer to {request:?}"))
 }
 
-/// As [`raw_at`]; `None` when the server closed without an answer.
+/// As [`raw_at`]; `None` when nothing listens there or the server closed
+/// without an answer (within 15 s).
 pub fn try_raw_at(http: &str, request: &str) -> Option<(u16, String)> {
     let addr = http.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.write_all(request.as_bytes()).expect("send");
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .ok()?;
+    stream.write_all(request.as_bytes()).ok()?;
     let mut answer = Vec::new();
     // A reset without an answer is no answer too.
     let _ = stream.read_to_end(&mut answer);

@@ -3,16 +3,16 @@
 //! boards with `--keyring etcd://...` driven over their HTTP API, and
 //! readers of etcd's contents (`etcdctl`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use aesd_keyring::shamir::Share;
 use aesd_keyring::unseal::{UnsealStep, Unsealer};
 use aesd_testkit::{TempDir, aesd_binary};
+
+use crate::bao_support::{Aesd, request, try_raw_at};
 use serde_json::{Value, json};
 
 /// A program from `PATH` (installed by scripts/setup.sh): a missing one
@@ -51,42 +51,6 @@ pub fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Dura
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// One request, `Connection: close`: the status and the JSON body (Null
-/// when empty). `None` when nothing answers.
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> Option<(u16, Value)> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .ok()?;
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).ok()?;
-    let text = String::from_utf8_lossy(&answer);
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    let body = if body.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()))
-    };
-    Some((status, body))
 }
 
 /// A CA, etcd's server certificate (for 127.0.0.1) and a board's client
@@ -311,12 +275,9 @@ impl Etcd {
         }
         for member in &self.members {
             let ready = wait_for(Duration::from_secs(20), || match &self.tls {
-                None => http(
+                None => try_raw_at(
                     &member.client,
-                    "POST",
-                    "/v3/kv/range",
-                    &[],
-                    r#"{"key":"AA=="}"#,
+                    &request("POST", "/v3/kv/range", None, r#"{"key":"AA=="}"#),
                 )
                 .is_some_and(|(status, _)| status == 200),
                 Some(tls) => Command::new("curl")
@@ -368,7 +329,7 @@ impl Drop for Etcd {
 
 /// An aesd process with `--keyring etcd://...` and its HTTP API.
 pub struct Board {
-    child: Child,
+    aesd: Aesd,
     /// `127.0.0.1:PORT` of its HTTP API.
     pub http: String,
     /// Its metrics endpoint.
@@ -378,47 +339,17 @@ pub struct Board {
 impl Board {
     /// A board with `--keyring KEYRING` and `extra` arguments.
     pub fn start(keyring: &str, extra: &[&std::ffi::OsStr]) -> Board {
-        let mut child = Command::new(aesd_binary())
-            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
-            .args(["--keyring", keyring, "--workers", "1", "--log", "info"])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start aesd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                for (what, marker) in [
-                    ("metrics", "metrics on http://"),
-                    ("http", "HTTP API listening on http://"),
-                ] {
-                    if let Some(at) = line.find(marker) {
-                        let rest = &line[at + marker.len()..];
-                        let addr = rest.split(['/', ' ']).next().unwrap_or_default();
-                        let _ = tx.send((what, addr.to_owned()));
-                    }
-                }
-                eprintln!("aesd: {line}");
-            }
-        });
-        let (mut http, mut metrics) = (None, None);
-        while http.is_none() || metrics.is_none() {
-            let (what, addr) = rx
-                .recv_timeout(Duration::from_secs(60))
-                .expect("aesd logs its HTTP and metrics addresses");
-            if what == "http" {
-                http = Some(addr);
-            } else {
-                metrics = addr.parse().ok();
-            }
-        }
+        let mut args = vec!["--keyring", keyring, "--metrics-listen", "127.0.0.1:0"];
+        args.extend(
+            extra
+                .iter()
+                .map(|arg| arg.to_str().expect("utf-8 argument")),
+        );
+        let aesd = Aesd::start_with(&args);
         Board {
-            child,
-            http: http.expect("http"),
-            metrics: metrics.expect("metrics"),
+            http: aesd.http.trim_start_matches("http://").to_owned(),
+            metrics: aesd.metrics.expect("aesd logs its metrics address"),
+            aesd,
         }
     }
 
@@ -453,13 +384,16 @@ impl Board {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (u16, Value) {
-        let mut headers = vec![("Content-Type", "application/json")];
-        if let Some(token) = token {
-            headers.push(("X-Vault-Token", token));
-        }
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        http(&self.http, method, &format!("/v1/{path}"), &headers, &body)
-            .unwrap_or_else(|| panic!("board {} does not answer {method} {path}", self.http))
+        let request = request(method, &format!("/v1/{path}"), token, &body);
+        let (status, text) = try_raw_at(&self.aesd.http, &request)
+            .unwrap_or_else(|| panic!("board {} does not answer {method} {path}", self.http));
+        let body = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (status, body)
     }
 
     /// The value of the unlabelled series `name` on its /metrics.
@@ -484,13 +418,6 @@ impl Board {
             last = body;
         }
         assert_eq!(last["sealed"], false, "{last}");
-    }
-}
-
-impl Drop for Board {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
