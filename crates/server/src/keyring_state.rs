@@ -475,6 +475,36 @@ mod tests {
         assert_eq!(keys, 0, "the change that failed was kept");
     }
 
+    #[test]
+    fn a_keyring_sealed_without_an_audit_salt_gets_one_stored_at_unseal() {
+        let store = std::sync::Arc::new(MemoryStore::default());
+        let config = SealConfig {
+            threshold: 1,
+            shares: 1,
+        };
+        // Generation 1 as an aesd without audit logging sealed it.
+        let (root, shares) = sealed::initialize(config, &mut OsEntropy).expect("init");
+        let (generation, old) = UnsealedKeyring::initialized(root.clone(), config)
+            .seal_next(&mut OsEntropy)
+            .expect("seal");
+        store.put(generation, &old).expect("put");
+        let state = board(&store);
+        assert!(
+            !state
+                .submit_share(&shares[0].to_base64())
+                .expect("unseal")
+                .sealed
+        );
+        let salt = state
+            .read(|open| Ok::<_, StateError>(open.audit_salt().cloned()))
+            .expect("read")
+            .expect("a salt once unsealed");
+        let newest = store.load_newest().expect("load").expect("stored");
+        let stored = UnsealedKeyring::open_with(&newest.sealed, root).expect("open");
+        assert_eq!(stored.generation(), 2);
+        assert_eq!(stored.audit_salt(), Some(&salt), "the salt is stored");
+    }
+
     /// One store shared by two "boards" (as etcd is by a fleet).
     struct Shared(std::sync::Arc<MemoryStore>);
 
