@@ -155,12 +155,13 @@ async fn handle(
             let method = api.method.clone();
             let path = api.path.clone();
             let (status, body) = if runs_inline(&api, &state) {
-                audited_route(&state, &api, audit.as_deref(), peer)
+                audited_route(&state, &api, audit.as_deref(), peer, &metrics)
             } else {
                 let state = Arc::clone(&state);
                 let audit = audit.clone();
+                let metrics = Arc::clone(&metrics);
                 tokio::task::spawn_blocking(move || {
-                    audited_route(&state, &api, audit.as_deref(), peer)
+                    audited_route(&state, &api, audit.as_deref(), peer, &metrics)
                 })
                 .await
                 .unwrap_or_else(|_| {
@@ -176,7 +177,7 @@ async fn handle(
             match &audit {
                 Some(file) => {
                     let record = audit::AuditRecord::unread(&raw_method, &raw_path, peer);
-                    audit_response(file, &record, &state, status, body)
+                    audit_response(file, &record, &state, status, body, &metrics)
                 }
                 None => (status, body),
             }
@@ -202,6 +203,7 @@ fn audited_route(
     api: &ApiRequest,
     audit: Option<&AuditFile>,
     peer: SocketAddr,
+    metrics: &Metrics,
 ) -> (u16, Option<serde_json::Value>) {
     let rendered = |answer: Result<(u16, Option<serde_json::Value>), ApiError>| match answer {
         Ok(rendered) => rendered,
@@ -211,12 +213,12 @@ fn audited_route(
         return rendered(router::route(state, api).map(|r| r.render()));
     };
     let (record, line) = audit::AuditRecord::request(state, api, peer);
-    let answer = match write_audit(file, &line) {
+    let answer = match write_audit(file, &line, metrics) {
         Ok(()) => router::route(state, api).map(|r| r.render()),
         Err(refused) => Err(refused),
     };
     let (status, body) = rendered(answer);
-    audit_response(file, &record, state, status, body)
+    audit_response(file, &record, state, status, body, metrics)
 }
 
 /// Writes the response line of `record`; when it cannot be written the
@@ -227,17 +229,24 @@ fn audit_response(
     state: &KeyringState,
     status: u16,
     body: Option<serde_json::Value>,
+    metrics: &Metrics,
 ) -> (u16, Option<serde_json::Value>) {
-    match write_audit(file, &record.response(state, status, body.as_ref())) {
+    match write_audit(
+        file,
+        &record.response(state, status, body.as_ref()),
+        metrics,
+    ) {
         Ok(()) => (status, body),
         Err(refused) => (refused.status, Some(refused.body())),
     }
 }
 
-/// Appends one audit line; a failure is logged and becomes the 500 the
+/// Appends one audit line; a failure is logged, counted
+/// (`aesd_errors_total{kind="audit_write"}`) and becomes the 500 the
 /// request gets instead of being carried out or answered.
-fn write_audit(file: &AuditFile, line: &[u8]) -> Result<(), ApiError> {
+fn write_audit(file: &AuditFile, line: &[u8], metrics: &Metrics) -> Result<(), ApiError> {
     file.append(line).map_err(|err| {
+        metrics.error("audit_write");
         tracing::error!(
             path = %file.path().display(),
             "audit log cannot be written, request refused: {err}"

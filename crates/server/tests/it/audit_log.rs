@@ -339,6 +339,8 @@ fn an_unwritable_audit_log_refuses_requests_and_the_server_stays_up() {
         root,
         "--audit-log",
         "/dev/full",
+        "--metrics-listen",
+        "127.0.0.1:0",
     ]);
     for _ in 0..3 {
         let (code, body) = raw_at(&full.http, &request("GET", "/v1/sys/health", None, ""));
@@ -347,6 +349,13 @@ fn an_unwritable_audit_log_refuses_requests_and_the_server_stays_up() {
     assert!(
         full.child.try_wait().expect("try_wait").is_none(),
         "aesd exited"
+    );
+    // Each refused line counted (the metrics endpoint is not audited):
+    // the request line, and the response line that refusal then needs.
+    let metrics = aesd_testkit::metrics_text(full.metrics.expect("metrics address"));
+    assert!(
+        metrics.contains("aesd_errors_total{kind=\"audit_write\"} 6"),
+        "{metrics}"
     );
     full.stop();
 }

@@ -35,6 +35,8 @@ pub struct Aesd {
     pub child: Child,
     /// `http://127.0.0.1:PORT`.
     pub http: String,
+    /// The metrics endpoint's address, with `--metrics-listen`.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Aesd {
@@ -69,18 +71,35 @@ impl Aesd {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("metrics on http://") {
+                    let rest = &line[at + "metrics on http://".len()..];
+                    let addr = rest.split('/').next().unwrap_or_default();
+                    let _ = tx.send((false, addr.to_owned()));
+                }
                 if let Some(at) = line.find("HTTP API listening on http://") {
                     let rest = &line[at + "HTTP API listening on ".len()..];
                     let url = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(url.to_owned());
+                    let _ = tx.send((true, url.to_owned()));
                 }
                 eprintln!("aesd: {line}");
             }
         });
-        let http = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("aesd logs its HTTP address");
-        Aesd { child, http }
+        // The metrics address is logged before the HTTP API's.
+        let mut metrics = None;
+        let http = loop {
+            let (is_http, address) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("aesd logs its HTTP address");
+            if is_http {
+                break address;
+            }
+            metrics = address.parse().ok();
+        };
+        Aesd {
+            child,
+            http,
+            metrics,
+        }
     }
 
     pub fn stop(mut self) {
