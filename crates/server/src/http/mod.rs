@@ -176,7 +176,8 @@ async fn handle(
             let (status, body) = (err.status, Some(err.body()));
             match &audit {
                 Some(file) => {
-                    let record = audit::AuditRecord::unread(&raw_method, &raw_path, peer);
+                    let path = raw_path.strip_prefix("/v1/").unwrap_or(&raw_path);
+                    let record = audit::AuditRecord::unread(&raw_method, path, peer);
                     audit_response(file, &record, &state, status, body, &metrics)
                 }
                 None => (status, body),

@@ -119,6 +119,12 @@ fn bao_cli_requests_leave_hashed_lines_and_no_secret() {
         403,
         "permission denied",
     );
+    // A method no path takes: refused before the body is read.
+    let (code, _) = raw(
+        &aesd,
+        &request("PATCH", "/v1/transit/keys/audk", Some(root), "{}"),
+    );
+    assert_eq!(code, 405);
     // Asked after the requests above: its own lines come last.
     let hashed = write_json(
         &aesd,
@@ -208,6 +214,12 @@ fn bao_cli_requests_leave_hashed_lines_and_no_secret() {
         rotated[0]
     );
     assert_eq!(rotated[0]["key"], "audk");
+    // The 405: a response line only.
+    let patched: Vec<_> = all.iter().filter(|l| l["method"] == "PATCH").collect();
+    assert_eq!(patched.len(), 1, "{patched:?}");
+    assert_eq!(patched[0]["type"], "response");
+    assert_eq!(patched[0]["status"], 405);
+    assert_eq!(patched[0]["path"], "transit/keys/audk");
     let datakey = find(&all, "response", "transit/datakey/plaintext/audk");
     assert_eq!(datakey[0]["key_version"], 2, "{}", datakey[0]);
 
