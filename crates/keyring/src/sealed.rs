@@ -137,6 +137,11 @@ pub struct Contents {
     /// Tokens by hash.
     #[serde(default)]
     pub tokens: TokenStore,
+    /// The audit log's HMAC key (the salt of its `hmac-sha256:` values),
+    /// made at `sys/init`; a keyring sealed before audit logging has none
+    /// and gets one on its next write.
+    #[serde(default)]
+    pub audit_salt: Option<SecretKey>,
 }
 
 /// Makes a fresh root key and its shares (`sys/init`).
@@ -197,6 +202,10 @@ pub struct ContentsRef<'a> {
     pub policies: &'a PolicyStore,
     /// Tokens by hash.
     pub tokens: &'a TokenStore,
+    /// The audit log's HMAC key, if made yet (left out when not, so a
+    /// keyring without one is written as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_salt: Option<&'a SecretKey>,
 }
 
 /// Seals `contents` as generation `header.generation`.
@@ -292,6 +301,7 @@ mod tests {
             keyring: &ring,
             policies: &none.policies,
             tokens: &none.tokens,
+            audit_salt: None,
         };
         let json = to_json(&contents).expect("json");
         assert_eq!(json.capacity(), json.len(), "reallocated");

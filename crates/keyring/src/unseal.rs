@@ -10,7 +10,7 @@ use crate::policy::PolicyStore;
 use crate::sealed::{self, Contents, ContentsRef, RootKey, SealError, SealedHeader};
 use crate::shamir::{self, Share};
 use crate::token::TokenStore;
-use crate::{Entropy, Keyring};
+use crate::{Entropy, Keyring, KeyringError, SecretKey};
 
 /// What `sys/seal-status` shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,9 @@ pub struct UnsealedKeyring {
     pub policies: PolicyStore,
     /// Tokens (hashes).
     pub tokens: TokenStore,
+    /// The audit log's HMAC key (none in a keyring sealed before audit
+    /// logging, until [`UnsealedKeyring::ensure_audit_salt`]).
+    audit_salt: Option<SecretKey>,
 }
 
 impl UnsealedKeyring {
@@ -143,6 +146,7 @@ impl UnsealedKeyring {
             keyring: contents.keyring,
             policies: contents.policies,
             tokens: contents.tokens,
+            audit_salt: contents.audit_salt,
         }
     }
 
@@ -157,7 +161,32 @@ impl UnsealedKeyring {
             keyring: Keyring::new(),
             policies: PolicyStore::default(),
             tokens: TokenStore::default(),
+            audit_salt: None,
         }
+    }
+
+    /// The audit log's HMAC key, if this keyring has one yet.
+    pub fn audit_salt(&self) -> Option<&SecretKey> {
+        self.audit_salt.as_ref()
+    }
+
+    /// Makes the audit log's HMAC key if there is none yet (a new keyring,
+    /// or one sealed before audit logging): `true` when one was made, to
+    /// be stored with the next generation (or dropped with
+    /// [`UnsealedKeyring::forget_unstored_audit_salt`] if that fails).
+    pub fn ensure_audit_salt(&mut self, entropy: &mut dyn Entropy) -> Result<bool, KeyringError> {
+        if self.audit_salt.is_some() {
+            return Ok(false);
+        }
+        self.audit_salt = Some(SecretKey::generate(entropy)?);
+        Ok(true)
+    }
+
+    /// Drops an audit key made by [`UnsealedKeyring::ensure_audit_salt`]
+    /// whose generation could not be stored: no line is ever hashed with a
+    /// key the store does not keep.
+    pub fn forget_unstored_audit_salt(&mut self) {
+        self.audit_salt = None;
     }
 
     /// Opens `sealed` with a root key already known (auto-unseal, dev).
@@ -197,6 +226,7 @@ impl UnsealedKeyring {
                     keyring: &self.keyring,
                     policies: &self.policies,
                     tokens: &self.tokens,
+                    audit_salt: self.audit_salt.as_ref(),
                 },
                 &self.root,
                 header,
@@ -221,6 +251,10 @@ impl UnsealedKeyring {
         self.keyring = contents.keyring;
         self.policies = contents.policies;
         self.tokens = contents.tokens;
+        // A writer that predates audit logging keeps no salt: ours stays.
+        if contents.audit_salt.is_some() {
+            self.audit_salt = contents.audit_salt;
+        }
         Ok(true)
     }
 
@@ -233,6 +267,7 @@ impl UnsealedKeyring {
                 keyring: &self.keyring,
                 policies: &self.policies,
                 tokens: &self.tokens,
+                audit_salt: self.audit_salt.as_ref(),
             },
             &self.root,
             self.header,
@@ -248,5 +283,35 @@ impl UnsealedKeyring {
     /// Back to sealed: the keys and root key are dropped (wiped).
     pub fn seal(self, sealed: Vec<u8>) -> Result<Unsealer, SealError> {
         Unsealer::new(sealed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UnsealedKeyring;
+    use crate::OsEntropy;
+    use crate::sealed::{self, RootKey, SealConfig};
+
+    #[test]
+    fn a_keyring_sealed_without_an_audit_salt_opens_and_keeps_one_once_made() {
+        let root = RootKey::from_bytes([3; 32]);
+        let config = SealConfig {
+            threshold: 1,
+            shares: 1,
+        };
+        // Sealed with no salt: the contents an older aesd wrote.
+        let (_, old) = UnsealedKeyring::initialized(root.clone(), config)
+            .seal_next(&mut OsEntropy)
+            .expect("seal");
+        let (_, contents) = sealed::open(&old, &root).expect("open");
+        assert!(contents.audit_salt.is_none());
+        let mut open = UnsealedKeyring::open_with(&old, root.clone()).expect("open");
+        assert!(open.audit_salt().is_none());
+        assert!(open.ensure_audit_salt(&mut OsEntropy).expect("salt"));
+        assert!(!open.ensure_audit_salt(&mut OsEntropy).expect("salt"));
+        let salt = open.audit_salt().expect("made").clone();
+        let (_, new) = open.seal_next(&mut OsEntropy).expect("seal");
+        let again = UnsealedKeyring::open_with(&new, root).expect("open");
+        assert_eq!(again.audit_salt(), Some(&salt));
     }
 }

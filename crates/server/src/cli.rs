@@ -134,6 +134,7 @@ pub fn main() -> ExitCode {
                         client_ipv6_prefix: config.client_ipv6_prefix,
                     },
                     server.state().metrics(),
+                    api.audit,
                     std::future::pending(),
                 ));
             }
@@ -170,6 +171,8 @@ pub fn main() -> ExitCode {
 struct HttpApi {
     listener: tokio::net::TcpListener,
     state: std::sync::Arc<crate::keyring_state::KeyringState>,
+    /// `--audit-log`, opened.
+    audit: Option<std::sync::Arc<crate::audit_file::AuditFile>>,
 }
 
 /// The address `--dev` serves on without `--http-listen` (bao's).
@@ -195,6 +198,11 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
                 "--http-listen {addr} without --keyring or --dev: an empty, uninitialised keyring in memory (bao operator init makes one that is lost at exit)"
             );
         } else {
+            if config.audit_log.is_some() {
+                warn!(
+                    "--audit-log without the HTTP API (--http-listen, --keyring or --dev): nothing to audit"
+                );
+            }
             return Ok(None);
         }
         KeyringState::open(
@@ -212,6 +220,13 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
         warn!("--keyring without --http-listen: nothing can unseal it yet");
         return Ok(None);
     };
+    let audit = match &config.audit_log {
+        Some(path) => Some(std::sync::Arc::new(
+            crate::audit_file::AuditFile::open(path)
+                .map_err(|err| format!("--audit-log {}: {err}", path.display()))?,
+        )),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|err| format!("cannot listen for the HTTP API on {addr}: {err}"))?;
@@ -222,7 +237,14 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
         "HTTP API listening on http://{bound} (keyring {})",
         if sealed { "sealed" } else { "unsealed" }
     );
-    Ok(Some(HttpApi { listener, state }))
+    if let Some(path) = &config.audit_log {
+        info!(audit_log = %path.display(), "HTTP API audit log: {}", path.display());
+    }
+    Ok(Some(HttpApi {
+        listener,
+        state,
+        audit,
+    }))
 }
 
 /// `--keyring DIR` or `--keyring etcd://...`: the keyring in its store;

@@ -196,6 +196,8 @@ impl KeyringState {
                 &mut OsEntropy,
             )
             .map_err(|err| SealError::InvalidContents(err.to_string()))?;
+        open.ensure_audit_salt(&mut OsEntropy)
+            .map_err(SealError::from)?;
         let (generation, bytes) = open.seal_next(&mut OsEntropy)?;
         if let Err(err) = self.store.put(generation, &bytes) {
             if let StoreError::Conflict { .. } = err {
@@ -220,8 +222,16 @@ impl KeyringState {
             State::Unsealed(open) => Ok(open.status()),
             State::Sealed(unsealer) => match unsealer.submit(share)? {
                 UnsealStep::Progress(status) => Ok(status),
-                UnsealStep::Unsealed(open) => {
+                UnsealStep::Unsealed(mut open) => {
                     let status = open.status();
+                    if open.audit_salt().is_none() {
+                        // Sealed before audit logging: its salt is made
+                        // and stored now (a failure leaves it for the
+                        // next write).
+                        if let Err(err) = self.persist(&mut open) {
+                            tracing::warn!("the audit log's salt is not stored yet: {err}");
+                        }
+                    }
                     *state = State::Unsealed(open);
                     tracing::info!(generation = status.generation, "keyring unsealed");
                     Ok(status)
@@ -373,11 +383,31 @@ impl KeyringState {
         self.status().map_or(0, |status| status.generation)
     }
 
+    /// Seals and stores the next generation; a keyring without the audit
+    /// log's salt gets one in it (dropped again if the store refuses).
     fn persist(&self, open: &mut UnsealedKeyring) -> Result<(), StateError> {
-        let (generation, bytes) = open.seal_next(&mut OsEntropy)?;
-        self.store.put(generation, &bytes)?;
-        open.committed(generation);
-        Ok(())
+        let made_salt = open
+            .ensure_audit_salt(&mut OsEntropy)
+            .map_err(SealError::from)?;
+        let stored = open
+            .seal_next(&mut OsEntropy)
+            .map_err(StateError::from)
+            .and_then(|(generation, bytes)| {
+                self.store.put(generation, &bytes)?;
+                Ok(generation)
+            });
+        match stored {
+            Ok(generation) => {
+                open.committed(generation);
+                Ok(())
+            }
+            Err(err) => {
+                if made_salt {
+                    open.forget_unstored_audit_salt();
+                }
+                Err(err)
+            }
+        }
     }
 }
 
@@ -443,6 +473,36 @@ mod tests {
             .read(|open| Ok::<_, StateError>(open.keyring.len()))
             .expect("read");
         assert_eq!(keys, 0, "the change that failed was kept");
+    }
+
+    #[test]
+    fn a_keyring_sealed_without_an_audit_salt_gets_one_stored_at_unseal() {
+        let store = std::sync::Arc::new(MemoryStore::default());
+        let config = SealConfig {
+            threshold: 1,
+            shares: 1,
+        };
+        // Generation 1 as an aesd without audit logging sealed it.
+        let (root, shares) = sealed::initialize(config, &mut OsEntropy).expect("init");
+        let (generation, old) = UnsealedKeyring::initialized(root.clone(), config)
+            .seal_next(&mut OsEntropy)
+            .expect("seal");
+        store.put(generation, &old).expect("put");
+        let state = board(&store);
+        assert!(
+            !state
+                .submit_share(&shares[0].to_base64())
+                .expect("unseal")
+                .sealed
+        );
+        let salt = state
+            .read(|open| Ok::<_, StateError>(open.audit_salt().cloned()))
+            .expect("read")
+            .expect("a salt once unsealed");
+        let newest = store.load_newest().expect("load").expect("stored");
+        let stored = UnsealedKeyring::open_with(&newest.sealed, root).expect("open");
+        assert_eq!(stored.generation(), 2);
+        assert_eq!(stored.audit_salt(), Some(&salt), "the salt is stored");
     }
 
     /// One store shared by two "boards" (as etcd is by a fleet).

@@ -89,6 +89,7 @@
 
 mod accept;
 mod admission;
+mod audit_file;
 mod auth;
 mod backend;
 pub mod cli;

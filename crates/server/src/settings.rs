@@ -341,6 +341,14 @@ settings! {
     /// header has (OpenBao's http_read_timeout); a slower one gets 408 and
     /// its connection is closed
     http_body_timeout: Duration, "SECS", default Duration::from_secs(30);
+    /// Audit log of the HTTP API: a request line and a response line (JSON)
+    /// for every request, every string of their bodies (plaintexts,
+    /// ciphertexts, data keys, tokens, shares) as hmac-sha256:HEX under a
+    /// salt kept in the sealed keyring (POST sys/audit-hash/file with
+    /// input=VALUE computes it). Appended, mode 0600, reopened when renamed
+    /// (logrotate needs no signal). A line that cannot be written refuses
+    /// the request with 500. A path only ("-" is a file named "-")
+    audit_log: Option<PathBuf>, "FILE", default None, shown "off";
     /// Where the sealed keyring (named keys, policies, tokens) is kept: a
     /// directory, or etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a fleet
     /// sharing one keyring (every board reads and writes it there and

@@ -187,6 +187,7 @@ fn contents(keyring: &Keyring) -> ContentsRef<'_> {
         keyring,
         policies: &NONE.policies,
         tokens: &NONE.tokens,
+        audit_salt: None,
     }
 }
 

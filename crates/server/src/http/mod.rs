@@ -12,6 +12,10 @@
 //! * `transit_random`: `transit/random` and `sys/tools/random`.
 //! * `transit_fields`: the data endpoints' fields, OpenBao's messages.
 //! * `errors`: OpenBao's `{"errors": [...]}` and status codes.
+//! * `audit`: the audit log's request and response lines
+//!   (`--audit-log`): a line that cannot be written refuses the request
+//!   with 500 before it is carried out (the request line) or before it is
+//!   answered (the response line).
 //!
 //! Limits: a body above `http-max-request-size` gets 413; a request
 //! header not complete within `http-header-timeout` closes the
@@ -21,6 +25,7 @@
 //! IPv6 prefix, as on the job port); more are closed at once. Handlers
 //! run on blocking threads (the store fsyncs).
 
+mod audit;
 mod auth;
 mod errors;
 mod router;
@@ -48,6 +53,7 @@ use zeroize::Zeroizing;
 pub use errors::ApiError;
 use router::{ApiRequest, Operation};
 
+use crate::audit_file::AuditFile;
 use crate::client_id::ClientId;
 use crate::keyring_state::{self, KeyringState};
 use crate::limits::ConnectionLimits;
@@ -79,6 +85,7 @@ pub async fn serve(
     state: Arc<KeyringState>,
     limits: HttpLimits,
     metrics: Arc<Metrics>,
+    audit: Option<Arc<AuditFile>>,
     stop: impl Future<Output = ()>,
 ) {
     let caps = ConnectionLimits::new(MAX_CONNECTIONS, limits.max_connections_per_client);
@@ -104,6 +111,7 @@ pub async fn serve(
         };
         let state = Arc::clone(&state);
         let metrics = Arc::clone(&metrics);
+        let audit = audit.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 handle(
@@ -112,6 +120,7 @@ pub async fn serve(
                     limits,
                     peer,
                     Arc::clone(&metrics),
+                    audit.clone(),
                 )
             });
             let served = http1::Builder::new()
@@ -133,34 +142,47 @@ async fn handle(
     limits: HttpLimits,
     peer: SocketAddr,
     metrics: Arc<Metrics>,
+    audit: Option<Arc<AuditFile>>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let started = std::time::Instant::now();
     let endpoint = endpoint_label(request.uri().path());
+    let raw_method = request.method().to_string();
+    let raw_path = request.uri().path().to_owned();
     let mut bytes_in = 0;
-    let reply = match read_request(request, limits).await {
+    let (status, body) = match read_request(request, limits).await {
         Ok(api) => {
             bytes_in = api.body.len();
             let method = api.method.clone();
             let path = api.path.clone();
-            let answer = if runs_inline(&api, &state) {
-                router::route(&state, &api).map(|r| r.render())
+            let (status, body) = if runs_inline(&api, &state) {
+                audited_route(&state, &api, audit.as_deref(), peer, &metrics)
             } else {
-                tokio::task::spawn_blocking(move || router::route(&state, &api).map(|r| r.render()))
-                    .await
-                    .unwrap_or_else(|_| Err(ApiError::internal("the request's handler failed")))
-            };
-            let status = match &answer {
-                Ok((status, _)) => *status,
-                Err(err) => err.status,
+                let state = Arc::clone(&state);
+                let audit = audit.clone();
+                let metrics = Arc::clone(&metrics);
+                tokio::task::spawn_blocking(move || {
+                    audited_route(&state, &api, audit.as_deref(), peer, &metrics)
+                })
+                .await
+                .unwrap_or_else(|_| {
+                    let failed = ApiError::internal("the request's handler failed");
+                    (failed.status, Some(failed.body()))
+                })
             };
             tracing::debug!(%peer, %method, %path, status, "http request");
-            answer
+            (status, body)
         }
-        Err(err) => Err(err),
-    };
-    let (status, body) = match reply {
-        Ok(rendered) => rendered,
-        Err(err) => (err.status, Some(err.body())),
+        Err(err) => {
+            let (status, body) = (err.status, Some(err.body()));
+            match &audit {
+                Some(file) => {
+                    let path = raw_path.strip_prefix("/v1/").unwrap_or(&raw_path);
+                    let record = audit::AuditRecord::unread(&raw_method, path, peer);
+                    audit_response(file, &record, &state, status, body, &metrics)
+                }
+                None => (status, body),
+            }
+        }
     };
     let body = body.map(|json| json.to_string());
     let bytes_out = body.as_ref().map_or(0, String::len);
@@ -172,6 +194,66 @@ async fn handle(
         u64::try_from(bytes_out).unwrap_or(u64::MAX),
     );
     Ok(response(status, body))
+}
+
+/// Routes `api` between its audit lines (`audit`, if any): the request
+/// is not carried out unless its request line is written, nor answered
+/// unless its response line is. The status and body to send.
+fn audited_route(
+    state: &KeyringState,
+    api: &ApiRequest,
+    audit: Option<&AuditFile>,
+    peer: SocketAddr,
+    metrics: &Metrics,
+) -> (u16, Option<serde_json::Value>) {
+    let rendered = |answer: Result<(u16, Option<serde_json::Value>), ApiError>| match answer {
+        Ok(rendered) => rendered,
+        Err(err) => (err.status, Some(err.body())),
+    };
+    let Some(file) = audit else {
+        return rendered(router::route(state, api).map(|r| r.render()));
+    };
+    let (record, line) = audit::AuditRecord::request(state, api, peer);
+    let answer = match write_audit(file, &line, metrics) {
+        Ok(()) => router::route(state, api).map(|r| r.render()),
+        Err(refused) => Err(refused),
+    };
+    let (status, body) = rendered(answer);
+    audit_response(file, &record, state, status, body, metrics)
+}
+
+/// Writes the response line of `record`; when it cannot be written the
+/// answer is withheld and the refusal (500) sent instead.
+fn audit_response(
+    file: &AuditFile,
+    record: &audit::AuditRecord,
+    state: &KeyringState,
+    status: u16,
+    body: Option<serde_json::Value>,
+    metrics: &Metrics,
+) -> (u16, Option<serde_json::Value>) {
+    match write_audit(
+        file,
+        &record.response(state, status, body.as_ref()),
+        metrics,
+    ) {
+        Ok(()) => (status, body),
+        Err(refused) => (refused.status, Some(refused.body())),
+    }
+}
+
+/// Appends one audit line; a failure is logged, counted
+/// (`aesd_errors_total{kind="audit_write"}`) and becomes the 500 the
+/// request gets instead of being carried out or answered.
+fn write_audit(file: &AuditFile, line: &[u8], metrics: &Metrics) -> Result<(), ApiError> {
+    file.append(line).map_err(|err| {
+        metrics.error("audit_write");
+        tracing::error!(
+            path = %file.path().display(),
+            "audit log cannot be written, request refused: {err}"
+        );
+        ApiError::internal("the audit log cannot be written: request refused (see aesd's log)")
+    })
 }
 
 /// Largest body a data request is answered with on the connection's own

@@ -1,6 +1,7 @@
 //! `sys/`: init, unseal, seal, seal-status, health, leader (no token
 //! needed but for `seal`), and the ACL policies (`sys/policy/:name`,
-//! `sys/policies/acl/:name`).
+//! `sys/policies/acl/:name`), and `sys/audit-hash/:path` (the audit
+//! log's HMAC of a known value).
 
 use aesd_keyring::policy::Capability;
 use aesd_keyring::sealed::SealConfig;
@@ -63,6 +64,10 @@ pub fn route(state: &KeyringState, request: &ApiRequest, rest: &str) -> Result<R
         "policy" | "policies/acl" => list_policies(state, request, rest == "policy"),
         "tools/random" => super::transit_random::route(state, request),
         _ if rest.starts_with("tools/random/") => super::transit_random::route(state, request),
+        _ if rest.starts_with("audit-hash/") => match op {
+            Operation::Write => audit_hash(state, request),
+            _ => Err(request.not_allowed()),
+        },
         _ => {
             if let Some(name) = rest.strip_prefix("policy/") {
                 return policy(state, request, name, true);
@@ -291,4 +296,22 @@ fn policy(
         }),
         Operation::List => Err(request.not_allowed()),
     }
+}
+
+/// `sys/audit-hash/:path` with `input`: the `hmac-sha256:...` the audit
+/// log writes for that string (any `:path`: aesd has one audit log).
+/// Needs `update` on the path.
+fn audit_hash(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let fields = request.fields()?;
+    state.read(|open| {
+        authorize(open, request, &request.path, &[Capability::Update])?;
+        let input = str_field(&fields, "input")?
+            .ok_or_else(|| ApiError::bad_request("missing input"))?;
+        let salt = open.audit_salt().ok_or_else(|| {
+            ApiError::bad_request(
+                "this keyring has no audit salt yet (sealed before audit logging): any write stores one",
+            )
+        })?;
+        Ok(Reply::data(json!({ "hash": super::audit::hmac_text(salt, input) })))
+    })
 }

@@ -39,6 +39,7 @@ fn every_setting_printed() -> toml::Table {
         etcd_cacert: Some("etcd-ca.pem".into()),
         etcd_cert: Some("etcd-client.pem".into()),
         etcd_key: Some("etcd-client-key.pem".into()),
+        audit_log: Some("audit.log".into()),
         ..ConfigLayer::default()
     })
     .expect("valid");
