@@ -20,6 +20,27 @@ use std::ffi::{OsStr, OsString};
 /// The most a change on one board may take to reach another.
 const VISIBLE_WITHIN: Duration = Duration::from_secs(2);
 
+/// Key `name` made on `made_on`, then seen by `seen_by` within
+/// [`VISIBLE_WITHIN`].
+fn create_key_seen_by(made_on: &Board, seen_by: &Board, token: &str, name: &str) {
+    let (status, body) = made_on.call(
+        "POST",
+        &format!("transit/keys/{name}"),
+        Some(token),
+        Some(json!({})),
+    );
+    assert_eq!(status, 200, "{body}");
+    wait_for(VISIBLE_WITHIN, || {
+        latest_version(seen_by, token, name) == Some(1)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{name} made on {} is not on {} within 2 s",
+            made_on.http, seen_by.http
+        )
+    });
+}
+
 fn latest_version(board: &Board, token: &str, name: &str) -> Option<u64> {
     let (status, body) = board.call("GET", &format!("transit/keys/{name}"), Some(token), None);
     (status == 200).then(|| body["data"]["latest_version"].as_u64())?
@@ -139,12 +160,7 @@ fn concurrent_rotations_on_two_boards_make_one_version_each() {
     let init = fleet.init(1, 1);
     let token = init.token.as_str();
     let [a, b] = [&fleet.boards[0], &fleet.boards[1]];
-    assert_eq!(
-        a.call("POST", "transit/keys/k", Some(token), Some(json!({})))
-            .0,
-        200
-    );
-    wait_for(VISIBLE_WITHIN, || latest_version(b, token, "k") == Some(1)).expect("k on B");
+    create_key_seen_by(a, b, token, "k");
     let (mut version, mut conflicts, mut lags) = (1, 0, Vec::new());
     for round in 0..ROUNDS {
         let barrier = std::sync::Barrier::new(2);
@@ -219,12 +235,7 @@ fn an_etcd_outage_keeps_keys_usable_refuses_changes_and_is_caught_up() {
     let init = fleet.init(1, 1);
     let token = init.token.as_str();
     let [a, b] = [&fleet.boards[0], &fleet.boards[1]];
-    assert_eq!(
-        a.call("POST", "transit/keys/k", Some(token), Some(json!({})))
-            .0,
-        200
-    );
-    wait_for(VISIBLE_WITHIN, || latest_version(b, token, "k") == Some(1)).expect("k on B");
+    create_key_seen_by(a, b, token, "k");
     let generation = a
         .metric("aesd_keyring_generation")
         .expect("generation gauge");
@@ -321,12 +332,7 @@ fn losing_one_of_three_etcd_members_fails_nothing() {
     let init = fleet.init(1, 1);
     let token = init.token.as_str();
     let [a, b] = [&fleet.boards[0], &fleet.boards[1]];
-    assert_eq!(
-        a.call("POST", "transit/keys/k", Some(token), Some(json!({})))
-            .0,
-        200
-    );
-    wait_for(VISIBLE_WITHIN, || latest_version(b, token, "k") == Some(1)).expect("k on B");
+    create_key_seen_by(a, b, token, "k");
     let started = Instant::now();
     let (mut reads, mut rotations, mut killed) = (0, 0, false);
     while started.elapsed() < Duration::from_secs(4) {
@@ -378,13 +384,7 @@ fn boards_reach_etcd_over_tls_with_a_client_certificate() {
     let init = fleet.init(1, 1);
     let token = init.token.as_str();
     let [a, b] = [&fleet.boards[0], &fleet.boards[1]];
-    assert_eq!(
-        a.call("POST", "transit/keys/k", Some(token), Some(json!({})))
-            .0,
-        200
-    );
-    wait_for(VISIBLE_WITHIN, || latest_version(b, token, "k") == Some(1))
-        .expect("a key made on A reaches B over TLS");
+    create_key_seen_by(a, b, token, "k");
 
     // Negative controls: without the client certificate etcd refuses the
     // handshake; without TLS it does not speak; aesd says why and stops.
