@@ -17,13 +17,15 @@
 #                  aesd-core's format-1 job transform: an encryption decrypts
 #                  back, a file that decrypts re-encrypts to exactly itself
 #
-#   scripts/fuzz.sh                      # CI: 20 s per target
+#   scripts/fuzz.sh                      # 20 s per target, one at a time
+#   scripts/fuzz.sh --parallel 2         # CI: two targets at a time
 #   scripts/fuzz.sh --time 600           # a longer run for a person
 #   scripts/fuzz.sh --time 0 session     # until stopped (Ctrl-C)
 #
 # Options:
 #   --time SECS   fuzzing time per target; 0 = until stopped [20]
 #   --jobs N      parallel fuzzing processes per target [1]
+#   --parallel N  targets fuzzed at the same time [1] (each for --time)
 #   TARGET...     frame_decoder, session, proxy_header, client and/or
 #                 job_core [all]
 #   --build-only     install what fuzzing needs (Debian packages,
@@ -50,6 +52,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 time_per_target=20
 jobs=1
+parallel=1
 build_only=0
 packages_only=0
 targets=()
@@ -61,6 +64,10 @@ while (($#)); do
       ;;
     --jobs)
       jobs="${2:?--jobs needs a number}"
+      shift
+      ;;
+    --parallel)
+      parallel="${2:?--parallel needs a number}"
       shift
       ;;
     --build-only) build_only=1 ;;
@@ -83,6 +90,10 @@ done
 }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
   echo "fuzz.sh: --jobs must be at least 1" >&2
+  exit 2
+}
+[[ "$parallel" =~ ^[1-9][0-9]*$ ]] || {
+  echo "fuzz.sh: --parallel must be at least 1" >&2
   exit 2
 }
 ((${#targets[@]})) || targets=(frame_decoder session proxy_header client job_core)
@@ -173,25 +184,49 @@ PY
 
 logs="$root/fuzz/artifacts/logs"
 cd "$root/fuzz"
-status=0
-for target in "${targets[@]}"; do
-  step "fuzz: $target for ${time_per_target}s"
-  log="$logs/$target.log"
-  mkdir -p "$logs" "$root/fuzz/artifacts/$target"
+mkdir -p "$logs"
+# fuzz_one TARGET: fuzzes TARGET for the given time; prints libFuzzer's
+# milestones and a one-line verdict; fails if it crashed, leaked or did
+# not finish.
+fuzz_one() {
+  local target="$1" log="$logs/$1.log" args runs
+  mkdir -p "$root/fuzz/artifacts/$target"
   args=(-max_total_time="$time_per_target" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
   ((jobs > 1)) && args+=(-jobs="$jobs" -workers="$jobs")
-  if cargo fuzz run --target-dir "$fuzz_target" "$target" "corpus/$target" -- "${args[@]}" 2>&1 | tee "$log" | grep -E '^(#[0-9]+ +(INITED|DONE)|Done|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)'; then
+  if cargo fuzz run --target-dir "$fuzz_target" "$target" "corpus/$target" -- "${args[@]}" >"$log" 2>&1; then
     :
   fi
+  grep -E '^(#[0-9]+ +(INITED|DONE)|Done|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)' "$log" | sed "s/^/$target: /" || true
   if grep -qE '^(==[0-9]+==ERROR|SUMMARY: libFuzzer|Test unit written)|panicked at' "$log" ||
     ! grep -q '^Done [0-9]* runs' "$log"; then
     echo "fuzz.sh: $target FAILED; log: $log" >&2
     grep -E 'panicked at|Test unit written' "$log" >&2 || tail -20 "$log" >&2
     echo "fuzz.sh: replay with: (cd fuzz && cargo fuzz run --target-dir $fuzz_target $target artifacts/$target/<file>)" >&2
-    status=1
-    continue
+    return 1
   fi
   runs="$(grep -o '^Done [0-9]* runs in [0-9]* second' "$log" | tail -1)"
   echo "fuzz: $target: ${runs#Done }s, no crash; corpus $(find "corpus/$target" -type f | wc -l) inputs" >&2
+}
+
+status=0
+# Up to --parallel targets at once, each its own process; a target's
+# output is printed when it ends, in one piece.
+declare -A running=()
+# reap_one: waits for the next target to end, prints its output.
+reap_one() {
+  local done_pid rc=0
+  wait -n -p done_pid "${!running[@]}" || rc=$?
+  ((rc == 0)) || status=1
+  cat "${running[$done_pid]}"
+  rm -f "${running[$done_pid]}"
+  unset "running[$done_pid]"
+}
+for target in "${targets[@]}"; do
+  while ((${#running[@]} >= parallel)); do reap_one; done
+  step "fuzz: $target for ${time_per_target}s"
+  out="$(mktemp)"
+  fuzz_one "$target" >"$out" 2>&1 &
+  running[$!]="$out"
 done
+while ((${#running[@]})); do reap_one; done
 exit "$status"

@@ -93,6 +93,10 @@ if [ "$only_rust" -eq 0 ]; then
   bash scripts/fuzz.sh --packages-only
   background_start "buildroot-overlay/qemu/build.sh" bash buildroot-overlay/qemu/build.sh
   background_start "scripts/fuzz.sh --build-only" bash scripts/fuzz.sh --build-only
+  # The board binaries (fat LTO, mostly single-threaded links) likewise:
+  # their own profiles and targets lock other build folders than clippy's
+  # and cargo test's, so they fill the gaps those leave.
+  background_start "scripts/cross/ci.sh --build-only" bash scripts/cross/ci.sh --build-only
 fi
 
 step "shellcheck"
@@ -179,7 +183,8 @@ step "buildroot-overlay/: init script in a busybox chroot, assemble, configs"
 bash buildroot-overlay/tests/setup.sh
 bash buildroot-overlay/tests/run.sh --profile overlay-test
 
-step "board targets: cross builds, no-FPU check, smoke tests under qemu"
+step "board targets: cross builds (built in the background), no-FPU check, smoke tests under qemu"
+background_wait "scripts/cross/ci.sh --build-only"
 bash scripts/cross/ci.sh
 
 step "the emulated board's images: waiting for the background build"
@@ -195,6 +200,6 @@ bash buildroot-overlay/qemu/run.sh --smoke --aesload "${CARGO_TARGET_DIR:-target
 step "buildroot-overlay/qemu/: broken overlays make --smoke fail, saying why"
 bash buildroot-overlay/qemu/tests.sh --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload"
 
-step "fuzzing: every target 20 s (built in the background)"
+step "fuzzing: every target 20 s, two at a time (built in the background)"
 background_wait "scripts/fuzz.sh --build-only"
-bash scripts/fuzz.sh --time 20
+bash scripts/fuzz.sh --time 20 --parallel 2

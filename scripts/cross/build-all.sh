@@ -7,7 +7,7 @@
 # zigcc.sh and ct-symbols.txt): the table gives what they cost (the size
 # after llvm-objcopy --strip-all).
 #
-# Usage: scripts/cross/build-all.sh [--profile P] [--min-size] [--no-check] [TARGET...]
+# Usage: scripts/cross/build-all.sh [--profile P] [--min-size] [--no-check] [--build-only] [TARGET...]
 #   --profile P  cargo profile (default: board if Cargo.toml defines
 #                [profile.board], else release)
 #   --min-size   also rebuild std with the profile (-Zbuild-std, panic=abort
@@ -15,6 +15,7 @@
 #                binaries, +1 min per target; default: the installed std, as
 #                plain `cargo build --target T` uses
 #   --no-check   skip check-riscv32-static-nofpu.sh
+#   --build-only build, then exit (no table, no check)
 #   TARGET...    default: riscv32imac, riscv64gc and aarch64 -unknown-linux-musl
 # Env: AESD_JOBS (cargo -j, default 2), CARGO_TARGET_DIR (default target/).
 # Run scripts/cross/setup.sh first.
@@ -27,6 +28,7 @@ cd "$root"
 
 profile=""
 check=1
+build_only=0
 extra=()
 targets=()
 while (($#)); do
@@ -36,9 +38,10 @@ while (($#)); do
       shift
       ;;
     --no-check) check=0 ;;
+    --build-only) build_only=1 ;;
     --min-size) extra=("-Zbuild-std=std,panic_abort" -Zbuild-std-features=optimize_for_size) ;;
     -h | --help)
-      sed -n '2,17s/^# \{0,1\}//p' "$0"
+      sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
       exit 0
       ;;
     -*)
@@ -85,6 +88,7 @@ for t in "${targets[@]}"; do
   "${cargo[@]}" build --profile "$profile" --target "$t" --jobs "${AESD_JOBS:-2}" --workspace --bins "${extra[@]}"
   secs[$t]=$((SECONDS - start))
 done
+((build_only == 0)) || exit 0
 
 status=0
 rv32=()

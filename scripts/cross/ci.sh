@@ -16,7 +16,10 @@
 #      fadd.s (--control); with AESD_CROSS_CONTROL=1 also on a riscv32gc
 #      build (--control-gc, slow the first time)
 #
-# Usage: scripts/cross/ci.sh [build-all.sh options]
+# Usage: scripts/cross/ci.sh [--build-only] [build-all.sh options]
+#   --build-only  steps 1 and 3's builds only, then exit (scripts/test.sh
+#                 runs this in the background from its start, so that the
+#                 board step later finds the binaries built)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -26,10 +29,24 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/lib.sh
 . "$root/scripts/lib.sh"
 
+build_only=0
+case "${1:-}" in
+  --build-only)
+    build_only=1
+    shift
+    ;;
+  -h | --help)
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+    ;;
+esac
+
 step "cross: setup"
 "$here/setup.sh"
-step "cross: selftest"
-"$here/selftest.sh"
+if ((build_only == 0)); then
+  step "cross: selftest"
+  "$here/selftest.sh"
+fi
 profile="$(aesd_default_profile "$root")"
 prev=""
 for a in "$@"; do
@@ -47,6 +64,12 @@ for t in "${AESD_TARGETS[@]}"; do
   [[ " ${quick_targets[*]} " == *" $t "* ]] || shipped_targets+=("$t")
 done
 for t in "${quick_targets[@]}"; do profile_of[$t]=board-quick; done
+if ((build_only)); then
+  step "cross: build the shipped boards (${shipped_targets[*]}, $profile) and ${quick_targets[*]} (board-quick)"
+  "$here/build-all.sh" --build-only "$@" "${shipped_targets[@]}"
+  "$here/build-all.sh" --build-only --profile board-quick "${quick_targets[@]}"
+  exit 0
+fi
 step "cross: build the shipped boards (${shipped_targets[*]}, $profile)"
 "$here/build-all.sh" "$@" "${shipped_targets[@]}"
 step "cross: build ${quick_targets[*]} (board-quick)"
