@@ -6,13 +6,18 @@
  * Build (icount.sh does it, into a cache outside the repository):
  *   gcc -shared -fPIC -O2 -fvisibility=hidden -o libicount.so icount.c
  * Use:
- *   qemu-riscv32 -plugin /path/libicount.so,out=FILE[,hot=N][,threads=1][,skip=LO-HI...] PROGRAM ARGS...
+ *   qemu-riscv32 -plugin /path/libicount.so,out=FILE[,hot=N][,profile=PFILE][,threads=1][,skip=LO-HI...] PROGRAM ARGS...
  * At exit the plugin writes to FILE (stderr without out=):
  *   line 1: the number of guest instructions executed;
  *   line 2, with hot=N: the hot code footprint, the bytes of guest code in
  *           blocks that ran at least N times (overlapping blocks counted
  *           once): what a core's instruction cache must hold for the hot
  *           loops not to miss.
+ * With profile=PFILE it also writes, for every block that ran, a line
+ * "START INSNS RUNS" (START in hexadecimal) to PFILE: where the
+ * instructions went (scripts/bench/icount-profile.py sums them per symbol).
+ * The runs are counted without atomics: close, not exact, for a
+ * multi-threaded guest.
  *
  * How it counts: when QEMU translates a block of guest code (a TB), the
  * plugin attaches an inline "add the block's instruction count to a 64-bit
@@ -85,6 +90,7 @@ static uint64_t skip_lo[MAX_SKIPS], skip_hi[MAX_SKIPS];
 static int n_skips;
 
 static uint64_t keep_lo, keep_hi = UINT64_MAX; /* keep=LO-HI: count only there */
+static const char *profile_path; /* profile=PFILE: per-block counts */
 
 static int skipped(uint64_t vaddr)
 {
@@ -112,6 +118,7 @@ static void add_block_atomically(unsigned int vcpu_index, void *userdata)
 struct block {
     uint64_t start;
     uint64_t end;
+    uint64_t insns;
     uint64_t runs;
 };
 static struct block **blocks;
@@ -132,7 +139,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_tb_exec_inline(tb, ICOUNT_INLINE_ADD_U64, &executed,
                                                  (uint64_t)n);
     }
-    if (hot_threshold == 0 || n == 0) {
+    if ((hot_threshold == 0 && profile_path == NULL) || n == 0) {
         return;
     }
     if (n_blocks == cap_blocks) {
@@ -151,6 +158,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
     b->start = qemu_plugin_tb_vaddr(tb);
     b->end = qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last);
+    b->insns = n;
     blocks[n_blocks++] = b;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, ICOUNT_INLINE_ADD_U64, &b->runs, 1);
 }
@@ -186,6 +194,23 @@ static uint64_t hot_bytes(void)
     return total + (end - start);
 }
 
+/* profile=PFILE: "START INSNS RUNS" for every block that ran. */
+static void write_profile(void)
+{
+    FILE *profile = fopen(profile_path, "w");
+    if (profile == NULL) {
+        fprintf(stderr, "icount: cannot write %s\n", profile_path);
+        return;
+    }
+    for (size_t i = 0; i < n_blocks; i++) {
+        if (blocks[i]->runs > 0) {
+            fprintf(profile, "%llx %llu %llu\n", (unsigned long long)blocks[i]->start,
+                    (unsigned long long)blocks[i]->insns, (unsigned long long)blocks[i]->runs);
+        }
+    }
+    fclose(profile);
+}
+
 static void write_counts(qemu_plugin_id_t id, void *userdata)
 {
     (void)id;
@@ -199,6 +224,10 @@ static void write_counts(qemu_plugin_id_t id, void *userdata)
         }
     }
     fprintf(out, "%llu\n", (unsigned long long)executed);
+    if (profile_path != NULL) {
+        /* Before hot_bytes(), which reorders the records. */
+        write_profile();
+    }
     if (hot_threshold > 0) {
         fprintf(out, "%llu\n", (unsigned long long)hot_bytes());
     }
@@ -214,6 +243,8 @@ ICOUNT_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_inf
     for (int i = 0; i < argc; i++) {
         if (strncmp(argv[i], "out=", 4) == 0) {
             out_path = argv[i] + 4;
+        } else if (strncmp(argv[i], "profile=", 8) == 0) {
+            profile_path = argv[i] + 8;
         } else if (strncmp(argv[i], "hot=", 4) == 0) {
             char *end = NULL;
             hot_threshold = strtoull(argv[i] + 4, &end, 10);
@@ -241,7 +272,7 @@ ICOUNT_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_inf
             skip_hi[n_skips] = strtoull(end + 1, &end, 16);
             n_skips++;
         } else {
-            fprintf(stderr, "icount: unknown argument %s (out=FILE, hot=N, threads=1, skip=LO-HI, keep=LO-HI)\n",
+            fprintf(stderr, "icount: unknown argument %s (out=FILE, hot=N, profile=PFILE, threads=1, skip=LO-HI, keep=LO-HI)\n",
                     argv[i]);
             return 1;
         }

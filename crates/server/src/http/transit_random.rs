@@ -117,8 +117,9 @@ fn parse(
     Ok((len, hex))
 }
 
-/// Lower-case hex without a table or a branch on the data.
-fn hex_lower(bytes: &[u8]) -> String {
+/// Lower-case hex without a table or a branch on the data (random bytes
+/// here, HMACs in the audit log).
+pub(super) fn hex_lower(bytes: &[u8]) -> String {
     let digit = |nibble: u8| -> char {
         let n = i16::from(nibble);
         // 0-9 -> '0'-'9'; 10-15 -> 'a'-'f' ((9 - n) >> 8 is -1 above 9).
