@@ -29,9 +29,37 @@ pub enum AgeError {
     /// `-----BEGIN AGE ENCRYPTED FILE-----` line, then base64), which this
     /// crate does not read.
     Armored,
+    /// The armor of an armored file breaks a rule of its strict form
+    /// (see [`crate::armor`]).
+    BadArmor {
+        /// The line where it does, from 1.
+        line: u32,
+        /// The rule it breaks.
+        what: &'static str,
+    },
     /// The file is encrypted to a passphrase (`age -p`: an `scrypt`
-    /// stanza), which this crate does not unwrap.
+    /// stanza), and identities were given to decrypt it.
     Passphrase,
+    /// The file is not encrypted to a passphrase (no `scrypt` stanza), and
+    /// a passphrase was given to decrypt it.
+    NotPassphrase,
+    /// An scrypt stanza is malformed (arguments, salt, work factor, body),
+    /// or not the only stanza of its header.
+    BadScryptStanza {
+        /// The rule the stanza broke.
+        what: &'static str,
+    },
+    /// The scrypt stanza's work factor is above the limit: refused before
+    /// any work (the cost doubles with each step).
+    WorkFactorTooHigh {
+        /// The file's log2 N.
+        log_n: u32,
+        /// The highest log2 N accepted.
+        max: u32,
+    },
+    /// The passphrase does not unwrap the file key (a wrong passphrase, or
+    /// a changed stanza).
+    WrongPassphrase,
     /// The header's MAC does not match the file key: the header was
     /// changed, or the file key is wrong.
     HeaderMac,
@@ -82,12 +110,30 @@ impl fmt::Display for AgeError {
                 f.write_str("no identity matches any recipient of the file")
             }
             AgeError::Armored => f.write_str(
-                "an ASCII-armored age file (age -a: -----BEGIN AGE ENCRYPTED FILE-----), which is \
-                 not read here: unarmor it first (sed '1d;$d' FILE | base64 -d > FILE.age)",
+                "an ASCII-armored age file (age -a: -----BEGIN AGE ENCRYPTED FILE-----) given to \
+                 the binary header reader: decode its armor first (aesd_age::armor)",
             ),
+            AgeError::BadArmor { line, what } => {
+                write!(f, "malformed age armor (age -a) at line {line}: {what}")
+            }
             AgeError::Passphrase => f.write_str(
-                "an age file encrypted with a passphrase (age -p: an scrypt stanza), which is not \
-                 decrypted here (X25519 identities only): decrypt it with age -d",
+                "the age file is encrypted with a passphrase (age -p: an scrypt stanza), not to \
+                 an identity: decrypt it with a passphrase (--pass, or the prompt) instead of \
+                 --identity",
+            ),
+            AgeError::NotPassphrase => f.write_str(
+                "the age file is not encrypted with a passphrase (no scrypt stanza): decrypt it \
+                 with --identity FILE",
+            ),
+            AgeError::BadScryptStanza { what } => write!(f, "malformed scrypt stanza: {what}"),
+            AgeError::WorkFactorTooHigh { log_n, max } => write!(
+                f,
+                "the passphrase file's scrypt work factor is 2^{log_n} (log2 N = {log_n}), above \
+                 the limit 2^{max} (age's own default): refused before any work (each step \
+                 doubles the time and memory; 2^22 already takes 4 GiB)"
+            ),
+            AgeError::WrongPassphrase => f.write_str(
+                "the passphrase does not decrypt the age file (wrong passphrase, or a changed file)",
             ),
             AgeError::HeaderMac => {
                 f.write_str("age header MAC mismatch (header changed, or wrong file key)")

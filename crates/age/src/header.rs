@@ -9,6 +9,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
+use crate::armor::ARMOR_BEGIN;
 use crate::kdf::hkdf_sha256;
 use crate::{AgeError, FileKey, Identity, Recipient, VERSION_LINE, base64, x25519};
 
@@ -28,9 +29,6 @@ pub struct Stanza {
     /// The body, decoded from base64.
     pub body: Vec<u8>,
 }
-
-/// The first line of an ASCII-armored age file (`age -a`).
-pub const ARMOR_BEGIN: &[u8] = b"-----BEGIN AGE ENCRYPTED FILE-----";
 
 /// A parsed header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,12 +58,26 @@ pub fn write(
             what: "no recipient given",
         });
     }
-    let mut out = Vec::with_capacity(32 + recipients.len() * 120 + 48);
+    let stanzas = recipients
+        .iter()
+        .map(|(recipient, ephemeral)| x25519::wrap(file_key, recipient, ephemeral))
+        .collect::<Result<Vec<_>, _>>()?;
+    write_stanzas(file_key, &stanzas)
+}
+
+/// Writes a whole header of `stanzas` (each wrapping `file_key`), with
+/// its MAC under `file_key`.
+pub fn write_stanzas(file_key: &FileKey, stanzas: &[Stanza]) -> Result<Vec<u8>, AgeError> {
+    if stanzas.is_empty() {
+        return Err(AgeError::BadRecipient {
+            what: "no recipient given",
+        });
+    }
+    let mut out = Vec::with_capacity(32 + stanzas.len() * 120 + 48);
     out.extend_from_slice(VERSION_LINE);
     out.push(b'\n');
-    for (recipient, ephemeral) in recipients {
-        let stanza = x25519::wrap(file_key, recipient, ephemeral)?;
-        write_stanza(&stanza, &mut out);
+    for stanza in stanzas {
+        write_stanza(stanza, &mut out);
     }
     out.extend_from_slice(b"---");
     let mac = header_mac(file_key)

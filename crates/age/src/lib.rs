@@ -16,8 +16,9 @@
 //!           header.verify_mac(file key) ─► PayloadDecryptor ─ push … finish ─► plaintext
 //! ```
 //!
-//! Passphrase (scrypt) stanzas are recognised but never unwrapped here:
-//! they belong on the client.
+//! Passphrase (scrypt) stanzas are unwrapped by [`passphrase`], behind the
+//! `scrypt` feature, which only the client enables: the server never sees
+//! a passphrase. [`armor`] reads and writes the ASCII armor (`age -a`).
 //!
 //! It depends on no other aesd crate. The cryptography is RustCrypto's
 //! (`chacha20`, `chacha20poly1305`, `hkdf`, `hmac`, `sha2`) and
@@ -28,12 +29,15 @@
 
 extern crate alloc;
 
+pub mod armor;
 mod base64;
 mod ct;
 mod error;
 pub mod header;
 mod kdf;
 mod keys;
+#[cfg(feature = "scrypt")]
+pub mod passphrase;
 // The payload's AEAD on riscv32 and aarch64; elsewhere only its tests use
 // it.
 #[cfg_attr(
@@ -50,8 +54,9 @@ mod curve25519;
 pub mod timing;
 mod x25519;
 
+pub use armor::{ARMOR_BEGIN, ARMOR_END, ArmorDecoder, ArmorEncoder};
 pub use error::AgeError;
-pub use header::{ARMOR_BEGIN, Header, HeaderReader, MAX_HEADER_LEN, Stanza};
+pub use header::{Header, HeaderReader, MAX_HEADER_LEN, Stanza};
 pub use keys::{FileKey, Identity, Recipient, parse_identities, parse_recipients};
 pub use stream::{CHUNK_LEN, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, TAG_LEN};
 

@@ -286,6 +286,9 @@ impl Client {
         // for input (never in the middle of a frame) and sends end, so the
         // connection stays in step for the next job.
         let stop_sending = Notify::new();
+        // Set when reading the input failed: the job cannot go on, and
+        // waiting for the server's answer would wait for its input timeout.
+        let input_failed = Notify::new();
         let Client { reader, writer, .. } = self;
         let read_ahead = chosen.read_ahead;
         let activity = Mutex::new(Activity {
@@ -327,12 +330,25 @@ impl Client {
             within(idle, "taking the end frame", writer.send(&Message::End)).await?;
             Ok::<u64, ClientError>(sent)
         };
+        let send = async {
+            let sent = send.await;
+            if let Err(ClientError::Input(_)) = &sent {
+                input_failed.notify_one();
+            }
+            sent
+        };
         let receive = async {
             let mut received = 0u64;
             // Data payloads land here, one frame at a time (no copy).
             let mut payload = Vec::with_capacity(chunk);
             let result = loop {
-                let next = next_frame(reader, &mut payload, idle, &activity).await;
+                let next = tokio::select! {
+                    biased;
+                    // The connection is left mid-frame: the job's error
+                    // (the input's) marks it broken.
+                    () = input_failed.notified() => break Err(ClientError::Broken),
+                    next = next_frame(reader, &mut payload, idle, &activity) => next,
+                };
                 Activity::progress(&activity);
                 match next {
                     Ok(Some(Incoming::Data)) => {
@@ -369,6 +385,9 @@ impl Client {
             result
         };
         let (sent, received) = tokio::join!(send, receive);
+        if let Err(err @ ClientError::Input(_)) = sent {
+            return Err(err);
+        }
         let (bytes_received, done) = received?;
         let bytes_sent = sent?;
         check_count("input", done.bytes_in, bytes_sent)?;

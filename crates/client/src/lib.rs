@@ -14,7 +14,10 @@
 //!   async writer, full duplex, with a [`JobReport`] of bytes and times
 //!   (and [`Client::run_job_observed`] for live queue/start events).
 //! * [`age_job`]: age (format 2) jobs: recipients to encrypt, the file
-//!   key unwrapped here with the identity to decrypt.
+//!   key unwrapped here with the identity or passphrase (`age -p`) to
+//!   decrypt.
+//! * [`armor_io`]: ASCII-armored age files (`age -a`) read and written as
+//!   streams.
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
@@ -29,12 +32,14 @@
 //! dumps) are the `aesd-cli` crate's, which this library does not use.
 
 pub mod age_job;
+pub mod armor_io;
 pub mod cert_pin;
 pub mod connection;
 pub mod error;
 pub mod job;
 pub mod key_source;
 pub mod printable;
+mod rewrap;
 pub mod tls;
 
 pub use age_job::AgeSpec;

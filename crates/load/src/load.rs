@@ -461,6 +461,8 @@ async fn age_transfer(
         operation: Operation::Encrypt,
         recipients: vec![identity.recipient()],
         identities: Vec::new(),
+        passphrase: None,
+        armor: false,
     };
     let mut sink = AgeVerifyingSink::new(identity.clone(), Pattern::new(seed), size);
     let mut queued = false;

@@ -141,6 +141,25 @@ pub async fn serve<R, W>(
         report(&mut driver.out, peer, &error, limit, shared).await;
     }
     let _ = driver.out.shutdown().await;
+    linger(&mut driver.reader).await;
+}
+
+/// How long a closing connection reads what its client still sends.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Reads and drops what the client still sends, until it closes (or for
+/// [`LINGER`]), after the write side was shut down. Closing a socket with
+/// unread input makes the kernel reset the connection, and the reset
+/// discards what was sent but not yet transmitted: a job cut off while
+/// its client was still writing lost the end of its last frame and its
+/// `shutting_down` error frame (the client saw `connection closed after
+/// 63100 of 65536 bytes of a frame payload`). Reading until the client
+/// closes, which it does once it has read the error, lets everything sent
+/// arrive. No byte limit: a client reading its output slowly may well
+/// write fast meanwhile.
+async fn linger<R: AsyncRead + Unpin>(reader: &mut FrameReader<R>) {
+    let drain = async { while let Ok(1..) = reader.skip_some(64 << 10).await {} };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 struct Driver<'a, R, W> {

@@ -3,13 +3,14 @@
 //! decrypts what aesd encrypts, aesd decrypts what age encrypts, on sizes
 //! around the 64 KiB chunk and sizes drawn at run time; changed and cut
 //! files fail closed (exit 1, one line, the output file never created).
+//! Armored and passphrase files: aescrypt_age_armor, aescrypt_age_passphrase.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use aesd_testkit::{AesdProcess, TempDir, aesd_binary, pattern_bytes};
 
-fn run(program: &str, args: &[&str]) -> Output {
+pub(crate) fn run(program: &str, args: &[&str]) -> Output {
     let program = if program == "aescrypt" {
         env!("CARGO_BIN_EXE_aescrypt")
     } else {
@@ -22,7 +23,7 @@ fn run(program: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {program}: {e} (scripts/setup.sh installs age)"))
 }
 
-fn ok(out: &Output, what: &str) {
+pub(crate) fn ok(out: &Output, what: &str) {
     assert!(
         out.status.success(),
         "{what}: {}",
@@ -30,12 +31,12 @@ fn ok(out: &Output, what: &str) {
     );
 }
 
-fn path(path: &Path) -> String {
+pub(crate) fn path(path: &Path) -> String {
     path.display().to_string()
 }
 
 /// `age-keygen -o PATH`: the identity file and its recipient.
-fn keygen(key: &Path) -> (std::path::PathBuf, String) {
+pub(crate) fn keygen(key: &Path) -> (std::path::PathBuf, String) {
     ok(&run("age-keygen", &["-o", &path(key)]), "age-keygen");
     let recipient = String::from_utf8(run("age-keygen", &["-y", &path(key)]).stdout)
         .expect("utf-8")
@@ -262,79 +263,4 @@ async fn changed_and_cut_age_files_fail_closed() {
     })
     .await
     .expect("test thread");
-}
-
-/// age files as people write them: armored (`age -a`) and passphrase
-/// (`age -p`, typed on a pseudo-terminal) files made by Debian's age each
-/// get an error that says what they are, with the way out, before any
-/// server is contacted for a job (they said `not an age v1 file` and `no
-/// identity matches any recipient of the file`); no output is created.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn armored_and_passphrase_age_files_are_named() {
-    let server = AesdProcess::start(&aesd_binary(), &[]);
-    let addr = server.addr.to_string();
-    let dir = TempDir::new("aescrypt-age-kinds");
-    let (key, recipient) = keygen(&dir.join("key.txt"));
-    let plain = dir.join("plain");
-    std::fs::write(&plain, b"as people write them\n").expect("write");
-    let armored = dir.join("armored.age");
-    ok(
-        &run(
-            "age",
-            &["-a", "-r", &recipient, "-o", &path(&armored), &path(&plain)],
-        ),
-        "age -a",
-    );
-    let passphrase = dir.join("passphrase.age");
-    let mut command = Command::new("age");
-    command.args(["-p", "-o", &path(&passphrase), &path(&plain)]);
-    let mut session = rexpect::session::spawn_command(command, Some(20_000)).expect("age on a pty");
-    session
-        .exp_string("passphrase")
-        .expect("the passphrase prompt");
-    session.send_line("correct horse battery").expect("type");
-    session.exp_string("Confirm").expect("the confirmation");
-    session.send_line("correct horse battery").expect("type");
-    session.exp_eof().expect("age ends");
-    assert!(
-        std::fs::read(&passphrase)
-            .expect("age -p wrote")
-            .windows(9)
-            .any(|w| w == b"-> scrypt"),
-        "a passphrase file"
-    );
-    let out = dir.join("out");
-    for (file, said) in [
-        (&armored, "ASCII-armored age file (age -a"),
-        (&passphrase, "encrypted with a passphrase (age -p"),
-    ] {
-        for format in [&["--identity", &path(&key)][..], &[][..]] {
-            let result = run(
-                "aescrypt",
-                &[
-                    &[
-                        "decrypt",
-                        "--server",
-                        &addr,
-                        "-i",
-                        &path(file),
-                        "-o",
-                        &path(&out),
-                    ][..],
-                    format,
-                ]
-                .concat(),
-            );
-            let text = String::from_utf8_lossy(&result.stderr);
-            assert_eq!(result.status.code(), Some(1), "{text}");
-            if format.is_empty() {
-                // Without --identity: told it is an age file.
-                assert!(text.contains("is an age file"), "{text}");
-            } else {
-                assert!(text.contains(said), "{text}");
-            }
-            assert!(!out.exists(), "no output for {file:?}");
-        }
-    }
-    drop(server);
 }

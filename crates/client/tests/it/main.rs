@@ -4,6 +4,8 @@
 
 mod aescrypt;
 mod aescrypt_age;
+mod aescrypt_age_armor;
+mod aescrypt_age_passphrase;
 mod aescrypt_errors;
 mod aescrypt_outputs;
 mod aescrypt_passwords;

@@ -107,12 +107,17 @@ fn age_error_code(err: &aesd_age::AgeError) -> ErrorCode {
         AgeError::HeaderMac
         | AgeError::ChunkAuthentication { .. }
         | AgeError::NoMatchingIdentity
-        | AgeError::Passphrase => ErrorCode::DecryptFailed,
+        | AgeError::Passphrase
+        | AgeError::NotPassphrase
+        | AgeError::WrongPassphrase => ErrorCode::DecryptFailed,
         AgeError::BadRecipient { .. } | AgeError::BadIdentity { .. } | AgeError::LowOrderPoint => {
             ErrorCode::Malformed
         }
         AgeError::NotAge
         | AgeError::Armored
+        | AgeError::BadArmor { .. }
+        | AgeError::BadScryptStanza { .. }
+        | AgeError::WorkFactorTooHigh { .. }
         | AgeError::BadHeader { .. }
         | AgeError::HeaderTooLong
         | AgeError::TruncatedHeader

@@ -20,6 +20,8 @@ fn spec(operation: Operation, identity: &Identity) -> AgeSpec {
         operation,
         recipients: vec![identity.recipient()],
         identities: vec![identity.clone()],
+        passphrase: None,
+        armor: false,
     }
 }
 
@@ -149,6 +151,8 @@ async fn age_encryptions_to_many_recipients_are_charged_to_the_kdf_budget() {
         operation: Operation::Encrypt,
         recipients: identities.iter().map(Identity::recipient).collect(),
         identities: Vec::new(),
+        passphrase: None,
+        armor: false,
     };
     let mut client = Client::connect(&server.addr().to_string())
         .await

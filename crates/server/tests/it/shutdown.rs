@@ -13,6 +13,8 @@ use aesd_client::{Client, JobSpec};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_testkit::{AesdProcess, Pattern, VerifyingSink, pattern_bytes};
 use common::job_spec;
+use std::future::Future;
+
 use tokio::io::AsyncWriteExt;
 
 const SIZE: usize = 2 << 20;
@@ -250,5 +252,90 @@ async fn a_quiet_log_level_still_waits_for_a_signal() {
             Some(0),
             "--log {level}: SIGTERM stops it"
         );
+    }
+}
+
+/// A job streaming as fast as it can when the grace ends gets the
+/// `shutting_down` error, at several grace values: the server sends the
+/// frame in flight and the error frame, shuts its write side and reads
+/// what the client still sends before closing (closing with unread input
+/// resets the connection, and the reset discarded the frames on their way:
+/// the client saw `connection closed after 63100 of 65536 bytes of a frame
+/// payload`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cut_off_mid_stream_gets_shutting_down_at_several_graces() {
+    for grace in ["0.1", "0.4", "1"] {
+        for round in 0..2 {
+            let mut aesd = aesd(grace);
+            let addr = aesd.addr.to_string();
+            let job = tokio::spawn(async move {
+                let mut client = Client::connect(&addr).await.expect("connect");
+                // Endless input, output read slower than it comes: the
+                // server is mid-frame in both directions, its send buffer
+                // full and input unread, when the grace ends.
+                let mut input = tokio::io::repeat(0x5a);
+                client
+                    .run_job(&spec(), &mut input, &mut SlowSink::new())
+                    .await
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            aesd.signal("TERM");
+            let result = tokio::time::timeout(Duration::from_secs(15), job)
+                .await
+                .expect("the job ends soon after the grace period")
+                .expect("task");
+            let err = result.expect_err("a cut-off job is an error, not a short success");
+            assert_eq!(
+                err.server_code(),
+                Some(ErrorCode::ShuttingDown),
+                "grace {grace} s, round {round}: {err}; aesd's log:\n{}",
+                aesd.log().join("\n")
+            );
+            let code = tokio::task::spawn_blocking(move || aesd.wait_exit(Duration::from_secs(10)))
+                .await
+                .expect("wait");
+            assert_eq!(code, Some(0), "grace {grace} s");
+        }
+    }
+}
+
+/// A sink taking 64 KiB a millisecond at most (64 MB/s): a client slower
+/// at reading its output than the server at making it.
+struct SlowSink {
+    tick: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl SlowSink {
+    fn new() -> Self {
+        SlowSink {
+            tick: Box::pin(tokio::time::sleep(Duration::ZERO)),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for SlowSink {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::ready!(self.tick.as_mut().poll(cx));
+        let next = tokio::time::Instant::now() + Duration::from_millis(1);
+        self.tick.as_mut().reset(next);
+        std::task::Poll::Ready(Ok(buf.len().min(64 << 10)))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }

@@ -56,10 +56,19 @@ a password, no integrity (a changed file decrypts to changed data). age \
 (--format age, or -r/-R) is age v1: the server makes a fresh file key, \
 wraps it to each recipient's X25519 public key and streams 64 KiB \
 ChaCha20-Poly1305 chunks; a changed, cut or reordered file fails to decrypt \
-and no unauthenticated byte is written. To decrypt an age file, aescrypt \
-reads its header, unwraps the file key with --identity (age-keygen's file) \
-and sends the server only that key: the identity never leaves this machine. \
-Passphrase-encrypted (age -p) files and identities are not supported.
+and no unauthenticated byte is written; --armor writes it ASCII-armored \
+(age -a). To decrypt an age file, aescrypt reads its header, unwraps the \
+file key with --identity (age-keygen's file) and sends the server only that \
+key: the identity never leaves this machine. An armored file is recognised \
+and unarmored as it is read (strictly: 64-column lines, canonical base64, \
+only whitespace around the armor; a fault is named with its line). A \
+passphrase file (age -p, scrypt) decrypts with the password sources above \
+(--pass, --password-file, or the prompt) instead of --identity, and \
+--format age encrypt with --pass or --password-file (no -r) writes one; the \
+scrypt work runs here, never on the server (it encrypts to a one-time key \
+made here, whose stanza aescrypt replaces by the passphrase's). A work factor \
+above 2^22 (age's own limit) is refused before any work; aescrypt writes \
+2^18, as age does.
 
 Example:
   aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
@@ -67,7 +76,10 @@ Example:
   openssl enc -d -aes-256-cbc -pbkdf2 -pass file:pw.txt -in big.bin.enc -out big.bin.check
   age-keygen -o key.txt
   aescrypt encrypt --server 127.0.0.1:7878 -r age1... -i big.bin -o big.bin.age
-  aescrypt decrypt --server 127.0.0.1:7878 --identity key.txt -i big.bin.age -o big.bin"
+  aescrypt decrypt --server 127.0.0.1:7878 --identity key.txt -i big.bin.age -o big.bin
+  aescrypt encrypt --server 127.0.0.1:7878 -r age1... --armor -i notes.txt -o notes.txt.age
+  aescrypt encrypt --server 127.0.0.1:7878 --format age --pass file:pw.txt -i s.txt -o s.age
+  aescrypt decrypt --server 127.0.0.1:7878 -i s.age -o s.txt    # age -p files too: prompts"
 )]
 pub(crate) struct Args {
     /// encrypt or decrypt
@@ -80,7 +92,8 @@ pub(crate) struct Args {
     #[arg(
         long_help = "Password source, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH (its first line), \
                        fd:N (the first line read from descriptor N) or stdin (its first line; with -i - the \
-                       data follows it) [default: prompt on the terminal, twice to encrypt]"
+                       data follows it) [default: prompt on the terminal, twice to encrypt]. With --format age, \
+                       the passphrase of a passphrase file (age -p)"
     )]
     #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
     pub(crate) pass: Option<PassSource>,
@@ -102,10 +115,11 @@ pub(crate) struct Args {
     /// Output file, or - for stdout
     #[arg(short = 'o', long = "out", value_name = "OUT")]
     pub(crate) output: PathBuf,
-    /// File format: openssl or age [default: openssl; age with -r, -R or --identity]
+    /// File format: openssl or age [default: openssl; age with -r, -R, --identity or -a]
     #[arg(
         long_help = "File format: openssl (openssl enc -aes-256-cbc -salt -pbkdf2, with a password) or age \
-                       (age v1, to X25519 recipients) [default: openssl; age when -r, -R or --identity is given]"
+                       (age v1, to X25519 recipients or a passphrase) [default: openssl; age when -r, -R, --identity or \
+                       --armor is given, or when decrypting an input file that is an age file]"
     )]
     #[arg(long, value_name = "FORMAT", hide_possible_values = true)]
     pub(crate) format: Option<FileFormat>,
@@ -124,6 +138,15 @@ pub(crate) struct Args {
         hide_short_help = true
     )]
     pub(crate) recipients_files: Vec<PathBuf>,
+    /// age: write the encryption ASCII-armored (age -a: PEM text, 64 columns)
+    #[arg(
+        long_help = "age: write the encryption ASCII-armored, as age -a does (-----BEGIN AGE ENCRYPTED \
+                       FILE-----, base64 in 64-column lines, -----END AGE ENCRYPTED FILE-----): text that \
+                       survives e-mail and copy-paste, a third larger. Decrypting needs no flag: an armored \
+                       input is recognised"
+    )]
+    #[arg(short = 'a', long, hide_short_help = true)]
+    pub(crate) armor: bool,
     /// age: decrypt with the identities in FILE (age-keygen's format), repeatable
     #[arg(
         long_help = "age: decrypt with the identities in FILE (AGE-SECRET-KEY-1... lines, as age-keygen \
@@ -187,7 +210,8 @@ fn parse_recipient(text: &str) -> Result<Recipient, String> {
 pub(crate) fn file_format(args: &Args) -> Result<FileFormat, String> {
     let age_flags = !args.recipients.is_empty()
         || !args.recipients_files.is_empty()
-        || !args.identities.is_empty();
+        || !args.identities.is_empty()
+        || args.armor;
     let format = args.format.unwrap_or(if age_flags {
         FileFormat::Age
     } else {
@@ -196,27 +220,45 @@ pub(crate) fn file_format(args: &Args) -> Result<FileFormat, String> {
     let password_flags = args.pass.is_some() || args.password_file.is_some();
     match (format, args.mode) {
         (FileFormat::Openssl, _) if age_flags => {
-            Err("-r, -R and --identity are for --format age".into())
+            Err("-r, -R, --identity and --armor are for --format age".into())
         }
-        (FileFormat::Age, _) if password_flags => Err(
-            "--format age takes recipients (-r, -R) or identities (--identity), not a password"
+        (FileFormat::Age, Mode::Encrypt)
+            if password_flags
+                && (!args.recipients.is_empty() || !args.recipients_files.is_empty()) =>
+        {
+            Err(
+                "recipients (-r, -R) and a passphrase (--pass, --password-file) both given: a \
+                 passphrase file (age -p) has the passphrase alone; choose one"
+                    .into(),
+            )
+        }
+        (FileFormat::Age, Mode::Decrypt) if password_flags && !args.identities.is_empty() => Err(
+            "--identity and a passphrase (--pass, --password-file) both given: an age file is \
+             for identities or for a passphrase (age -p); give what it needs"
+                .into(),
+        ),
+        (FileFormat::Age, Mode::Decrypt) if args.armor => Err(
+            "--armor armors an encryption; decrypting, an armored input is recognised without it"
                 .into(),
         ),
         (FileFormat::Age, Mode::Encrypt) if !args.identities.is_empty() => {
             Err("--identity decrypts; encrypt to -r age1... (age-keygen -y FILE prints it)".into())
         }
         (FileFormat::Age, Mode::Encrypt)
-            if args.recipients.is_empty() && args.recipients_files.is_empty() =>
+            if args.recipients.is_empty()
+                && args.recipients_files.is_empty()
+                && !password_flags =>
         {
-            Err("--format age encrypt needs a recipient: -r age1... or -R FILE".into())
+            Err(
+                "--format age encrypt needs a recipient (-r age1... or -R FILE), or a passphrase \
+                 (--pass SOURCE or --password-file FILE) for a passphrase file (age -p)"
+                    .into(),
+            )
         }
         (FileFormat::Age, Mode::Decrypt)
             if !args.recipients.is_empty() || !args.recipients_files.is_empty() =>
         {
             Err("-r and -R encrypt; decrypt with --identity FILE".into())
-        }
-        (FileFormat::Age, Mode::Decrypt) if args.identities.is_empty() => {
-            Err("--format age decrypt needs --identity FILE".into())
         }
         _ => Ok(format),
     }
@@ -252,6 +294,7 @@ mod tests {
     fn short_help_fits_30_lines_and_long_help_has_everything() {
         let long_only = [
             "--password-file",
+            "--armor",
             "--key-derivation",
             "--tls-server-name",
             "--generate",
