@@ -60,12 +60,21 @@ pub fn write(
             what: "no recipient given",
         });
     }
-    let mut out = Vec::with_capacity(32 + recipients.len() * 120 + 48);
+    let stanzas = recipients
+        .iter()
+        .map(|(recipient, ephemeral)| x25519::wrap(file_key, recipient, ephemeral))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(write_stanzas(file_key, &stanzas))
+}
+
+/// Writes a whole header holding `stanzas` (each already wrapping
+/// `file_key`, of any type) and its MAC under `file_key`.
+pub fn write_stanzas(file_key: &FileKey, stanzas: &[Stanza]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + stanzas.len() * 120 + 48);
     out.extend_from_slice(VERSION_LINE);
     out.push(b'\n');
-    for (recipient, ephemeral) in recipients {
-        let stanza = x25519::wrap(file_key, recipient, ephemeral)?;
-        write_stanza(&stanza, &mut out);
+    for stanza in stanzas {
+        write_stanza(stanza, &mut out);
     }
     out.extend_from_slice(b"---");
     let mac = header_mac(file_key)
@@ -75,7 +84,7 @@ pub fn write(
     out.push(b' ');
     out.extend_from_slice(base64::encode(&mac).as_bytes());
     out.push(b'\n');
-    Ok(out)
+    out
 }
 
 fn write_stanza(stanza: &Stanza, out: &mut Vec<u8>) {

@@ -59,6 +59,7 @@ impl Client {
                     read_ahead,
                 })
             }
+            Operation::Rewrap => Err(crate::key_source::rewrap_is_by_name()),
         }
     }
 

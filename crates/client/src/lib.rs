@@ -15,6 +15,8 @@
 //!   (and [`Client::run_job_observed`] for live queue/start events).
 //! * [`age_job`]: age (format 2) jobs: recipients to encrypt, the file
 //!   key unwrapped here with the identity to decrypt.
+//! * [`by_name`]: by-name jobs (key source 5) under a key of the
+//!   server's keyring, the keyring token, header-only rewrap.
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
@@ -29,6 +31,7 @@
 //! dumps) are the `aesd-cli` crate's, which this library does not use.
 
 pub mod age_job;
+pub mod by_name;
 pub mod cert_pin;
 pub mod connection;
 pub mod error;

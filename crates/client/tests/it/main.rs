@@ -4,6 +4,7 @@
 
 mod aescrypt;
 mod aescrypt_age;
+mod aescrypt_by_name;
 mod aescrypt_errors;
 mod aescrypt_outputs;
 mod aescrypt_passwords;

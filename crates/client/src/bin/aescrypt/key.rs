@@ -19,6 +19,13 @@ pub(crate) enum JobKey {
     Password(Password),
     /// age's recipients (encryption) or identities (decryption).
     Age(AgeSpec),
+    /// A key of the server's keyring, by name, and the keyring token.
+    ByName {
+        /// The key's name.
+        name: String,
+        /// The keyring token (from --token-file).
+        token: aesd_proto::Secret,
+    },
 }
 
 /// The job's key: the password (openssl), or the recipients or
@@ -26,6 +33,12 @@ pub(crate) enum JobKey {
 /// input that is an age file is refused here, before a password is asked
 /// for.
 pub(crate) fn job_key(args: &Args, format: FileFormat) -> Result<JobKey> {
+    if let (Some(name), Some(path)) = (&args.key, &args.token_file) {
+        return Ok(JobKey::ByName {
+            name: name.clone(),
+            token: aesd_cli::password::read_key_token_file(path, "aescrypt")?,
+        });
+    }
     if format == FileFormat::Openssl {
         if matches!(args.mode, Mode::Decrypt) && input_is_age(&args.input) {
             bail!(
