@@ -94,7 +94,7 @@ pub(crate) struct Args {
     /// File whose first line is the password: the same as --pass file:FILE
     #[arg(long, value_name = "FILE", hide_short_help = true)]
     pub(crate) password_file: Option<PathBuf>,
-    /// The server's access token file (--token-file), or with --key the keyring token
+    /// Access token file (the keyring token with --key)
     #[arg(
         long_help = "File whose first line is the server's access token (16 to 256 bytes), for a server \
                        started with --token-file; with --key, the keyring token instead (1 to 512 bytes, as \
