@@ -50,6 +50,7 @@ fn settings(token: bool) -> Arc<Settings> {
         server_name: "aesd fuzz".into(),
         chunk_size: 4096,
         access_token: token.then(|| AccessToken::new(TOKEN.as_bytes())),
+        named_keys: None,
         handshake_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(1),
         max_jobs: 8,

@@ -437,6 +437,7 @@ fn job_settings(chunk: usize) -> Arc<Settings> {
         server_name: "aesd cost".into(),
         chunk_size: chunk as u32,
         access_token: None,
+        named_keys: None,
         handshake_timeout: Duration::from_secs(3600),
         idle_timeout: Duration::from_secs(3600),
         max_jobs: 1,

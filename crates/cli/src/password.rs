@@ -28,6 +28,22 @@ pub fn read_token_file(path: &Path, program: &str) -> Result<AuthToken, SecretFi
     read_secret_file(path, "access token", MIN_TOKEN_LEN, MAX_TOKEN_LEN)
 }
 
+/// Reads a keyring token (1 to 512 bytes: OpenBao's tokens, or a dev
+/// root token such as `root`) from the first line of `path`, for by-name
+/// jobs; `program` prefixes the warning printed when others can read it.
+pub fn read_key_token_file(
+    path: &Path,
+    program: &str,
+) -> Result<aesd_proto::Secret, SecretFileError> {
+    warn_if_readable(path, "keyring token", program);
+    read_secret_file(
+        path,
+        "keyring token",
+        1,
+        aesd_proto::limits::MAX_KEY_TOKEN_LEN,
+    )
+}
+
 fn warn_if_readable(path: &Path, what: &str, program: &str) {
     // A directory or a missing file gets the read error alone, not a
     // mode warning first.

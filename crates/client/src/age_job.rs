@@ -78,6 +78,7 @@ impl Client {
                     read_ahead,
                 })
             }
+            Operation::Rewrap => Err(crate::key_source::rewrap_is_by_name()),
         }
     }
 
@@ -134,6 +135,7 @@ impl Client {
                 self.run_prepared(spec.operation, key, &mut input, output, observe)
                     .await
             }
+            Operation::Rewrap => Err(crate::key_source::rewrap_is_by_name()),
         }
     }
 }

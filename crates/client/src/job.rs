@@ -237,7 +237,9 @@ impl Client {
         let started = Instant::now();
         let mut header = ExpectedHeader::for_job(operation, &chosen.key);
         let format = match chosen.key {
-            KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) => Format::Age,
+            KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) | KeySource::KeyName(_) => {
+                Format::Age
+            }
             KeySource::Password { .. } | KeySource::Derived(_) => Format::OpensslSaltedPbkdf2,
         };
         let begin = Message::Begin(Begin {
@@ -422,7 +424,8 @@ impl ExpectedHeader {
     fn for_job(operation: Operation, key: &KeySource) -> ExpectedHeader {
         let mut bytes = Vec::new();
         match (operation, key) {
-            (Operation::Encrypt, KeySource::AgeRecipients(_)) => {
+            (Operation::Encrypt, KeySource::AgeRecipients(_) | KeySource::KeyName(_))
+            | (Operation::Rewrap, _) => {
                 bytes.extend_from_slice(aesd_age::VERSION_LINE);
                 bytes.push(b'\n');
             }

@@ -63,6 +63,15 @@ impl std::str::FromStr for KeyDerivation {
 pub use aesd_cipher::stream::HEADER_LEN;
 use aesd_cipher::stream::{SALT_LEN, SALTED_MAGIC};
 
+/// A rewrap asked of a password or age job: rewrap is by name only
+/// ([`crate::by_name`]).
+pub(crate) fn rewrap_is_by_name() -> ClientError {
+    ClientError::Request(aesd_proto::ProtoError::Malformed {
+        kind: "begin",
+        reason: "rewrap is by name only (key source 5: Client::rewrap_header)",
+    })
+}
+
 /// A job's key source, chosen (and derived, when this client derives it)
 /// before the job runs: [`Client::prepare_key`], then
 /// [`Client::run_prepared_job`]. A caller that checks the result itself
@@ -124,6 +133,7 @@ pub(crate) async fn choose<R: AsyncRead + Unpin>(
     let (salt, read_ahead) = match spec.operation {
         Operation::Encrypt => (Some(fresh_salt()?), Vec::new()),
         Operation::Decrypt => salt_from_input(input).await?,
+        Operation::Rewrap => return Err(rewrap_is_by_name()),
     };
     let params = match salt {
         Some(salt) => derive_off_thread(spec, salt).await?,

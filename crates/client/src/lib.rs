@@ -18,6 +18,8 @@
 //!   decrypt.
 //! * [`armor_io`]: ASCII-armored age files (`age -a`) read and written as
 //!   streams.
+//! * [`by_name`]: by-name jobs (key source 5) under a key of the
+//!   server's keyring, the keyring token, header-only rewrap.
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
@@ -33,6 +35,7 @@
 
 pub mod age_job;
 pub mod armor_io;
+pub mod by_name;
 pub mod cert_pin;
 pub mod connection;
 pub mod error;

@@ -31,6 +31,9 @@
 //!   its chain known only through [`lanes::LaneChain`].
 //! * [`job`]: a job's transform (format 1 or age), its errors, and the
 //!   pieces of CPU work ([`job::Work`]) a driver runs for it.
+//! * [`named_key`]: key source 5, files under a keyring key by name: the
+//!   `aesd-key` stanza, and the [`named_key::NamedKeys`] trait the driver
+//!   implements with its keyring.
 //! * [`proxy_header`]: the PROXY protocol header (v1, v2) a load balancer
 //!   puts in front of a connection: a pure, bounded parser.
 //! * [`access_token`]: the pre-shared token a server may require,
@@ -52,6 +55,7 @@ pub mod engine;
 pub mod job;
 pub mod lanes;
 pub mod memory;
+pub mod named_key;
 pub mod openssl_enc;
 pub mod proxy_header;
 

@@ -119,6 +119,22 @@ pub enum ErrorCode {
     /// The ciphertext is structurally invalid: no `Salted__` header, or a
     /// length that is not a whole number of blocks.
     BadCiphertext,
+    /// The server's keyring is sealed (or it has none): by-name jobs wait
+    /// for an unseal.
+    Sealed,
+    /// A by-name job named a key the keyring does not hold.
+    UnknownKey,
+    /// The file's key version is below the key's `min_decryption_version`
+    /// (or was trimmed away).
+    KeyVersionRetired,
+    /// The file names a key version the keyring has not created yet.
+    KeyVersionNotCreated,
+    /// The connection's keyring token does not grant this operation on
+    /// this key (its policies).
+    PermissionDenied,
+    /// A by-name job without a keyring token, or with one the keyring does
+    /// not know (wrong, revoked or expired).
+    BadKeyToken,
     /// The server's admission queue is full; try again later.
     Busy,
     /// The server is shutting down.
@@ -150,6 +166,12 @@ impl ErrorCode {
             ErrorCode::TlsRequired => 13,
             ErrorCode::DecryptFailed => 20,
             ErrorCode::BadCiphertext => 21,
+            ErrorCode::Sealed => 40,
+            ErrorCode::UnknownKey => 41,
+            ErrorCode::KeyVersionRetired => 42,
+            ErrorCode::KeyVersionNotCreated => 43,
+            ErrorCode::PermissionDenied => 44,
+            ErrorCode::BadKeyToken => 45,
             ErrorCode::Busy => 30,
             ErrorCode::ShuttingDown => 31,
             ErrorCode::Timeout => 32,
@@ -176,6 +198,12 @@ impl ErrorCode {
             13 => ErrorCode::TlsRequired,
             20 => ErrorCode::DecryptFailed,
             21 => ErrorCode::BadCiphertext,
+            40 => ErrorCode::Sealed,
+            41 => ErrorCode::UnknownKey,
+            42 => ErrorCode::KeyVersionRetired,
+            43 => ErrorCode::KeyVersionNotCreated,
+            44 => ErrorCode::PermissionDenied,
+            45 => ErrorCode::BadKeyToken,
             30 => ErrorCode::Busy,
             31 => ErrorCode::ShuttingDown,
             32 => ErrorCode::Timeout,
@@ -197,6 +225,11 @@ impl ErrorCode {
                 | ErrorCode::DecryptFailed
                 | ErrorCode::BadCiphertext
                 | ErrorCode::Busy
+                | ErrorCode::Sealed
+                | ErrorCode::UnknownKey
+                | ErrorCode::KeyVersionRetired
+                | ErrorCode::KeyVersionNotCreated
+                | ErrorCode::PermissionDenied
         )
     }
 
@@ -218,6 +251,12 @@ impl ErrorCode {
             ErrorCode::TlsRequired => "tls_required",
             ErrorCode::DecryptFailed => "decrypt_failed",
             ErrorCode::BadCiphertext => "bad_ciphertext",
+            ErrorCode::Sealed => "sealed",
+            ErrorCode::UnknownKey => "unknown_key",
+            ErrorCode::KeyVersionRetired => "key_version_retired",
+            ErrorCode::KeyVersionNotCreated => "key_version_not_created",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::BadKeyToken => "bad_key_token",
             ErrorCode::Busy => "busy",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Timeout => "timeout",

@@ -23,6 +23,10 @@ pub enum FrameKind {
     Auth,
     /// Server → client: the token was accepted; jobs may begin.
     Authorized,
+    /// Client → server, between jobs: the keyring token its by-name jobs
+    /// (key source 5) run under; not answered (each by-name begin checks
+    /// it).
+    KeyToken,
     /// Client → server: start a job.
     Begin,
     /// Both ways: a chunk of the file (input from the client, output from
@@ -47,6 +51,7 @@ impl FrameKind {
             FrameKind::Welcome => 0x01,
             FrameKind::Auth => 0x02,
             FrameKind::Authorized => 0x03,
+            FrameKind::KeyToken => 0x04,
             FrameKind::Begin => 0x10,
             FrameKind::Data => 0x11,
             FrameKind::End => 0x12,
@@ -63,6 +68,7 @@ impl FrameKind {
             0x01 => FrameKind::Welcome,
             0x02 => FrameKind::Auth,
             0x03 => FrameKind::Authorized,
+            0x04 => FrameKind::KeyToken,
             0x10 => FrameKind::Begin,
             0x11 => FrameKind::Data,
             0x12 => FrameKind::End,
@@ -80,6 +86,7 @@ impl FrameKind {
             FrameKind::Welcome => "welcome",
             FrameKind::Auth => "auth",
             FrameKind::Authorized => "authorized",
+            FrameKind::KeyToken => "key_token",
             FrameKind::Begin => "begin",
             FrameKind::Data => "data",
             FrameKind::End => "end",

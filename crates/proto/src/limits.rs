@@ -29,6 +29,17 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// (bytes).
 pub const MAX_TOKEN_LEN: usize = 256;
 
+/// Longest keyring token accepted in a
+/// [`KeyToken`](crate::Message::KeyToken) frame (bytes). Keyring tokens
+/// may be as short as one byte (a dev root token such as `root`): they
+/// are the keyring's, checked against its token store, not a pre-shared
+/// secret.
+pub const MAX_KEY_TOKEN_LEN: usize = 512;
+
+/// Longest key name in a by-name [`Begin`](crate::Begin) (key source 5),
+/// as the keyring allows (bytes).
+pub const MAX_KEY_NAME_LEN: usize = 128;
+
 /// Longest human-readable message in an error frame (bytes of UTF-8).
 pub const MAX_ERROR_MESSAGE_LEN: usize = 1024;
 

@@ -7,6 +7,9 @@
 //!          params = iterations u32 | password (params_len - 4 bytes)
 //!          key source 2 (derived by the client):
 //!          params = salt [8] | key [32] | iv [16]  (params_len = 56)
+//!          key source 5 (a keyring key by name, format 2):
+//!          params = the key's name (1 ..= 128 bytes)
+//! key_token  the keyring token (1 ..= 512 bytes)
 //! data     the chunk's bytes (1 ..= the receiver's data limit)
 //! end      (empty)
 //! queued   position u32 (1 = next to be admitted)
@@ -22,8 +25,8 @@ use zeroize::Zeroizing;
 use crate::error::{ErrorCode, ProtoError};
 use crate::frame::{FrameHeader, FrameKind, HEADER_LEN};
 use crate::limits::{
-    MAX_ERROR_MESSAGE_LEN, MAX_KEY_PARAMS_LEN, MAX_PASSWORD_LEN, MAX_SERVER_NAME_LEN,
-    MAX_TOKEN_LEN, MIN_TOKEN_LEN,
+    MAX_ERROR_MESSAGE_LEN, MAX_KEY_NAME_LEN, MAX_KEY_PARAMS_LEN, MAX_KEY_TOKEN_LEN,
+    MAX_PASSWORD_LEN, MAX_SERVER_NAME_LEN, MAX_TOKEN_LEN, MIN_TOKEN_LEN,
 };
 
 /// Any frame, decoded.
@@ -35,6 +38,8 @@ pub enum Message {
     Auth(AuthToken),
     /// The server accepted the token.
     Authorized,
+    /// The keyring token the connection's by-name jobs run under.
+    KeyToken(Secret),
     /// See [`Begin`].
     Begin(Begin),
     /// A chunk of file data.
@@ -85,6 +90,9 @@ pub enum Operation {
     Encrypt,
     /// Ciphertext in, plaintext out.
     Decrypt,
+    /// A by-name file's header in, the same header re-wrapped by the
+    /// key's latest version out (format 2, key source 5 only).
+    Rewrap,
 }
 
 impl Operation {
@@ -93,6 +101,16 @@ impl Operation {
         match self {
             Operation::Encrypt => "encrypt",
             Operation::Decrypt => "decrypt",
+            Operation::Rewrap => "rewrap",
+        }
+    }
+
+    /// The operation's number on the wire.
+    pub fn wire(self) -> u8 {
+        match self {
+            Operation::Encrypt => 1,
+            Operation::Decrypt => 2,
+            Operation::Rewrap => 3,
         }
     }
 }
@@ -180,6 +198,12 @@ pub enum KeySource {
     /// unwrapped from the header with its identity; the identity never
     /// leaves the client. Wiped when dropped, never printed.
     AgeFileKey(AgeFileKey),
+    /// Key source 5 (format 2, any operation): a key of the server's
+    /// keyring, by name. Encryption wraps a fresh file key with the key's
+    /// latest version into the header's `aesd-key` stanza; decryption and
+    /// rewrap unwrap it with the version the stanza names. The
+    /// connection's [`Message::KeyToken`] must grant the operation.
+    KeyName(String),
 }
 
 /// The most recipients one age encryption names (their keys fill a begin
@@ -227,6 +251,7 @@ impl KeySource {
             KeySource::Derived(_) => 2,
             KeySource::AgeRecipients(_) => 3,
             KeySource::AgeFileKey(_) => 4,
+            KeySource::KeyName(_) => 5,
         }
     }
 
@@ -237,6 +262,7 @@ impl KeySource {
             KeySource::Derived(_) => "derived",
             KeySource::AgeRecipients(_) => "age_recipients",
             KeySource::AgeFileKey(_) => "age_file_key",
+            KeySource::KeyName(_) => "key_name",
         }
     }
 }
@@ -319,6 +345,7 @@ impl Message {
             Message::Welcome(_) => FrameKind::Welcome,
             Message::Auth(_) => FrameKind::Auth,
             Message::Authorized => FrameKind::Authorized,
+            Message::KeyToken(_) => FrameKind::KeyToken,
             Message::Begin(_) => FrameKind::Begin,
             Message::Data(_) => FrameKind::Data,
             Message::End => FrameKind::End,
@@ -389,11 +416,12 @@ impl Message {
                 out.extend_from_slice(token.as_bytes());
             }
             Message::Authorized => {}
+            Message::KeyToken(token) => {
+                check_key_token_len(token.as_bytes().len())?;
+                out.extend_from_slice(token.as_bytes());
+            }
             Message::Begin(begin) => {
-                out.push(match begin.operation {
-                    Operation::Encrypt => 1,
-                    Operation::Decrypt => 2,
-                });
+                out.push(begin.operation.wire());
                 check_format_and_key(begin)?;
                 out.push(begin.format.wire());
                 match &begin.key {
@@ -427,6 +455,12 @@ impl Message {
                         out.push(4);
                         out.extend_from_slice(&16u16.to_be_bytes());
                         out.extend_from_slice(file_key.0.as_ref());
+                    }
+                    KeySource::KeyName(name) => {
+                        check_key_name_len(name.len())?;
+                        out.push(5);
+                        out.extend_from_slice(&(name.len() as u16).to_be_bytes());
+                        out.extend_from_slice(name.as_bytes());
                     }
                 }
             }
@@ -488,6 +522,10 @@ impl Message {
                 return Ok(Message::Auth(AuthToken::new(payload.to_vec())));
             }
             FrameKind::Authorized => Message::Authorized,
+            FrameKind::KeyToken => {
+                check_key_token_len(payload.len())?;
+                return Ok(Message::KeyToken(Secret::new(payload.to_vec())));
+            }
             FrameKind::Begin => Message::Begin(decode_begin(&mut cursor)?),
             FrameKind::Data => {
                 if payload.is_empty() {
@@ -530,6 +568,7 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
     let operation = match cursor.u8()? {
         1 => Operation::Encrypt,
         2 => Operation::Decrypt,
+        3 => Operation::Rewrap,
         other => return Err(ProtoError::UnknownOperation(other)),
     };
     let format = match cursor.u8()? {
@@ -598,6 +637,14 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
             })?;
             KeySource::AgeFileKey(AgeFileKey(zeroize::Zeroizing::new(file_key)))
         }
+        5 => {
+            check_key_name_len(params.len())?;
+            let name = std::str::from_utf8(params).map_err(|_| ProtoError::Malformed {
+                kind: "begin",
+                reason: "key source 5 takes a key name in UTF-8",
+            })?;
+            KeySource::KeyName(name.to_owned())
+        }
         other => return Err(ProtoError::UnknownKeySource(other)),
     };
     let begin = Begin {
@@ -620,6 +667,7 @@ fn check_format_and_key(begin: &Begin) -> Result<(), ProtoError> {
             (1..=MAX_AGE_RECIPIENTS).contains(&recipients.len())
         }
         (Format::Age, Operation::Decrypt, KeySource::AgeFileKey(_)) => true,
+        (Format::Age, _, KeySource::KeyName(_)) => true,
         _ => false,
     };
     if fits {
@@ -627,7 +675,7 @@ fn check_format_and_key(begin: &Begin) -> Result<(), ProtoError> {
     } else {
         Err(ProtoError::Malformed {
             kind: "begin",
-            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt and 4 to decrypt",
+            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt, 4 to decrypt, 5 (a key name) for either and to rewrap",
         })
     }
 }
@@ -639,6 +687,30 @@ fn check_token_len(len: usize) -> Result<(), ProtoError> {
         return Err(ProtoError::Malformed {
             kind: "auth",
             reason: "access token shorter than 16 bytes",
+        });
+    }
+    Ok(())
+}
+
+/// A keyring token must be 1..=[`MAX_KEY_TOKEN_LEN`] bytes.
+fn check_key_token_len(len: usize) -> Result<(), ProtoError> {
+    check_len("keyring token", len, MAX_KEY_TOKEN_LEN)?;
+    if len == 0 {
+        return Err(ProtoError::Malformed {
+            kind: "key_token",
+            reason: "empty keyring token",
+        });
+    }
+    Ok(())
+}
+
+/// A key name must be 1..=[`MAX_KEY_NAME_LEN`] bytes.
+fn check_key_name_len(len: usize) -> Result<(), ProtoError> {
+    check_len("key name", len, MAX_KEY_NAME_LEN)?;
+    if len == 0 {
+        return Err(ProtoError::Malformed {
+            kind: "begin",
+            reason: "key source 5 takes a key name of 1 to 128 bytes",
         });
     }
     Ok(())

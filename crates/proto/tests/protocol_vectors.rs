@@ -94,6 +94,17 @@ fn expected(name: &str) -> Option<Message> {
                 hex_array("000102030405060708090a0b0c0d0e0f").into(),
             )),
         }),
+        "frame-begin-by-name" => Message::Begin(Begin {
+            operation: Operation::Encrypt,
+            format: Format::Age,
+            key: KeySource::KeyName("files".into()),
+        }),
+        "frame-begin-rewrap" => Message::Begin(Begin {
+            operation: Operation::Rewrap,
+            format: Format::Age,
+            key: KeySource::KeyName("files".into()),
+        }),
+        "frame-key-token" => Message::KeyToken(aesd_proto::Secret::new(b"root".to_vec())),
         "frame-data" => Message::Data(b"abc".to_vec()),
         "frame-end" => Message::End,
         "frame-queued" => Message::Queued(Queued { position: 3 }),
@@ -116,7 +127,7 @@ fn every_frame_vector_matches_the_codec() {
         .iter()
         .filter(|(name, _)| name.starts_with("frame-"))
         .collect();
-    assert_eq!(frames.len(), 18, "PROTOCOL.md lost a frame vector");
+    assert_eq!(frames.len(), 21, "PROTOCOL.md lost a frame vector");
     for (name, bytes) in frames {
         if name == "frame-hello" {
             assert_eq!(&Hello::current().encode()[..], &bytes[..], "{name}");

@@ -123,6 +123,7 @@ pub fn main() -> ExitCode {
         // The keyring and its HTTP API (--keyring, --dev, --http-listen).
         match start_http_api(&cli, &config).await {
             Ok(Some(api)) => {
+                server.attach_keyring(std::sync::Arc::clone(&api.state));
                 tokio::spawn(crate::http::serve(
                     api.listener,
                     api.state,

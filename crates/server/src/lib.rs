@@ -77,7 +77,9 @@
 //! * `shutdown`: the stop and abort stages of a graceful shutdown.
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
-//!   answered; shared by the HTTP API and, later, the binary port.
+//!   answered; shared by the HTTP API and the binary port.
+//! * `named_keys`: the binary port's by-name key source (key source 5)
+//!   on that keyring, with the HTTP API's token and policy check.
 //! * `etcd`: the keyring of a fleet in etcd (`--keyring etcd://...`):
 //!   a small v3 JSON client, the store (a transaction per change) and
 //!   the watch that loads other boards' changes.
@@ -108,6 +110,7 @@ mod keyring_state;
 mod limits;
 mod log_limit;
 mod metrics;
+mod named_keys;
 mod outgoing;
 mod pool;
 mod proxy;

@@ -101,6 +101,12 @@ impl Server {
             .and_then(|listener| listener.local_addr().ok())
     }
 
+    /// Makes `state` the keyring of the port's by-name jobs (key source
+    /// 5); before, they fail `sealed`.
+    pub(crate) fn attach_keyring(&self, state: Arc<crate::keyring_state::KeyringState>) {
+        self.shared.named_keys.attach(state);
+    }
+
     /// What the server's state looks like (for monitoring and tests).
     pub fn state(&self) -> ServerState {
         ServerState(Arc::clone(&self.shared))

@@ -353,7 +353,11 @@ settings! {
     /// directory, or etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a fleet
     /// sharing one keyring (every board reads and writes it there and
     /// watches it: docs/fleet.md). aesd starts sealed: `bao operator init`
-    /// once, then `bao operator unseal` with the shares after each start
+    /// once, then `bao operator unseal` with the shares after each start.
+    /// The job port's by-name jobs (key source 5, aescrypt --key) use it:
+    /// refused `sealed` until unsealed; `unknown_key`,
+    /// `key_version_retired`, `key_version_not_created`,
+    /// `permission_denied`, `bad_key_token` (PROTOCOL.md, By name)
     keyring: Option<KeyringLocation>, "LOCATION", default None, shown "none";
     /// With --keyring etcd://...: the CA certificate (PEM) of etcd's
     /// client port; TLS is on when it is given

@@ -50,6 +50,8 @@ pub struct Shared {
     pub tls_handshakes: Arc<HandshakeGate>,
     /// What each connection's protocol state machine obeys.
     pub settings: Arc<Settings>,
+    /// The keyring of by-name jobs, once attached.
+    pub named_keys: Arc<crate::named_keys::KeyringKeys>,
     /// TLS handshakes each client may still start.
     pub tls_rate: HandshakeRate,
     /// The thread TLS handshakes run on (when the job port speaks TLS).
@@ -80,7 +82,9 @@ impl Shared {
         });
         let connections =
             ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
+        let named_keys = Arc::new(crate::named_keys::KeyringKeys::default());
         let settings = Arc::new(Settings {
+            named_keys: Some(Arc::clone(&named_keys) as Arc<dyn aesd_core::named_key::NamedKeys>),
             server_name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             chunk_size: config.chunk_size,
             access_token: secrets
@@ -101,6 +105,7 @@ impl Shared {
         };
         Ok(Shared {
             settings,
+            named_keys,
             pool,
             admission,
             shutdown: Shutdown::new(),

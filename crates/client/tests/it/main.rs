@@ -6,6 +6,7 @@ mod aescrypt;
 mod aescrypt_age;
 mod aescrypt_age_armor;
 mod aescrypt_age_passphrase;
+mod aescrypt_by_name;
 mod aescrypt_errors;
 mod aescrypt_outputs;
 mod aescrypt_passwords;

@@ -79,6 +79,9 @@ pub struct Settings {
     pub max_jobs: u64,
     /// What a job may ask for.
     pub job: JobLimits,
+    /// The keyring by-name jobs (key source 5) use; `None`: the server has
+    /// none, and they fail `sealed`.
+    pub named_keys: Option<Arc<dyn crate::named_key::NamedKeys>>,
 }
 
 /// What the connection wants read next.
@@ -355,6 +358,8 @@ pub struct Connection {
     pending_skip: Option<FrameHeader>,
     jobs_run: u64,
     derived_keys: bool,
+    /// The keyring token of the last key_token frame, for by-name jobs.
+    key_token: Option<aesd_proto::Secret>,
     /// The jobs with data and busy lanes of every connection and engine.
     lane_load: Arc<LaneLoad>,
     /// Wakes the driver when an encryption's chunks are back.
@@ -383,6 +388,7 @@ impl Connection {
             pending_skip: None,
             jobs_run: 0,
             derived_keys: false,
+            key_token: None,
             lane_load: Arc::default(),
             lane_waker: None,
         }
@@ -539,7 +545,7 @@ impl Connection {
         match &mut self.state {
             State::Auth => self.pending_body = Some(header),
             State::Idle => {
-                if header.kind != FrameKind::Begin {
+                if !matches!(header.kind, FrameKind::Begin | FrameKind::KeyToken) {
                     self.fail(
                         now,
                         SessionError::UnexpectedFrame {
@@ -630,6 +636,12 @@ impl Connection {
                 self.read_deadline = None;
                 match message {
                     Message::Begin(begin) => self.begin(now, begin),
+                    Message::KeyToken(token) => {
+                        // Kept for the by-name jobs that follow; each
+                        // checks it (a token may be revoked meanwhile).
+                        self.key_token = Some(token);
+                        self.enter_idle(now);
+                    }
                     other => self.fail(
                         now,
                         SessionError::UnexpectedFrame {
@@ -736,7 +748,14 @@ impl Connection {
                     })));
                 if let Some(begin) = job.begin.take() {
                     job.cipher = Cipher::Busy;
+                    let named = matches!(begin.key, KeySource::KeyName(_)).then(|| {
+                        Box::new(crate::named_key::NamedAccess {
+                            keys: self.settings.named_keys.clone(),
+                            token: self.key_token.clone(),
+                        })
+                    });
                     self.hand_out(Work::Start {
+                        named,
                         begin: Some(begin),
                         outcome: None,
                     });

@@ -8,6 +8,11 @@
 //! checks its MAC with the file key, and streams the authenticated
 //! plaintext. aesd holds no long-term secret either way.
 //!
+//! By name (key source 5, [`crate::named_key`]): the server wraps the
+//! file key with the keyring key's latest version into the header's
+//! `aesd-key` stanza, unwraps it from there to decrypt, and to rewrap
+//! takes the header alone and answers it re-wrapped by the latest version.
+//!
 //! Memory: at most one 64 KiB chunk pending and, while decrypting, a
 //! header of up to [`aesd_age::MAX_HEADER_LEN`] bytes until it is complete.
 
@@ -15,11 +20,13 @@ use aesd_age::{
     CHUNK_LEN, FileKey, HeaderReader, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, Recipient,
     TAG_LEN, header,
 };
-use aesd_proto::{Begin, KeySource, Operation};
+use aesd_proto::{Begin, ErrorCode, KeySource, Operation};
 use zeroize::Zeroizing;
 
 use super::JobError;
+use crate::named_key::{self, NamedAccess, NamedKeyError, NamedKeys};
 use crate::openssl_enc::CipherError;
+use std::sync::Arc;
 
 /// A started age job and the input bytes it took in.
 pub struct AgeJob {
@@ -36,10 +43,29 @@ enum State {
     /// Decrypting, the header not complete yet.
     Header {
         reader: HeaderReader,
-        file_key: FileKey,
+        key: HeaderKey,
     },
     /// Decrypting the payload.
     Payload(PayloadDecryptor),
+    /// Rewrapping a by-name header, not complete yet.
+    Rewrap {
+        reader: HeaderReader,
+        keys: Arc<dyn NamedKeys>,
+        name: String,
+    },
+    /// The new header is out: no more input is taken.
+    Rewrapped,
+}
+
+/// Where a decryption's file key comes from.
+enum HeaderKey {
+    /// Key source 4: the client sent it.
+    Given(FileKey),
+    /// Key source 5: the header's `aesd-key` stanza, under this key.
+    Named {
+        keys: Arc<dyn NamedKeys>,
+        name: String,
+    },
 }
 
 fn random<const N: usize>() -> Result<[u8; N], JobError> {
@@ -66,9 +92,36 @@ impl AgeJob {
     }
 
     /// The job a format-2 `begin` asks for (the protocol decoder has
-    /// checked that the key source fits the operation).
-    pub fn start(begin: Begin) -> Result<AgeJob, JobError> {
+    /// checked that the key source fits the operation); `named` is what a
+    /// by-name job (key source 5) is checked against and runs with.
+    pub fn start(begin: Begin, named: Option<&NamedAccess>) -> Result<AgeJob, JobError> {
         let state = match (begin.operation, begin.key) {
+            (operation, KeySource::KeyName(name)) => {
+                let access = named.ok_or_else(|| {
+                    NamedKeyError::new(ErrorCode::Internal, "a by-name job without its access")
+                })?;
+                let keys = access.authorize(&name, operation)?;
+                match operation {
+                    Operation::Encrypt => {
+                        let file_key = FileKey::new(random()?);
+                        let (header, _version) =
+                            named_key::write_header(keys.as_ref(), &name, &file_key)?;
+                        State::Encrypt {
+                            header: Some(header),
+                            payload: PayloadEncryptor::new(&file_key, random()?),
+                        }
+                    }
+                    Operation::Decrypt => State::Header {
+                        reader: HeaderReader::new(),
+                        key: HeaderKey::Named { keys, name },
+                    },
+                    Operation::Rewrap => State::Rewrap {
+                        reader: HeaderReader::new(),
+                        keys,
+                        name,
+                    },
+                }
+            }
             (Operation::Encrypt, KeySource::AgeRecipients(keys)) => {
                 let file_key = FileKey::new(random()?);
                 let mut recipients = Vec::with_capacity(keys.len());
@@ -83,7 +136,7 @@ impl AgeJob {
             }
             (Operation::Decrypt, KeySource::AgeFileKey(key)) => State::Header {
                 reader: HeaderReader::new(),
-                file_key: FileKey::new(*key.0),
+                key: HeaderKey::Given(FileKey::new(*key.0)),
             },
             _ => {
                 return Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
@@ -108,16 +161,42 @@ impl AgeJob {
                 }
                 payload.push(input, out)?;
             }
-            State::Header { reader, file_key } => {
+            State::Header { reader, key } => {
                 let Some((header, used)) = reader.push(input)? else {
                     return Ok(());
                 };
-                header.verify_mac(file_key)?;
-                let mut payload = PayloadDecryptor::new(file_key.clone());
+                let file_key = match key {
+                    HeaderKey::Given(file_key) => {
+                        header.verify_mac(file_key)?;
+                        file_key.clone()
+                    }
+                    HeaderKey::Named { keys, name } => {
+                        named_key::open_header(keys.as_ref(), name, &header)?
+                    }
+                };
+                let mut payload = PayloadDecryptor::new(file_key);
                 payload.push(&input[used..], out)?;
                 self.state = State::Payload(payload);
             }
             State::Payload(payload) => payload.push(input, out)?,
+            State::Rewrap { reader, keys, name } => {
+                let Some((header, used)) = reader.push(input)? else {
+                    return Ok(());
+                };
+                if used < input.len() {
+                    return Err(header_only(input.len() - used).into());
+                }
+                let file_key = named_key::open_header(keys.as_ref(), name, &header)?;
+                let (new_header, _version) =
+                    named_key::write_header(keys.as_ref(), name, &file_key)?;
+                out.extend_from_slice(&new_header);
+                self.state = State::Rewrapped;
+            }
+            State::Rewrapped => {
+                if !input.is_empty() {
+                    return Err(header_only(input.len()).into());
+                }
+            }
         }
         Ok(())
     }
@@ -133,11 +212,24 @@ impl AgeJob {
                 }
                 payload.finish(out)?;
             }
-            State::Header { reader, .. } => return Err(reader.finish().into()),
+            State::Header { reader, .. } | State::Rewrap { reader, .. } => {
+                return Err(reader.finish().into());
+            }
             State::Payload(payload) => payload.finish(out)?,
+            State::Rewrapped => {}
         }
         Ok(self.bytes_in)
     }
+}
+
+/// A rewrap's input went on past the header's MAC line.
+fn header_only(extra: usize) -> NamedKeyError {
+    NamedKeyError::new(
+        ErrorCode::BadCiphertext,
+        format!(
+            "a rewrap takes the file's header only (up to its MAC line); {extra} more bytes came"
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -160,11 +252,14 @@ mod tests {
     fn an_encryption_decrypts_with_the_file_key_the_identity_unwraps() {
         let identity = Identity::from_bytes([4; 32]);
         let plain: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-        let job = AgeJob::start(Begin {
-            operation: Operation::Encrypt,
-            format: Format::Age,
-            key: KeySource::AgeRecipients(vec![*identity.recipient().as_bytes()]),
-        })
+        let job = AgeJob::start(
+            Begin {
+                operation: Operation::Encrypt,
+                format: Format::Age,
+                key: KeySource::AgeRecipients(vec![*identity.recipient().as_bytes()]),
+            },
+            None,
+        )
         .expect("start");
         let file = run(job, &plain, 4096).expect("encrypts");
         let (header, _) = HeaderReader::new()
@@ -173,11 +268,14 @@ mod tests {
             .expect("complete");
         let file_key = header.unwrap_file_key(&[identity]).expect("unwraps");
         let decrypt = |key: [u8; 16]| {
-            AgeJob::start(Begin {
-                operation: Operation::Decrypt,
-                format: Format::Age,
-                key: KeySource::AgeFileKey(AgeFileKey(Zeroizing::new(key))),
-            })
+            AgeJob::start(
+                Begin {
+                    operation: Operation::Decrypt,
+                    format: Format::Age,
+                    key: KeySource::AgeFileKey(AgeFileKey(Zeroizing::new(key))),
+                },
+                None,
+            )
             .expect("start")
         };
         assert_eq!(

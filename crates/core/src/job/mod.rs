@@ -78,6 +78,10 @@ pub enum JobError {
     /// No slot for the job, or its slot was taken back.
     #[error(transparent)]
     Busy(#[from] Refusal),
+    /// A by-name job (key source 5) refused by the keyring: sealed, an
+    /// unknown key or version, the token's policies, a changed header.
+    #[error(transparent)]
+    NamedKey(#[from] crate::named_key::NamedKeyError),
 }
 
 impl JobError {
@@ -93,6 +97,7 @@ impl JobError {
             JobError::Cipher(_) => ErrorCode::BadCiphertext,
             JobError::Age(err) => age_error_code(err),
             JobError::Busy(_) => ErrorCode::Busy,
+            JobError::NamedKey(err) => err.code,
         }
     }
 }
@@ -240,6 +245,8 @@ pub enum Work {
     Start {
         /// The job's begin frame (taken when run).
         begin: Option<Begin>,
+        /// A by-name job's keyring and token (key source 5), else `None`.
+        named: Option<Box<crate::named_key::NamedAccess>>,
         /// The outcome, once run.
         outcome: Option<Result<Started, JobError>>,
     },
@@ -297,9 +304,13 @@ impl Work {
     /// Runs the work alone, on this thread.
     pub fn run(&mut self) {
         match self {
-            Work::Start { begin, outcome } => {
+            Work::Start {
+                begin,
+                named,
+                outcome,
+            } => {
                 if let Some(begin) = begin.take() {
-                    *outcome = Some(start(begin));
+                    *outcome = Some(start(begin, named.as_deref()));
                 }
             }
             Work::Derive(derivation) => {
@@ -341,10 +352,10 @@ impl Work {
 }
 
 /// Starts the transform `begin` asks for (its limits were checked).
-fn start(begin: Begin) -> Result<Started, JobError> {
+fn start(begin: Begin, named: Option<&crate::named_key::NamedAccess>) -> Result<Started, JobError> {
     if begin.format == Format::Age {
         return Ok(Started::Ready {
-            transform: Transform::Age(AgeJob::start(begin)?),
+            transform: Transform::Age(AgeJob::start(begin, named)?),
             header: None,
         });
     }
@@ -373,6 +384,7 @@ mod tests {
                 format: Format::Age,
                 key,
             }),
+            named: None,
             outcome: None,
         };
         work.run();

@@ -93,6 +93,12 @@ impl OpensslJob {
     /// Builds key schedules: run it on a worker.
     pub fn start(begin: Begin) -> Result<Start, JobError> {
         let Begin { operation, key, .. } = begin;
+        if operation == Operation::Rewrap {
+            return Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
+                kind: "begin",
+                reason: "rewrap belongs to format 2 (age) with key source 5",
+            }));
+        }
         match key {
             KeySource::Password {
                 password,
@@ -105,7 +111,7 @@ impl OpensslJob {
                         salt: random_salt().map_err(JobError::Cipher)?,
                         iterations,
                     }),
-                    Operation::Decrypt => Start::Ready {
+                    Operation::Decrypt | Operation::Rewrap => Start::Ready {
                         job: OpensslJob::Decrypt(Decryption::new(DecryptStream::new(
                             &password, iterations,
                         ))),
@@ -122,7 +128,7 @@ impl OpensslJob {
                         header: Some(header),
                     }
                 }
-                Operation::Decrypt => Start::Ready {
+                Operation::Decrypt | Operation::Rewrap => Start::Ready {
                     job: OpensslJob::Decrypt(Decryption::new(DecryptStream::with_key(
                         &params.key,
                         &params.iv,
@@ -133,10 +139,10 @@ impl OpensslJob {
             }),
             // Format 2's key sources: its jobs run as `super::age::AgeJob`,
             // and the protocol decoder refuses them with format 1.
-            KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) => {
+            KeySource::AgeRecipients(_) | KeySource::AgeFileKey(_) | KeySource::KeyName(_) => {
                 Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
                     kind: "begin",
-                    reason: "key sources 3 and 4 belong to format 2 (age)",
+                    reason: "key sources 3, 4 and 5 belong to format 2 (age)",
                 }))
             }
         }

@@ -164,6 +164,7 @@ mod tests {
             server_name: "aesd test".into(),
             chunk_size: 4096,
             access_token: None,
+            named_keys: None,
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(10),
             max_jobs: 4,

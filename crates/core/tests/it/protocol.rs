@@ -29,6 +29,7 @@ fn settings() -> Settings {
         server_name: "aesd harness".into(),
         chunk_size: 4096,
         access_token: None,
+        named_keys: None,
         handshake_timeout: HANDSHAKE,
         idle_timeout: IDLE,
         max_jobs: 3,

@@ -35,6 +35,8 @@ mod transit_fields;
 mod transit_keys;
 mod transit_random;
 
+pub(crate) use router::{Denied, check_token};
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;

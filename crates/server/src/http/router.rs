@@ -3,7 +3,7 @@
 //! (the store writes and fsyncs), never on the async reactor.
 
 use aesd_keyring::policy::Capability;
-use aesd_keyring::token::TokenEntry;
+use aesd_keyring::token::{TokenEntry, TokenError};
 use aesd_keyring::unseal::UnsealedKeyring;
 use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
@@ -190,16 +190,53 @@ pub fn authorize(
     path: &str,
     capabilities: &[Capability],
 ) -> Result<TokenEntry, ApiError> {
-    let token = request
-        .token
-        .as_ref()
-        .ok_or_else(ApiError::permission_denied)?;
+    Ok(check_token(
+        open,
+        request.token.as_ref().map(|t| t.as_str()),
+        path,
+        capabilities,
+    )?)
+}
+
+/// Why a token may not do something ([`check_token`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// No token was given.
+    #[error("permission denied: no token")]
+    NoToken,
+    /// The token is not one the keyring knows (or it expired).
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// The token's policies do not grant the capabilities on the path.
+    #[error("permission denied")]
+    Policy,
+}
+
+impl From<Denied> for ApiError {
+    fn from(denied: Denied) -> Self {
+        match denied {
+            Denied::NoToken | Denied::Policy => ApiError::permission_denied(),
+            Denied::Token(err) => err.into(),
+        }
+    }
+}
+
+/// The one policy check, for the HTTP API and the binary port's by-name
+/// jobs alike: `token`'s entry when its policies grant every one of
+/// `capabilities` on `path`.
+pub fn check_token(
+    open: &UnsealedKeyring,
+    token: Option<&str>,
+    path: &str,
+    capabilities: &[Capability],
+) -> Result<TokenEntry, Denied> {
+    let token = token.ok_or(Denied::NoToken)?;
     let entry = open.tokens.lookup(token, now())?;
     let acl = entry.acl(|name| open.policies.get(name));
     if capabilities.iter().all(|cap| acl.allows(path, *cap)) {
         Ok(entry.clone())
     } else {
-        Err(ApiError::permission_denied())
+        Err(Denied::Policy)
     }
 }
 

@@ -13,6 +13,8 @@ mod audit_log;
 mod auth;
 mod bad_input;
 mod bao_cli;
+mod by_name;
+mod by_name_vector;
 mod etcd_fleet;
 mod fairness;
 mod fd_limit;

@@ -27,6 +27,9 @@ pub(crate) enum Mode {
     Encrypt,
     /// openssl-compatible ciphertext in, plaintext out.
     Decrypt,
+    /// A by-name file in, the same file with its header rewrapped by the
+    /// key's latest version out (--key; only the header is sent).
+    Rewrap,
 }
 
 /// Encrypt or decrypt a file through an aesd server: `openssl enc -aes-256-cbc -pbkdf2` or age v1
@@ -34,7 +37,7 @@ pub(crate) enum Mode {
 #[command(
     name = "aescrypt",
     version,
-    override_usage = "aescrypt encrypt|decrypt --server HOST:PORT -i IN -o OUT [OPTIONS]",
+    override_usage = "aescrypt encrypt|decrypt|rewrap --server HOST:PORT -i IN -o OUT [OPTIONS]",
     after_help = "Exit status: 0, 1 on any error, 2 on bad arguments, 130 on SIGINT. \
 More: aescrypt --help, or the man page (aescrypt --generate man).",
     after_long_help = "\
@@ -70,6 +73,8 @@ made here, whose stanza aescrypt replaces by the passphrase's). A work factor \
 above 2^22 (age's own limit) is refused before any work; aescrypt writes \
 2^18, as age does.
 
+By name (--key NAME, with the keyring token in --token-file): the server keeps the key (its keyring, administered with the bao CLI). encrypt writes an age v1 file whose header holds one `-> aesd-key NAME VERSION` stanza: a fresh file key wrapped by the key's latest version. decrypt sends the whole file; rewrap sends the header only and writes the new header (wrapped by the latest version) followed by the payload bytes unchanged. The token's policies must grant update on transit/encrypt/NAME, transit/decrypt/NAME or transit/rewrap/NAME. Refusals: sealed, unknown_key, key_version_retired (below min_decryption_version), key_version_not_created, permission_denied, bad_key_token (a missing, wrong, revoked or expired token). With --key, --token-file is the keyring token, not the port's access token (a port that requires both is not supported yet).
+
 Example:
   aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
   aescrypt encrypt --server 127.0.0.1:7878 --pass file:pw.txt -i big.bin -o big.bin.enc
@@ -79,10 +84,12 @@ Example:
   aescrypt decrypt --server 127.0.0.1:7878 --identity key.txt -i big.bin.age -o big.bin
   aescrypt encrypt --server 127.0.0.1:7878 -r age1... --armor -i notes.txt -o notes.txt.age
   aescrypt encrypt --server 127.0.0.1:7878 --format age --pass file:pw.txt -i s.txt -o s.age
-  aescrypt decrypt --server 127.0.0.1:7878 -i s.age -o s.txt    # age -p files too: prompts"
+  aescrypt decrypt --server 127.0.0.1:7878 -i s.age -o s.txt    # age -p files too: prompts
+  aescrypt encrypt --server 127.0.0.1:7878 --key payroll --token-file tok -i a.bin -o a.bin.age
+  aescrypt rewrap --server 127.0.0.1:7878 --key payroll --token-file tok -i a.bin.age -o a.new"
 )]
 pub(crate) struct Args {
-    /// encrypt or decrypt
+    /// encrypt, decrypt or rewrap (rewrap: by name, --key)
     #[arg(value_enum, hide_possible_values = true)]
     pub(crate) mode: Mode,
     /// Server address, HOST:PORT
@@ -100,13 +107,21 @@ pub(crate) struct Args {
     /// File whose first line is the password: the same as --pass file:FILE
     #[arg(long, value_name = "FILE", hide_short_help = true)]
     pub(crate) password_file: Option<PathBuf>,
-    /// The server's access token file, for a server started with --token-file
+    /// Access token file (the keyring token with --key)
     #[arg(
         long_help = "File whose first line is the server's access token (16 to 256 bytes), for a server \
-                       started with --token-file [default: none]"
+                       started with --token-file; with --key, the keyring token instead (1 to 512 bytes, as \
+                       bao token create prints it) [default: none]"
     )]
     #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
     pub(crate) token_file: Option<PathBuf>,
+    /// By name: the server's keyring key NAME (age v1 with an aesd-key stanza)
+    #[arg(
+        long_help = "By name: encrypt, decrypt or rewrap under the key NAME of the server's keyring (1 to \
+                       128 bytes; its latest version encrypts; the keyring token in --token-file)"
+    )]
+    #[arg(long = "key", value_name = "NAME")]
+    pub(crate) key: Option<String>,
     #[command(flatten)]
     pub(crate) tls: TlsArgs,
     /// Input file, or - for stdin
@@ -198,6 +213,7 @@ pub(crate) fn operation(mode: Mode) -> Operation {
     match mode {
         Mode::Encrypt => Operation::Encrypt,
         Mode::Decrypt => Operation::Decrypt,
+        Mode::Rewrap => Operation::Rewrap,
     }
 }
 
@@ -218,7 +234,20 @@ pub(crate) fn file_format(args: &Args) -> Result<FileFormat, String> {
         FileFormat::Openssl
     });
     let password_flags = args.pass.is_some() || args.password_file.is_some();
+    if args.key.is_some() {
+        if age_flags || password_flags || args.format == Some(FileFormat::Openssl) {
+            return Err(
+                "--key uses the server's keyring key: no password, -r, -R, --identity or --armor, no --format openssl"
+                    .into(),
+            );
+        }
+        if args.token_file.is_none() {
+            return Err("--key needs the keyring token: --token-file FILE".into());
+        }
+        return Ok(FileFormat::Age);
+    }
     match (format, args.mode) {
+        (_, Mode::Rewrap) => Err("rewrap is by name: --key NAME --token-file FILE".into()),
         (FileFormat::Openssl, _) if age_flags => {
             Err("-r, -R, --identity and --armor are for --format age".into())
         }

@@ -20,6 +20,11 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
             key_derivation: args.key_derivation,
         }),
         JobKey::Age(spec) => Spec::Age(spec),
+        JobKey::ByName { name, token } => Spec::ByName {
+            operation: operation(args.mode),
+            name,
+            token,
+        },
     };
     let mut input: Box<dyn AsyncRead + Unpin> = if is_stdio(&args.input) {
         Box::new(tokio::io::stdin())
@@ -37,8 +42,9 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
         );
     }
     let token = match &args.token_file {
-        Some(path) => Some(read_token_file(path, "aescrypt")?),
-        None => None,
+        // With --key, the file holds the keyring token (sent below).
+        Some(path) if args.key.is_none() => Some(read_token_file(path, "aescrypt")?),
+        _ => None,
     };
     let options = ConnectOptions {
         token,
@@ -50,6 +56,9 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
         eprintln!("aescrypt: {warning}");
     }
     client.set_idle_timeout(args.timeout);
+    if let Spec::ByName { token, .. } = &spec {
+        client.send_key_token(token.as_bytes()).await?;
+    }
     let report = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
         spec.run(&mut client, &mut input, &mut stdout).await?
@@ -97,6 +106,11 @@ async fn write_via(
 enum Spec {
     Openssl(JobSpec),
     Age(AgeSpec),
+    ByName {
+        operation: aesd_proto::Operation,
+        name: String,
+        token: aesd_proto::Secret,
+    },
 }
 
 impl Spec {
@@ -115,6 +129,34 @@ impl Spec {
             Spec::Age(spec) => {
                 client
                     .run_age_job_observed(spec, input, output, |_| {})
+                    .await
+            }
+            Spec::ByName {
+                operation: aesd_proto::Operation::Rewrap,
+                name,
+                ..
+            } => {
+                // The header goes to the server; the payload is copied
+                // here, byte for byte.
+                let rewrapped = client.rewrap_header(name, input).await?;
+                output
+                    .write_all(&rewrapped.header)
+                    .await
+                    .map_err(aesd_client::ClientError::Output)?;
+                output
+                    .write_all(&rewrapped.payload_start)
+                    .await
+                    .map_err(aesd_client::ClientError::Output)?;
+                tokio::io::copy(input, output)
+                    .await
+                    .map_err(aesd_client::ClientError::Output)?;
+                Ok(rewrapped.report)
+            }
+            Spec::ByName {
+                operation, name, ..
+            } => {
+                client
+                    .run_by_name_job_observed(*operation, name, input, output, |_| {})
                     .await
             }
         }

@@ -23,6 +23,13 @@ pub(crate) enum JobKey {
     Password(Password),
     /// age's recipients (encryption) or identities (decryption).
     Age(AgeSpec),
+    /// A key of the server's keyring, by name, and the keyring token.
+    ByName {
+        /// The key's name.
+        name: String,
+        /// The keyring token (from --token-file).
+        token: aesd_proto::Secret,
+    },
 }
 
 /// The job's key: the password (openssl), or the recipients or
@@ -32,6 +39,12 @@ pub(crate) enum JobKey {
 /// files ask for their password; a file for identities is refused here,
 /// naming --identity, before a password is asked for.
 pub(crate) fn job_key(args: &Args, format: FileFormat) -> Result<JobKey> {
+    if let (Some(name), Some(path)) = (&args.key, &args.token_file) {
+        return Ok(JobKey::ByName {
+            name: name.clone(),
+            token: aesd_cli::password::read_key_token_file(path, "aescrypt")?,
+        });
+    }
     let decrypt = matches!(args.mode, Mode::Decrypt);
     if format == FileFormat::Openssl {
         if decrypt && let Some(header) = input_age_header(&args.input) {

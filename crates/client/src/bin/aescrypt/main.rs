@@ -50,7 +50,10 @@ fn main() -> ExitCode {
         .map_err(anyhow::Error::from)
         .and_then(|output| {
             check_input(&args.input)?;
-            if matches!(args.mode, Mode::Encrypt) && !args.to_terminal && is_terminal(&output) {
+            if matches!(args.mode, Mode::Encrypt | Mode::Rewrap)
+                && !args.to_terminal
+                && is_terminal(&output)
+            {
                 bail!(
                     "refusing to write encrypted (binary) output to a terminal: redirect it \
                      (> FILE or | ...), give -o FILE, or force it with --to-terminal"

@@ -37,6 +37,8 @@ pub struct Aesd {
     pub http: String,
     /// Where it serves `/metrics`, when started with `--metrics-listen`.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Its job port (the binary protocol).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl Aesd {
@@ -74,6 +76,7 @@ impl Aesd {
                 for (what, marker) in [
                     ("metrics", "metrics on http://"),
                     ("http", "HTTP API listening on http://"),
+                    ("listen", " listening listen="),
                 ] {
                     if let Some(at) = line.find(marker) {
                         let rest = &line[at + marker.len()..];
@@ -85,21 +88,22 @@ impl Aesd {
             }
         });
         let wants_metrics = args.contains(&"--metrics-listen");
-        let (mut http, mut metrics) = (None, None);
-        while http.is_none() || (wants_metrics && metrics.is_none()) {
+        let (mut http, mut metrics, mut listen) = (None, None, None);
+        while http.is_none() || listen.is_none() || (wants_metrics && metrics.is_none()) {
             let (what, addr) = rx
                 .recv_timeout(Duration::from_secs(60))
-                .expect("aesd logs its HTTP (and metrics) address");
-            if what == "http" {
-                http = Some(format!("http://{addr}"));
-            } else {
-                metrics = addr.parse().ok();
+                .expect("aesd logs its job port, HTTP (and metrics) address");
+            match what {
+                "http" => http = Some(format!("http://{addr}")),
+                "listen" => listen = addr.parse().ok(),
+                _ => metrics = addr.parse().ok(),
             }
         }
         Aesd {
             child,
             http: http.expect("http"),
             metrics,
+            listen,
         }
     }
 

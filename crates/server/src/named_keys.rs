@@ -1,0 +1,163 @@
+//! The binary port's by-name key source (key source 5) on the server's
+//! keyring: [`KeyringKeys`] implements core's
+//! [`NamedKeys`](aesd_core::named_key::NamedKeys) with the keyring the
+//! HTTP API serves, its tokens and its policies (the HTTP API's own check,
+//! [`crate::http::check_token`]).
+//!
+//! The keyring is attached once it is open ([`KeyringKeys::attach`]: the
+//! job port binds first); until then, and while it is sealed, by-name
+//! jobs fail `sealed`.
+
+use std::sync::{Arc, OnceLock};
+
+use aesd_core::named_key::{NamedKeyError, NamedKeys};
+use aesd_keyring::policy::Capability;
+use aesd_keyring::{KeyringError, OsEntropy};
+use aesd_proto::{ErrorCode, Operation};
+use zeroize::Zeroizing;
+
+use crate::http::{Denied, check_token};
+use crate::keyring_state::{KeyringState, StateError};
+
+/// The server's keyring, once attached.
+#[derive(Default)]
+pub struct KeyringKeys {
+    state: OnceLock<Arc<KeyringState>>,
+}
+
+impl std::fmt::Debug for KeyringKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyringKeys")
+            .field("attached", &self.state.get().is_some())
+            .finish()
+    }
+}
+
+impl KeyringKeys {
+    /// Makes `state` the keyring of by-name jobs (once; a second call is
+    /// ignored).
+    pub fn attach(&self, state: Arc<KeyringState>) {
+        let _ = self.state.set(state);
+    }
+
+    fn state(&self) -> Result<&KeyringState, NamedKeyError> {
+        self.state.get().map(Arc::as_ref).ok_or_else(|| {
+            NamedKeyError::new(
+                ErrorCode::Sealed,
+                "this aesd has no keyring (start it with --keyring DIR and --http-listen, or --dev)",
+            )
+        })
+    }
+}
+
+/// The error a sealed (or failing) keyring gives a by-name job.
+fn state_error(err: StateError) -> NamedKeyError {
+    match err {
+        StateError::Sealed => NamedKeyError::new(
+            ErrorCode::Sealed,
+            "the keyring is sealed: unseal it (bao operator unseal) first",
+        ),
+        other => NamedKeyError::new(ErrorCode::Internal, other.to_string()),
+    }
+}
+
+/// The code for each keyring refusal.
+fn keyring_error(err: KeyringError) -> NamedKeyError {
+    let code = match &err {
+        KeyringError::UnknownKey { .. } => ErrorCode::UnknownKey,
+        KeyringError::VersionBelowMinimum { .. } => ErrorCode::KeyVersionRetired,
+        KeyringError::VersionNotCreated { .. } => ErrorCode::KeyVersionNotCreated,
+        KeyringError::BadCiphertext(_) => ErrorCode::DecryptFailed,
+        _ => ErrorCode::Internal,
+    };
+    NamedKeyError::new(code, err.to_string())
+}
+
+/// Either a sealed keyring or one of its refusals.
+enum Refused {
+    State(StateError),
+    Named(NamedKeyError),
+}
+
+impl From<StateError> for Refused {
+    fn from(err: StateError) -> Self {
+        Refused::State(err)
+    }
+}
+
+impl From<Refused> for NamedKeyError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::State(err) => state_error(err),
+            Refused::Named(err) => err,
+        }
+    }
+}
+
+impl NamedKeys for KeyringKeys {
+    fn authorize(
+        &self,
+        token: Option<&[u8]>,
+        name: &str,
+        operation: Operation,
+    ) -> Result<(), NamedKeyError> {
+        let state = self.state()?;
+        let path = format!("transit/{}/{name}", operation.name());
+        let token = token.map(|token| std::str::from_utf8(token).unwrap_or("\u{fffd}"));
+        Ok(state.read(|open| {
+            check_token(open, token, &path, &[Capability::Update])
+                .map(drop)
+                .map_err(|denied| {
+                    Refused::Named(match denied {
+                        Denied::NoToken => NamedKeyError::new(
+                            ErrorCode::BadKeyToken,
+                            "no keyring token: send a key_token frame first (aescrypt --token-file)",
+                        ),
+                        Denied::Token(err) => {
+                            NamedKeyError::new(ErrorCode::BadKeyToken, err.to_string())
+                        }
+                        Denied::Policy => NamedKeyError::new(
+                            ErrorCode::PermissionDenied,
+                            format!("permission denied: the token's policies do not grant update on {path}"),
+                        ),
+                    })
+                })
+        })?)
+    }
+
+    fn wrap(
+        &self,
+        name: &str,
+        file_key: &[u8; 16],
+        aad: &[u8],
+    ) -> Result<(u32, Vec<u8>), NamedKeyError> {
+        Ok(self.state()?.read(|open| {
+            open.keyring
+                .encrypt_raw(name, None, file_key, aad, &mut OsEntropy)
+                .map_err(|err| Refused::Named(keyring_error(err)))
+        })?)
+    }
+
+    fn unwrap(
+        &self,
+        name: &str,
+        version: u32,
+        sealed: &[u8],
+        aad: &[u8],
+    ) -> Result<Zeroizing<[u8; 16]>, NamedKeyError> {
+        let plain = self.state()?.read(|open| {
+            open.keyring
+                .decrypt_raw(name, version, sealed, aad)
+                .map_err(|err| Refused::Named(keyring_error(err)))
+        })?;
+        let mut key = Zeroizing::new([0u8; 16]);
+        if plain.len() != key.len() {
+            return Err(NamedKeyError::new(
+                ErrorCode::DecryptFailed,
+                "the stanza's sealed file key is not 16 bytes",
+            ));
+        }
+        key.copy_from_slice(&plain);
+        Ok(key)
+    }
+}
