@@ -28,7 +28,7 @@ for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     -h | --help)
-      sed -n '2,20s/^# \{0,1\}//p' "$0"
+      sed -n '2,19s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
