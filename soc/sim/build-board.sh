@@ -15,9 +15,10 @@
 # Prints the variant's folder: ${AESD_RTL_CACHE:-~/.cache/aesd-rtl}/board-<N>c[-noaes]/
 # (litex/ holds the SoC, litex/gateware/obj_dir/Vsim the simulator).
 # Wall time on 2 busy cores, cold: kernel 8-12 min (cached after), cluster
-# generator 2 min (cached), aesd 5-10 min (cached by cargo), litex_sim two
-# passes about 2 min, Verilator + g++ about 2-4 min per variant; warm: about
-# 2 min. Disk: about 1.6 GB for the kernel tree (kept for rebuilds), about
+# generator 2-3 min (cached), aesd 5 min (cached by cargo), litex_sim's two
+# passes, OpenSBI and Verilator + g++ 5-7 min per variant (measured: 292 s
+# and 435 s); warm: the same 5-7 min, less Verilator when the Verilog is
+# unchanged. Disk: about 1.6 GB for the kernel tree (kept for rebuilds), about
 # 0.3 GB per variant.
 # Exit status: 0 built; 1 a step failed (the end of its log is shown); 2 bad usage.
 set -euo pipefail
@@ -45,7 +46,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,22s/^# \{0,1\}//p' "$0"
+      sed -n '2,23s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)

@@ -13,8 +13,8 @@
 #   --force   compile the generator again even if the cache has it
 # Cache: ${AESD_RTL_CACHE:-~/.cache/aesd-rtl}/vexriscv-smp-<hash of the
 # wheel's sources, pom.xml, GenSmpCluster.scala and the JDK>/: about 2 min of
-# scalac the first time, about 120 MB; each cluster netlist then takes
-# seconds and stays there (pythondata/pythondata_cpu_vexriscv_smp/verilog/).
+# scalac the first time, about 25 MB (Maven's ~/.m2 holds SpinalHDL); each
+# cluster netlist then takes about 15 s and stays there (pythondata/pythondata_cpu_vexriscv_smp/verilog/).
 # Nothing generated is committed.
 # Exit status: 0 ready; 1 a step failed (its log is printed); 2 bad usage.
 set -euo pipefail
