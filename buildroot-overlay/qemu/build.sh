@@ -47,10 +47,13 @@ AESD_QEMU_HOME="${AESD_QEMU_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-qemu}"
 jobs="${AESD_JOBS:-2}"
 rebuild=0
 deps_only=0
+extra_fragment=""
+kernel_only=0
 
 usage() {
 	cat <<EOF
-Usage: buildroot-overlay/qemu/build.sh [--rebuild] [--jobs N] [--deps-only] [-h|--help]
+Usage: buildroot-overlay/qemu/build.sh [--rebuild] [--jobs N] [--deps-only]
+       [--extra-fragment FILE] [--kernel-only] [-h|--help]
 
 Builds the emulated board's kernel, firmware and BusyBox into the cache
   \$AESD_QEMU_HOME (default \${XDG_CACHE_HOME:-\$HOME/.cache}/aesd-qemu, now
@@ -66,6 +69,13 @@ Nothing goes into the repository. buildroot-overlay/qemu/run.sh runs it.
               (scripts/test.sh does this first, then builds in the
               background while other steps run, so that no two apt-get
               runs meet)
+  --extra-fragment FILE
+              a second kernel fragment applied after kernel.fragment (its
+              lines are checked the same way and are part of the stamp):
+              soc/sim/build-board.sh builds the LiteX board's kernel so, with
+              AESD_QEMU_HOME pointing at a cache of its own
+  --kernel-only
+              build (or check) the kernel and gen_init_cpio only
   -h, --help  this help
 
 Every part is rebuilt when its inputs change: kernel.fragment, busybox.fragment,
@@ -99,6 +109,11 @@ while (($#)); do
 			;;
 		--jobs=*) jobs="${1#*=}" ;;
 		--deps-only) deps_only=1 ;;
+		--extra-fragment)
+			extra_fragment="${2:?--extra-fragment needs a file}"
+			shift
+			;;
+		--kernel-only) kernel_only=1 ;;
 		-h | --help)
 			usage
 			exit 0
@@ -114,6 +129,16 @@ done
 	echo "build.sh: --jobs needs a positive number, not '$jobs'" >&2
 	exit 2
 }
+
+if [[ -n "$extra_fragment" ]]; then
+	[[ -f "$extra_fragment" ]] || {
+		echo "build.sh: --extra-fragment: no such file: $extra_fragment" >&2
+		exit 2
+	}
+	extra_fragment="$(cd "$(dirname "$extra_fragment")" && pwd)/$(basename "$extra_fragment")"
+fi
+fragments=("$here/kernel.fragment")
+[[ -z "$extra_fragment" ]] || fragments+=("$extra_fragment")
 
 out="$AESD_QEMU_HOME/out"
 logs="$AESD_QEMU_HOME/logs"
@@ -232,7 +257,7 @@ host_gcc_version="$(gcc --version | head -n 1)"
 # --- Kernel -------------------------------------------------------------------
 linux_version="$(dpkg-query -W -f='${Version}' "$LINUX_PACKAGE")"
 kernel_key="$(printf '%s\n' "$KERNEL_RECIPE" "$LINUX_PACKAGE $linux_version" "$gcc_version" "$host_gcc_version" \
-	"$(cat "$here/kernel.fragment")" | key)"
+	"$(cat "${fragments[@]}")" | key)"
 if up_to_date kernel "$kernel_key" Image gen_init_cpio; then
 	log "kernel: up to date ($LINUX_PACKAGE $linux_version)"
 else
@@ -247,11 +272,11 @@ else
 		[[ -f "$tree/Makefile" ]] || die "kernel: $LINUX_TARBALL did not unpack to $tree"
 		echo "$linux_version" >"$AESD_QEMU_HOME/linux/source.version"
 	fi
-	log "kernel: configuring (tinyconfig + kernel.fragment) and building Image with -j$jobs (log: $logs/kernel.log)"
+	log "kernel: configuring (tinyconfig + ${fragments[*]##*/}) and building Image with -j$jobs (log: $logs/kernel.log)"
 	kmake=(make -C "$tree" ARCH=riscv "CROSS_COMPILE=$CROSS" "-j$jobs")
 	run_logged kernel "${kmake[@]}" tinyconfig
 	# (merge_config.sh keeps its temporary files in the current directory.)
-	run_logged kernel env -C "$tree" scripts/kconfig/merge_config.sh -m .config "$here/kernel.fragment"
+	run_logged kernel env -C "$tree" scripts/kconfig/merge_config.sh -m .config "${fragments[@]}"
 	run_logged kernel "${kmake[@]}" olddefconfig
 	# Every line of the fragment must have survived olddefconfig.
 	lost=()
@@ -261,9 +286,9 @@ else
 		elif [[ "$line" =~ ^#\ (CONFIG_[A-Za-z0-9_]+)\ is\ not\ set$ ]]; then
 			if grep -q "^${BASH_REMATCH[1]}=" "$tree/.config"; then lost+=("$line"); fi
 		fi
-	done <"$here/kernel.fragment"
+	done < <(cat "${fragments[@]}")
 	if ((${#lost[@]})); then
-		die "kernel: these lines of kernel.fragment did not survive 'make olddefconfig' (a dependency is off, or something selects them): ${lost[*]}"
+		die "kernel: these lines of ${fragments[*]##*/} did not survive 'make olddefconfig' (a dependency is off, or something selects them): ${lost[*]}"
 	fi
 	run_logged kernel "${kmake[@]}" Image
 	is_rv32_elf "$tree/vmlinux" || die "kernel: $tree/vmlinux is not an rv32 ELF"
@@ -275,6 +300,8 @@ else
 	echo "$kernel_key" >"$out/kernel.stamp"
 	log "kernel: built in $((SECONDS - start)) s: $out/Image ($(stat -c %s "$out/Image") bytes)"
 fi
+
+((kernel_only == 0)) || exit 0
 
 # --- OpenSBI --------------------------------------------------------------------
 opensbi_key="$(printf '%s\n' "$OPENSBI_RECIPE" "$OPENSBI_SHA256" "$OPENSBI_ISA" "$gcc_version" | key)"

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The board itself, simulated (issue 41): boots Linux and the board's
+# userland on the SoC's RTL (soc/sim/build-board.sh: VexRiscv-SMP with the
+# AesPlugin, LiteEth, under Verilator, in a network namespace of its own)
+# and measures, in guest clock cycles read from the guest's own counter
+# (rtlprobe), so neither the host nor the simulator's speed enters:
+#   tcp-sink               BYTES sent to the board, which drops them
+#   tcp-echo               BYTES sent and echoed back (checked)
+#   aesd-encrypt-aes-insn  one aesload job of BYTES against the board's aesd
+#                          (openssl format, key derived by aesload, result
+#                          verified), the cycles between two counter reads
+#                          around it: the whole job end to end
+#   aesd-age               the same job in age format (--with-age)
+#   aesd-encrypt-soft      the job on a cluster without the AesPlugin
+#                          (--with-soft: a second build and boot)
+# plus the cycles from reset to aesd accepting jobs (S99ready's line) and
+# aesd's RSS after the jobs. Rows: workload, cores, bytes, cycles, cycles
+# per byte, MB/s at 100 MHz and at the study's 150 MHz.
+#
+# Usage: scripts/bench/board-rtl.sh [--bytes N] [--cores 1|2] [--with-age]
+#                                   [--with-soft] [--no-build] [--json FILE]
+#   --bytes N   bytes per workload (default 262144; the simulator runs about
+#               0.5 M cycles per wall second, so 256 KiB is 1-2 min each)
+#   --cores N   VexRiscv-SMP cores (default 1)
+#   --no-build  boot what soc/sim/build-board.sh built last (its variant
+#               folder must exist)
+#   --json FILE also write the rows and the boot figures as JSON
+# Wall time: the builds (soc/sim/build-board.sh: cold about 35 min, warm
+# 5-7 min), then the boot (about 4 min to /init by DESIGN.md, alone on a
+# core; not yet seen to reach aesd here, docs/board-rtl.md) and 1-2 min of
+# simulator CPU per 256 KiB row.
+# Exit status: 0 measured; 1 a build, the boot or a check failed; 2 bad usage.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
+# shellcheck source=soc/sim/lib/board.sh
+. "$root/soc/sim/lib/board.sh"
+
+bytes=262144
+cores=1
+json=""
+with_age=0
+with_soft=0
+build=1
+while (($#)); do
+  case "$1" in
+    --bytes)
+      bytes="${2:-}"
+      shift
+      ;;
+    --cores)
+      cores="${2:-}"
+      shift
+      ;;
+    --json)
+      json="${2:?--json needs a file}"
+      shift
+      ;;
+    --with-age) with_age=1 ;;
+    --with-soft) with_soft=1 ;;
+    --no-build) build=0 ;;
+    -h | --help)
+      sed -n '2,32s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "board-rtl.sh: unknown argument $1 (try --help)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+[[ "$bytes" =~ ^[1-9][0-9]*$ ]] || {
+  echo "board-rtl.sh: --bytes needs a positive number, not '$bytes'" >&2
+  exit 2
+}
+[[ "$cores" == 1 || "$cores" == 2 ]] || {
+  echo "board-rtl.sh: --cores must be 1 or 2, not '$cores'" >&2
+  exit 2
+}
+
+guest=192.168.1.50
+probe=("$root/soc/sim/probe.py" "$guest")
+rows="$(mktemp)"
+trap 'board_stop; rm -f "$rows"' EXIT
+t0=$SECONDS
+
+step "aesload for the host"
+(cd "$root" && nice -n 19 cargo build --locked -q -p aesd-load --bin aesload) || exit 1
+aesload="${CARGO_TARGET_DIR:-$root/target}/debug/aesload"
+
+# row WORKLOAD BYTES CYCLES: one result line.
+row() {
+  printf '%s %s %s %s\n' "$1" "$cores" "$2" "$3" >>"$rows"
+  awk -v w="$1" -v c="$cores" -v b="$2" -v y="$3" 'BEGIN {
+    printf "%-24s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, c, b, y, y / b, b / y * 100, b / y * 150 }'
+}
+
+# aesd_job WORKLOAD FORMAT: one verified aesload job, counted in guest cycles.
+aesd_job() {
+  local before after
+  before="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  board_exec "$aesload" --server "$guest:7878" --clients 1 --size "$bytes" --iter 1000 \
+    --pass pass:board-rtl --key-derivation client --format "$2" --timeout 3600 --quiet \
+    >"$variant/aesload-$1.log" 2>&1 || {
+    tail -n 20 "$variant/aesload-$1.log" >&2
+    echo "board-rtl.sh: the aesload job ($1) failed" >&2
+    exit 1
+  }
+  after="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  row "$1" "$bytes" "$((after - before))"
+}
+
+# measure VARIANT_ARGS...: build, boot and measure one SoC variant.
+boot_cycles=""
+rss=""
+measure() {
+  if ((build)); then
+    variant="$("$root/soc/sim/build-board.sh" --cores "$cores" "$@" | tail -n 1)" || exit 1
+  else
+    variant="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/board-${cores}c$( (($#)) && echo -noaes)"
+  fi
+  step "booting $(basename "$variant") (about 4 min to aesd accepting)"
+  local booted=$SECONDS
+  board_start "$variant"
+  board_wait_ready 1800 || exit 1
+  say_boot="boot to aesd accepting: $board_ready_cycles cycles ($((SECONDS - booted)) s wall)"
+  echo "$say_boot" >&2
+  printf '%-24s %5s %9s %12s %8s %8s %8s\n' workload cores bytes cycles cyc/B MB/s@100 MB/s@150
+  if (($# == 0)); then
+    boot_cycles=$board_ready_cycles
+    local out
+    for w in sink echo; do
+      out="$(board_exec "${probe[@]}" "$w" "$bytes")" || exit 1
+      row "tcp-$w" "$bytes" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
+    done
+    aesd_job aesd-encrypt-aes-insn openssl
+    ((with_age == 0)) || aesd_job aesd-age age
+    rss="$(board_exec "${probe[@]}" mem)"
+    echo "aesd memory: $rss" >&2
+  else
+    aesd_job aesd-encrypt-soft openssl
+  fi
+  board_stop
+}
+
+measure
+((with_soft == 0)) || measure --no-aes
+echo "wall time: $((SECONDS - t0)) s" >&2
+
+if [[ -n "$json" ]]; then
+  python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" <<'PY'
+import json, sys
+rows_file, out, boot, rss, wall = sys.argv[1:6]
+rows = []
+for line in open(rows_file):
+    w, c, b, y = line.split()
+    b, y = int(b), int(y)
+    rows.append({"workload": w, "cores": int(c), "bytes": b, "cycles": y,
+                 "cycles_per_byte": round(y / b, 2),
+                 "mb_s_100mhz": round(b / y * 100, 4), "mb_s_150mhz": round(b / y * 150, 4)})
+doc = {"rows": rows, "boot_to_accepting_cycles": int(boot) if boot else None,
+       "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
+       "note": "guest cycles from the guest's own counter (rtlprobe); integrated RAM, simulated PHY"}
+json.dump(doc, open(out, "w"), indent=2)
+PY
+fi

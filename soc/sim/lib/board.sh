@@ -1,0 +1,81 @@
+# shellcheck shell=bash disable=SC2034 # board_* are read by the sourcing scripts
+# Starting and stopping the simulated board (soc/sim/run-board.sh,
+# scripts/bench/board-rtl.sh). The simulator runs in a network namespace of
+# its own, where LiteX's Ethernet module makes tap0 (192.168.1.100/24) and
+# the guest is 192.168.1.50: nothing reaches another network. Its console
+# (the LiteUART) is a log file; its input a FIFO held open, so a background
+# run never sees end-of-file.
+#
+# board_start VARIANT_DIR: boots; sets board_ns, board_pid, board_console.
+# board_wait_ready SECONDS: waits for S99ready's line; sets board_ready_cycles.
+# board_exec CMD...: runs CMD in the board's namespace.
+# board_stop: ends the simulator and removes the namespace.
+
+board_ns=""
+board_pid=""
+board_console=""
+board_ready_cycles=""
+board_input=""
+
+board_start() {
+  local variant=$1 gw="$1/litex/gateware"
+  [[ -x "$gw/obj_dir/Vsim" ]] || {
+    echo "board: no simulator in $gw (run soc/sim/build-board.sh)" >&2
+    return 1
+  }
+  board_ns="aesd-rtl-$$"
+  ip netns add "$board_ns"
+  ip -n "$board_ns" link set lo up
+  board_console="$variant/console.log"
+  rm -f "$variant/console.in"
+  mkfifo "$variant/console.in"
+  exec {board_input}<>"$variant/console.in"
+  # The simulator as a child of this shell, in the namespace (as root: it
+  # makes tap0 itself; LiteX's own run script would call sudo for that).
+  ip netns exec "$board_ns" env -C "$gw" nice -n 19 obj_dir/Vsim \
+    <"$variant/console.in" >"$board_console" 2>&1 &
+  board_pid=$!
+}
+
+board_wait_ready() {
+  local limit=$1 start=$SECONDS line
+  while ((SECONDS - start < limit)); do
+    if ! kill -0 "$board_pid" 2>/dev/null; then
+      echo "board: the simulator exited during boot; its console's end:" >&2
+      tail -n 20 "$board_console" >&2
+      return 1
+    fi
+    line="$(grep -a -m1 '^RTL-READY cycles ' "$board_console" || true)"
+    if [[ -n "$line" ]]; then
+      board_ready_cycles="$(awk '{ print $3 }' <<<"$line")"
+      [[ "$line" == *"aesd running"* ]] || {
+        echo "board: booted but aesd is not running; its console's end:" >&2
+        tail -n 20 "$board_console" >&2
+        return 1
+      }
+      return 0
+    fi
+    sleep 5
+  done
+  echo "board: not ready within $limit s; its console's end:" >&2
+  tail -n 20 "$board_console" >&2
+  return 1
+}
+
+board_exec() {
+  ip netns exec "$board_ns" "$@"
+}
+
+board_stop() {
+  if [[ -n "$board_pid" ]] && kill -0 "$board_pid" 2>/dev/null; then
+    # ip netns exec runs the simulator as its own child: end both.
+    pkill -TERM -P "$board_pid" 2>/dev/null || true
+    kill -TERM "$board_pid" 2>/dev/null || true
+    wait "$board_pid" 2>/dev/null || true
+  fi
+  board_pid=""
+  if [[ -n "$board_ns" ]]; then
+    ip netns del "$board_ns" 2>/dev/null || true
+    board_ns=""
+  fi
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Host side of rtlprobe, the simulated board's cycle meter (soc/sim/guest/rtlprobe.c).
+
+Every figure is read from the guest's cycle counter, so the host's speed and
+the simulator's do not enter:
+
+  probe.py HOST now            the guest's counter
+  probe.py HOST sink BYTES     send BYTES to the guest, which drops them:
+                               the guest's cycles from first to last byte
+  probe.py HOST echo BYTES     send BYTES and read them back (checked):
+                               the guest's cycles from first byte to last
+  probe.py HOST mem            aesd's VmRSS / VmHWM lines on the guest
+
+Prints one JSON object. Exit status: 0 done; 1 the guest did not answer as
+expected (echoed bytes differ, connection lost); 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+
+PORT = 7900
+TIMEOUT = 3600.0  # seconds of wall time: a simulated second is minutes here
+
+
+class ProbeError(Exception):
+    """The guest's answer was not what the protocol says."""
+
+
+def connect(host: str, port: int) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=TIMEOUT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n > 0:
+        chunk = sock.recv(min(n, 65536))
+        if not chunk:
+            raise ProbeError(f"connection closed with {n} bytes still expected")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def u64(data: bytes) -> int:
+    return struct.unpack("<Q", data)[0]
+
+
+def now(host: str, port: int = PORT) -> int:
+    with connect(host, port) as sock:
+        sock.sendall(b"T")
+        return u64(recv_exact(sock, 8))
+
+
+def payload(n: int) -> bytes:
+    """Incompressible bytes, so nothing on the way can shortcut them."""
+    return os.urandom(n)
+
+
+def sink(host: str, n: int, port: int = PORT) -> int:
+    data = payload(n)
+    with connect(host, port) as sock:
+        sock.sendall(b"S" + struct.pack("<Q", n))
+        sock.sendall(data)
+        return u64(recv_exact(sock, 8))
+
+
+def echo(host: str, n: int, port: int = PORT) -> int:
+    data = payload(n)
+    with connect(host, port) as sock:
+        sock.sendall(b"E" + struct.pack("<Q", n))
+        sender = threading.Thread(target=sock.sendall, args=(data,))
+        sender.start()
+        back = recv_exact(sock, n)
+        sender.join()
+        if back != data:
+            raise ProbeError("the echoed bytes differ from those sent")
+        return u64(recv_exact(sock, 8))
+
+
+def mem(host: str, port: int = PORT) -> dict:
+    with connect(host, port) as sock:
+        sock.sendall(b"M")
+        text = b""
+        while chunk := sock.recv(4096):
+            text += chunk
+    fields = {}
+    for line in text.decode("ascii", "replace").splitlines():
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
+            fields[key.strip().lower() + "_kib"] = int(parts[0])
+    if not fields:
+        raise ProbeError(f"no memory figures in the answer: {text!r}")
+    return fields
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("host")
+    parser.add_argument("command", choices=["now", "sink", "echo", "mem"])
+    parser.add_argument("bytes", nargs="?", type=int)
+    parser.add_argument("--port", type=int, default=PORT)
+    args = parser.parse_args(argv)
+    if args.command in ("sink", "echo") and (args.bytes is None or args.bytes <= 0):
+        parser.error(f"{args.command} needs a positive byte count")
+    try:
+        if args.command == "now":
+            result = {"cycles": now(args.host, args.port)}
+        elif args.command == "mem":
+            result = mem(args.host, args.port)
+        else:
+            fn = sink if args.command == "sink" else echo
+            cycles = fn(args.host, args.bytes, args.port)
+            result = {"bytes": args.bytes, "cycles": cycles}
+    except (OSError, ProbeError) as e:
+        print(f"probe.py: {args.command}: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

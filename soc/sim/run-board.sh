@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Boots the simulated board (soc/sim/build-board.sh builds it) in a network
+# namespace of its own (aesd-rtl-PID: tap0 192.168.1.100/24 on the host side,
+# the board 192.168.1.50, nothing routed anywhere else), waits until aesd
+# accepts jobs (the console's "RTL-READY cycles N" line, from
+# /etc/init.d/S99ready), prints the cycles from reset, then either runs
+# COMMAND inside the namespace and stops, or keeps the board running until
+# interrupted (its console: VARIANT/console.log; type into VARIANT/console.in).
+#
+# Usage: soc/sim/run-board.sh [--cores 1|2] [--no-aes] [--build] [-- COMMAND...]
+#   --build   run soc/sim/build-board.sh first
+# Example: soc/sim/run-board.sh -- soc/sim/probe.py 192.168.1.50 echo 65536
+# Wall time: about 4 min from start to aesd accepting (about 0.5 M simulated
+# cycles per wall second; Linux reaches /init after about 90 M cycles).
+# Exit status: COMMAND's; 0 interrupted; 1 the boot failed; 2 bad usage.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=soc/sim/lib/board.sh
+. "$here/lib/board.sh"
+
+cores=1
+aes=1
+build=0
+while (($#)); do
+  case "$1" in
+    --cores)
+      cores="${2:-}"
+      shift
+      ;;
+    --no-aes) aes=0 ;;
+    --build) build=1 ;;
+    --)
+      shift
+      break
+      ;;
+    -h | --help)
+      sed -n '2,15s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "run-board.sh: unknown argument $1 (try --help)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+[[ "$cores" == 1 || "$cores" == 2 ]] || {
+  echo "run-board.sh: --cores must be 1 or 2, not '$cores'" >&2
+  exit 2
+}
+variant="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/board-${cores}c$( ((aes)) || echo -noaes)"
+if ((build)); then
+  args=(--cores "$cores")
+  ((aes)) || args+=(--no-aes)
+  "$here/build-board.sh" "${args[@]}" >/dev/null
+fi
+
+trap board_stop EXIT
+trap 'exit 0' INT TERM
+start=$SECONDS
+board_start "$variant"
+echo "booting $variant in namespace $board_ns (console: $board_console)" >&2
+board_wait_ready 1800 || exit 1
+echo "aesd accepting at $board_ready_cycles guest cycles ($((SECONDS - start)) s of wall time)" >&2
+if (($#)); then
+  board_exec "$@"
+  exit
+fi
+echo "running; interrupt to stop" >&2
+wait "$board_pid"

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Prepares what LiteX 2024.12 needs to build a VexRiscv-SMP cluster
+# (`--cpu-type vexriscv_smp`) without sbt and without the
+# pythondata-cpu-vexriscv_smp package (not on PyPI): a stand-in package
+# folder, pythondata_cpu_vexriscv_smp, whose data folder holds the RAM model
+# (Ram_1w_1rs_Generic.v, ours) and receives the generated netlists, and an
+# `sbt` on PATH (soc/vexriscv/sbt) that runs our cluster generator
+# (GenSmpCluster.scala, compiled with the wheel's VexRiscv sources) when
+# LiteX asks for a cluster it does not find. Prints the cache folder; use
+#   PYTHONPATH=CACHE/pythondata PATH=CACHE/bin:$PATH litex_sim ...
+#
+# Usage: soc/vexriscv/smp-cluster.sh [--force]
+#   --force   compile the generator again even if the cache has it
+# Cache: ${AESD_RTL_CACHE:-~/.cache/aesd-rtl}/vexriscv-smp-<hash of the
+# wheel's sources, pom.xml, GenSmpCluster.scala and the JDK>/: about 2 min of
+# scalac the first time, about 25 MB (Maven's ~/.m2 holds SpinalHDL); each
+# cluster netlist then takes about 15 s and stays there (pythondata/pythondata_cpu_vexriscv_smp/verilog/).
+# Nothing generated is committed.
+# Exit status: 0 ready; 1 a step failed (its log is printed); 2 bad usage.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
+
+force=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    -h | --help)
+      sed -n '2,19s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "smp-cluster.sh: unknown option $arg (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+apt_install default-jdk-headless maven >&2
+venv="${AESD_SOC_VENV:-$root/soc/.venv}"
+if ! "$venv/bin/python" -c 'import pythondata_cpu_vexriscv' 2>/dev/null; then
+  bash "$root/soc/setup.sh" --with-sim >&2
+fi
+wheel="$("$venv/bin/python" -c 'import pythondata_cpu_vexriscv as p; print(p.data_location)')"
+sources="$wheel/ext/VexRiscv/src/main/scala"
+[[ -f "$sources/vexriscv/demo/smp/VexRiscvSmpLitexCluster.scala" ]] || {
+  echo "smp-cluster.sh: no VexRiscvSmpLitexCluster.scala in $sources" >&2
+  exit 1
+}
+
+mapfile -t scala_files < <(find "$sources" -name '*.scala' | LC_ALL=C sort)
+key="$({
+  echo "smp-cluster v1"
+  cat "${scala_files[@]}" "$here/pom.xml" "$here/GenSmpCluster.scala"
+  java -version 2>&1
+} | sha256sum | cut -c1-16)"
+cache="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/vexriscv-smp-$key"
+data="$cache/pythondata/pythondata_cpu_vexriscv_smp/verilog"
+
+# The stand-in package and the sbt shim (cheap: refreshed every run).
+standin() {
+  mkdir -p "$data/ext/VexRiscv" "$cache/bin"
+  cat >"$cache/pythondata/pythondata_cpu_vexriscv_smp/__init__.py" <<PY
+"""Stand-in for pythondata-cpu-vexriscv_smp (soc/vexriscv/smp-cluster.sh)."""
+import os.path
+data_location = os.path.join(os.path.dirname(__file__), "verilog")
+PY
+  cp "$here/Ram_1w_1rs_Generic.v" "$data/Ram_1w_1rs_Generic.v"
+  ln -sf "$here/sbt" "$cache/bin/sbt"
+}
+
+if ((!force)) && [[ -f "$cache/generator-classes/done" ]]; then
+  standin
+  echo "$cache"
+  exit 0
+fi
+
+mkdir -p "$cache"
+log="$cache/compile.log"
+: >"$log"
+run_logged() {
+  "$@" >>"$log" 2>&1 || {
+    tail -n 30 "$log" >&2
+    echo "smp-cluster.sh: failed: $* (log: $log)" >&2
+    exit 1
+  }
+}
+
+start=$SECONDS
+if [[ ! -s "$cache/classpath" ]]; then
+  step "Maven: SpinalHDL 1.7.1 and the Scala 2.11 compiler (classpath)" >&2
+  run_logged mvn -q -B -f "$here/pom.xml" dependency:build-classpath \
+    -Dmdep.outputFile="$cache/classpath.tmp"
+  mv "$cache/classpath.tmp" "$cache/classpath"
+fi
+classpath="$(cat "$cache/classpath")"
+idsl_plugin="$(tr ':' '\n' <"$cache/classpath" | grep '/spinalhdl-idsl-plugin_2.11-')"
+# scalac OUT_DIR EXTRA_CLASSPATH FILE...: Scala 2.11 with SpinalHDL's plugin.
+scalac() {
+  local out=$1 extra=$2
+  shift 2
+  run_logged nice -n 19 java -Xss16m -cp "$classpath" scala.tools.nsc.Main \
+    -classpath "$classpath${extra:+:$extra}" "-Xplugin:$idsl_plugin" -nowarn -d "$out" "$@"
+}
+if [[ ! -f "$cache/vexriscv-classes/done" ]]; then
+  step "scalac: the wheel's ${#scala_files[@]} VexRiscv sources (about 2 min)" >&2
+  rm -rf "$cache/vexriscv-classes"
+  mkdir -p "$cache/vexriscv-classes"
+  scalac "$cache/vexriscv-classes" "" "${scala_files[@]}"
+  touch "$cache/vexriscv-classes/done"
+fi
+step "scalac: GenSmpCluster.scala" >&2
+rm -rf "$cache/generator-classes"
+mkdir -p "$cache/generator-classes"
+scalac "$cache/generator-classes" "$cache/vexriscv-classes" "$here/GenSmpCluster.scala"
+touch "$cache/generator-classes/done"
+standin
+echo "compiled in $((SECONDS - start)) s (cache: $(du -sh "$cache" | cut -f1))" >&2
+echo "$cache"
