@@ -192,7 +192,7 @@ per_request=$(((b - a) / requests))
 printf 'counts: %d requests: %d, %d; %d requests: %d, %d\n' "$requests" "$a1" "$a2" $((2 * requests)) "$b1" "$b2"
 printf 'instructions per %d-byte Transit encryption (whole riscv32 aesd, HTTP to audit line): %d\n' \
   "$size" "$per_request"
-printf 'fixed part (start-up, key, 8 decryptions, shutdown, minus nothing): %d\n' $((a - requests * per_request))
+printf 'fixed part (start-up, the key, 8 decryptions, shutdown): %d\n' $((a - requests * per_request))
 if [[ -n "$profile_out" ]]; then
   step "profile: the $((2 * requests))-request run again, per function"
   count_run $((2 * requests)) "$work/blocks" >/dev/null

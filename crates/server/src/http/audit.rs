@@ -193,8 +193,8 @@ impl AuditRecord {
 }
 
 /// `line` as compact JSON bytes (serialised straight into the buffer, not
-/// through `Display`'s formatter: a third of the audit line's cost on
-/// riscv32).
+/// through `Display`'s formatter, which with the HMAC's hex cost about
+/// 140 k instructions per Transit request on riscv32: docs/performance.md).
 fn json_line(line: &Value) -> Vec<u8> {
     serde_json::to_vec(line).expect("a JSON value with string keys always serialises")
 }
