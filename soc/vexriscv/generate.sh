@@ -41,25 +41,17 @@ for arg in "$@"; do
   esac
 done
 
-apt_install default-jdk-headless maven >&2
-venv="${AESD_SOC_VENV:-$root/soc/.venv}"
-if ! "$venv/bin/python" -c 'import pythondata_cpu_vexriscv' 2>/dev/null; then
-  bash "$root/soc/setup.sh" --with-sim >&2
-fi
-wheel="$("$venv/bin/python" -c 'import pythondata_cpu_vexriscv as p; print(p.data_location)')"
-sources="$wheel/ext/VexRiscv/src/main/scala"
+who=generate.sh
+# shellcheck source=soc/vexriscv/spinal.sh
+. "$here/spinal.sh"
+spinal_sources
 plugin_source="$sources/vexriscv/plugin/AesPlugin.scala"
 [[ -f "$plugin_source" ]] || {
   echo "generate.sh: no AesPlugin.scala in $sources" >&2
   exit 1
 }
 
-mapfile -t scala_files < <(find "$sources" -name '*.scala' | LC_ALL=C sort)
-key="$({
-  echo "generate v1"
-  cat "${scala_files[@]}" "$here/pom.xml" "$here/GenImacAes.scala"
-  java -version 2>&1
-} | sha256sum | cut -c1-16)"
+key="$(spinal_cache_key "generate v1" "$here/GenImacAes.scala")"
 cache="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/vexriscv-$key"
 name=VexRiscv_IMAC_Aes.v
 ((aes)) || name=VexRiscv_IMAC_NoAes.v
@@ -70,43 +62,10 @@ if ((!force)) && [[ -s "$netlist" ]]; then
 fi
 
 mkdir -p "$cache"
-log="$cache/generate.log"
-: >"$log"
-run_logged() {
-  "$@" >>"$log" 2>&1 || {
-    tail -n 30 "$log" >&2
-    echo "generate.sh: failed: $* (log: $log)" >&2
-    exit 1
-  }
-}
-
 start=$SECONDS
-if [[ ! -s "$cache/classpath" ]]; then
-  step "Maven: SpinalHDL 1.7.1 and the Scala 2.11 compiler (classpath)" >&2
-  run_logged mvn -q -B -f "$here/pom.xml" dependency:build-classpath \
-    -Dmdep.outputFile="$cache/classpath.tmp"
-  mv "$cache/classpath.tmp" "$cache/classpath"
-fi
-classpath="$(cat "$cache/classpath")"
-idsl_plugin="$(tr ':' '\n' <"$cache/classpath" | grep '/spinalhdl-idsl-plugin_2.11-')"
-# scalac OUT_DIR EXTRA_CLASSPATH FILE...: Scala 2.11 with SpinalHDL's plugin.
-scalac() {
-  local out=$1 extra=$2
-  shift 2
-  run_logged nice -n 10 java -Xss16m -cp "$classpath" scala.tools.nsc.Main \
-    -classpath "$classpath${extra:+:$extra}" "-Xplugin:$idsl_plugin" -nowarn -d "$out" "$@"
-}
-
-if [[ ! -f "$cache/vexriscv-classes/done" ]]; then
-  step "scalac: the wheel's ${#scala_files[@]} VexRiscv sources (about 25-100 s)" >&2
-  rm -rf "$cache/vexriscv-classes"
-  mkdir -p "$cache/vexriscv-classes"
-  scalac "$cache/vexriscv-classes" "" "${scala_files[@]}"
-  touch "$cache/vexriscv-classes/done"
-fi
+spinal_compiler "$cache" "$cache/generate.log"
+spinal_vexriscv_classes "$cache"
 step "scalac: GenImacAes.scala; generating $name" >&2
-rm -rf "$cache/generator-classes"
-mkdir -p "$cache/generator-classes"
 scalac "$cache/generator-classes" "$cache/vexriscv-classes" "$here/GenImacAes.scala"
 gen_args=("$netlist.tmp.v")
 ((aes)) || gen_args+=(--no-aes)
