@@ -154,3 +154,107 @@ impl fmt::Display for AgeError {
 }
 
 impl core::error::Error for AgeError {}
+
+/// The class of a failure as the age test suite (C2SP's CCTV age vectors,
+/// their `expect:` line) names it, so that results can be compared with it
+/// and with other implementations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// `header failure`: the header, a stanza or a key breaks a rule.
+    Header,
+    /// `HMAC failure`: the header's MAC does not match.
+    Hmac,
+    /// `armor failure`: the ASCII armor breaks a rule.
+    Armor,
+    /// `payload failure`: the payload does not authenticate or is cut.
+    Payload,
+    /// `no match`: no identity or passphrase given unwraps the file key.
+    NoMatch,
+}
+
+impl FailureClass {
+    /// The suite's name of the class (its `expect:` value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Header => "header failure",
+            FailureClass::Hmac => "HMAC failure",
+            FailureClass::Armor => "armor failure",
+            FailureClass::Payload => "payload failure",
+            FailureClass::NoMatch => "no match",
+        }
+    }
+}
+
+impl AgeError {
+    /// The test suite's class of this error (see [`FailureClass`]).
+    pub fn class(&self) -> FailureClass {
+        match self {
+            AgeError::NotAge
+            | AgeError::BadHeader { .. }
+            | AgeError::HeaderTooLong
+            | AgeError::TruncatedHeader
+            | AgeError::BadStanza { .. }
+            | AgeError::BadScryptStanza { .. }
+            | AgeError::WorkFactorTooHigh { .. }
+            | AgeError::BadRecipient { .. }
+            | AgeError::BadIdentity { .. }
+            | AgeError::LowOrderPoint => FailureClass::Header,
+            AgeError::HeaderMac => FailureClass::Hmac,
+            AgeError::Armored | AgeError::BadArmor { .. } => FailureClass::Armor,
+            AgeError::NoMatchingIdentity
+            | AgeError::Passphrase
+            | AgeError::NotPassphrase
+            | AgeError::WrongPassphrase => FailureClass::NoMatch,
+            AgeError::ChunkAuthentication { .. }
+            | AgeError::TruncatedPayload
+            | AgeError::TrailingData
+            | AgeError::EmptyFinalChunk
+            | AgeError::TooManyChunks => FailureClass::Payload,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FailureClass;
+    use crate::{ArmorDecoder, FileKey, HeaderReader, PayloadDecryptor, PayloadEncryptor};
+    use alloc::vec::Vec;
+
+    /// Failures the crate's own readers report, in the suite's classes.
+    #[test]
+    fn failures_are_in_the_test_suites_classes() {
+        let header = HeaderReader::new()
+            .push(b"Salted__12345678")
+            .expect_err("not age");
+        assert_eq!(header.class(), FailureClass::Header);
+        assert_eq!(header.class().as_str(), "header failure");
+
+        let mut decoded = Vec::new();
+        let armor = ArmorDecoder::new()
+            .push(b"-----BEGIN AGE ENCRYPTED FILE-----\n!!!!\n", &mut decoded)
+            .expect_err("not base64");
+        assert_eq!(armor.class().as_str(), "armor failure");
+
+        let key = FileKey::new([7; 16]);
+        let mut sealed = Vec::new();
+        let mut encryptor = PayloadEncryptor::new(&key, [1; 16]);
+        encryptor.push(b"payload", &mut sealed).expect("push");
+        encryptor.finish(&mut sealed).expect("finish");
+        let last = sealed.len() - 1;
+        sealed[last] ^= 1;
+        let mut opened = Vec::new();
+        let mut decryptor = PayloadDecryptor::new(key);
+        let payload = decryptor
+            .push(&sealed, &mut opened)
+            .and_then(|()| decryptor.finish(&mut opened))
+            .expect_err("changed tag");
+        assert_eq!(payload.class().as_str(), "payload failure");
+        assert!(opened.is_empty());
+
+        assert_eq!(super::AgeError::HeaderMac.class().as_str(), "HMAC failure");
+        assert_eq!(
+            super::AgeError::NoMatchingIdentity.class().as_str(),
+            "no match"
+        );
+    }
+}

@@ -55,7 +55,7 @@ pub mod timing;
 mod x25519;
 
 pub use armor::{ARMOR_BEGIN, ARMOR_END, ArmorDecoder, ArmorEncoder};
-pub use error::AgeError;
+pub use error::{AgeError, FailureClass};
 pub use header::{Header, HeaderReader, MAX_HEADER_LEN, Stanza};
 pub use keys::{FileKey, Identity, Recipient, parse_identities, parse_recipients};
 pub use stream::{CHUNK_LEN, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, TAG_LEN};
