@@ -149,6 +149,12 @@ cargo test -p aesd-bench --benches --locked
 
 [ "$only_rust" -eq 1 ] && exit 0
 
+# The board step's cross test builds (cargo test --no-run of the same
+# commands) and bench executables build in the background too, now that
+# cargo test no longer holds both cores: the steps below mostly wait on
+# servers and qemu.
+background_start "scripts/cross/ci.sh --test-builds-only" bash scripts/cross/ci.sh --test-builds-only
+
 step "fleet: 3 aesd behind HAProxy (PROXY v2), Prometheus file discovery, their keyring in a 3-member etcd, an aesload suite through it"
 bash scripts/fleet.sh --boards 3 --quick --etcd 3 --profile debug --no-build
 
@@ -185,6 +191,7 @@ bash buildroot-overlay/tests/run.sh --profile overlay-test
 
 step "board targets: cross builds (built in the background), no-FPU check, smoke tests under qemu"
 background_wait "scripts/cross/ci.sh --build-only"
+background_wait "scripts/cross/ci.sh --test-builds-only"
 bash scripts/cross/ci.sh
 
 step "the emulated board's images: waiting for the background build"

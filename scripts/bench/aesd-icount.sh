@@ -162,7 +162,7 @@ if ((build)); then
   while IFS= read -r line; do config+=(--config "$line"); done < <(bench_cargo_config "$target")
   step "cargo build --profile $profile --target $target --bin aesd"
   (cd "$root" && CARGO_TARGET_DIR="$target_dir" \
-    cargo "+$AESD_NIGHTLY" build --quiet --locked -p aesd-server --bin aesd \
+    cargo "+$AESD_NIGHTLY" build --quiet --locked --workspace --bin aesd \
     --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}" "${features[@]}")
   # AESD_NATIVE_BINS_BUILT=1: scripts/test.sh's cargo test built them.
   if [[ "${AESD_NATIVE_BINS_BUILT:-0}" != 1 ]]; then

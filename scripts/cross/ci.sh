@@ -16,10 +16,14 @@
 #      fadd.s (--control); with AESD_CROSS_CONTROL=1 also on a riscv32gc
 #      build (--control-gc, slow the first time)
 #
-# Usage: scripts/cross/ci.sh [--build-only] [build-all.sh options]
-#   --build-only  steps 1 and 3's builds only, then exit (scripts/test.sh
-#                 runs this in the background from its start, so that the
-#                 board step later finds the binaries built)
+# Usage: scripts/cross/ci.sh [--build-only | --test-builds-only] [build-all.sh options]
+#   --build-only        steps 1 and 3's builds only, then exit (scripts/test.sh
+#                       runs this in the background from its start, so that the
+#                       board step later finds the binaries built)
+#   --test-builds-only  the cross test builds of the steps after 4 (cargo test
+#                       --no-run, the same commands) and the bench executables,
+#                       then exit (scripts/test.sh runs this in the background
+#                       once its own cargo test is done)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -29,10 +33,14 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/lib.sh
 . "$root/scripts/lib.sh"
 
-build_only=0
+build_only=0 test_builds_only=0
 case "${1:-}" in
   --build-only)
     build_only=1
+    shift
+    ;;
+  --test-builds-only)
+    test_builds_only=1
     shift
     ;;
   -h | --help)
@@ -43,7 +51,7 @@ esac
 
 step "cross: setup"
 "$here/setup.sh"
-if ((build_only == 0)); then
+if ((build_only == 0 && test_builds_only == 0)); then
   step "cross: selftest"
   "$here/selftest.sh"
 fi
@@ -53,6 +61,55 @@ for a in "$@"; do
   if [[ "$prev" == --profile ]]; then profile="$a"; fi
   prev="$a"
 done
+# cross_cargo_test TITLE [VAR=VALUE...] -- CARGO_TEST_ARGS...: a cross
+# test step: runs `cargo test CARGO_TEST_ARGS` (under qemu, through the
+# target's runner) with the variables set; with --test-builds-only, builds
+# the same tests (--no-run) and runs nothing, so that the step later finds
+# them built.
+cross_cargo_test() {
+  local title=$1 vars=()
+  shift
+  while [[ $# -gt 0 && "$1" != -- ]]; do
+    vars+=("$1")
+    shift
+  done
+  shift
+  if ((test_builds_only)); then
+    step "cross: build (no run): cargo test $*"
+    (cd "$root" && cargo test --quiet --locked --no-run "$@")
+  else
+    step "cross: $title"
+    (cd "$root" && env "${vars[@]}" cargo test --quiet --locked "$@")
+  fi
+}
+# cross_tests: the target tests run under qemu (or, with
+# --test-builds-only, built).
+cross_tests() {
+  cross_cargo_test "aesd-cipher's 2-lane fixsliced AES on riscv32imac under qemu (vectors, differential)" -- \
+    --target riscv32imac-unknown-linux-musl -p aesd-cipher --lib
+  cross_cargo_test "aesd-cipher's ARMv8 AES kernels (4 chains interleaved) on aarch64 under qemu (vectors, differential)" \
+    AESD_REQUIRE_CPU_AES=1 -- --target aarch64-unknown-linux-musl -p aesd-cipher --lib
+  cross_cargo_test "VexRiscv's AES instruction: riscv32 machine code under qemu, probed" -- \
+    --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --tests
+  cross_cargo_test "VexRiscv's AES instruction: riscv32 machine code under qemu, emulated" -- \
+    --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --features emulate --tests
+  cross_cargo_test "Zkne/Zknd: riscv32 machine code on a qemu CPU with the extensions (qemu runs them natively)" \
+    AESD_EXPECT_ZKNE=1 AESD_QEMU_CPU="rv32,f=false,d=false,c=true,zkne=true,zknd=true" -- \
+    --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --test zkne
+  cross_cargo_test "aesd-age on riscv32imac under qemu: the scalar ChaCha20-Poly1305 and the X25519 the board uses (Wycheproof, RFC 7748, RustCrypto, x25519-dalek), age CLI interop" -- \
+    --target riscv32imac-unknown-linux-musl -p aesd-age --lib --tests
+  cross_cargo_test "aesd-keyring on riscv32imac under qemu: AES-GCM/ChaCha20-Poly1305 (Wycheproof), Shamir GF(2^8), sealing, the crash-safe store" -- \
+    --target riscv32imac-unknown-linux-musl -p aesd-keyring --lib --tests
+  cross_cargo_test "aesd-age on aarch64 under qemu: RustCrypto's NEON ChaCha20 with the radix-2^64 Poly1305 the Pi's payload uses (Wycheproof, RustCrypto)" -- \
+    --target aarch64-unknown-linux-musl -p aesd-age --lib --tests
+}
+bench_filter='^aes256cbc_encrypt/65536$'
+if ((test_builds_only)); then
+  cross_tests
+  step "cross: build (no run): the bench executables (scripts/bench/cross.sh, icount.sh's cost among them)"
+  "$root/scripts/bench/cross.sh" --build-only --profile "$profile" riscv32imac-unknown-linux-musl
+  exit 0
+fi
 # The shipped boards' binaries with the shipped profile (the constant-time
 # checks below read them); riscv64gc, which no board of ours runs, with the
 # cheaper board-quick profile (Cargo.toml): the same code, run the same way.
@@ -109,24 +166,8 @@ done
 step "cross: Transit's data endpoints served by the riscv32imac aesd under qemu: the differential matrix against OpenBao, the bao CLI, hvac, the HTTP limits and metrics (crates/server/tests/it/transit_api.rs)"
 (cd "$root" && AESD_TEST_BIN_DIR="$dir/riscv32imac-unknown-linux-musl/$profile" \
   AESD_TEST_RUNNER="$here/qemu-run.sh riscv32imac-unknown-linux-musl" \
-  cargo test --quiet --locked -p aesd-server --test it transit_api::)
-step "cross: aesd-cipher's 2-lane fixsliced AES on riscv32imac under qemu (vectors, differential)"
-(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-cipher --lib)
-step "cross: aesd-cipher's ARMv8 AES kernels (4 chains interleaved) on aarch64 under qemu (vectors, differential)"
-(cd "$root" && AESD_REQUIRE_CPU_AES=1 cargo test --quiet --locked --target aarch64-unknown-linux-musl -p aesd-cipher --lib)
-step "cross: VexRiscv's AES instruction: riscv32 machine code under qemu, emulated and probed"
-(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --tests)
-(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv \
-  --features emulate --tests)
-step "cross: Zkne/Zknd: riscv32 machine code on a qemu CPU with the extensions (qemu runs them natively)"
-(cd "$root" && AESD_EXPECT_ZKNE=1 AESD_QEMU_CPU="rv32,f=false,d=false,c=true,zkne=true,zknd=true" \
-  cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-vexriscv --test zkne)
-step "cross: aesd-age on riscv32imac under qemu: the scalar ChaCha20-Poly1305 and the X25519 the board uses (Wycheproof, RFC 7748, RustCrypto, x25519-dalek), age CLI interop"
-(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-age --lib --tests)
-step "cross: aesd-keyring on riscv32imac under qemu: AES-GCM/ChaCha20-Poly1305 (Wycheproof), Shamir GF(2^8), sealing, the crash-safe store"
-(cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-keyring --lib --tests)
-step "cross: aesd-age on aarch64 under qemu: RustCrypto's NEON ChaCha20 with the radix-2^64 Poly1305 the Pi's payload uses (Wycheproof, RustCrypto)"
-(cd "$root" && cargo test --quiet --locked --target aarch64-unknown-linux-musl -p aesd-age --lib --tests)
+  cargo test --quiet --locked --workspace --test it transit_api::)
+cross_tests
 step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated), Zkne in the shipped aesd, the fallbacks"
 "$here/vexriscv-emulated.sh" "$profile" "$dir/debug"
 step "cross: bench: whole riscv32 aesd process, 2 concurrent jobs on one worker: instructions/byte"
@@ -138,7 +179,7 @@ step "cross: bench: age jobs on the riscv32 aesd (every result checked by the ag
 step "cross: bench: instruction count (must be deterministic) and instructions/byte, riscv32imac"
 "$root/scripts/bench/icount.sh" --quick --profile "$profile"
 step "cross: bench: bench executables build and run under qemu (emulated)"
-"$root/scripts/bench/cross.sh" --profile "$profile" --filter '^aes256cbc_encrypt/65536$' riscv32imac-unknown-linux-musl
+"$root/scripts/bench/cross.sh" --profile "$profile" --filter "$bench_filter" riscv32imac-unknown-linux-musl
 
 step "cross: the no-FPU check must fail on a binary with an FP instruction (control)"
 "$here/check-riscv32-static-nofpu.sh" --control

@@ -22,7 +22,10 @@
 # The test build shares the board build's target directory and dependencies
 # (only aesd-server and aesd-vexriscv are rebuilt with the feature); the
 # shipped aesd is copied aside first and put back (rebuilt without the
-# feature: cargo reuses its artifacts) at the end.
+# feature: cargo reuses its artifacts) at the end. Both builds select the
+# whole workspace (--workspace --bin aesd), so their features are those of
+# build-all.sh's build: a `-p aesd-server` build unifies fewer features
+# (aescrypt's enable more of aesd-age), a different aesd linked again.
 # Env: CARGO_TARGET_DIR, AESD_JOBS (cargo -j).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,7 +54,7 @@ emulated="$work/aesd-emulated"
 cp "$board_aesd" "$shipped"
 build_aesd() {
   (cd "$root" && cargo "+$AESD_NIGHTLY" build --quiet --locked --profile "$profile" \
-    --target "$target" -p aesd-server --bin aesd --jobs "${AESD_JOBS:-2}" "$@")
+    --target "$target" --workspace --bin aesd --jobs "${AESD_JOBS:-2}" "$@")
 }
 step "cargo build --profile $profile --target $target --features aesd-server/emulate-aes-insn (test build)"
 build_aesd --features aesd-server/emulate-aes-insn

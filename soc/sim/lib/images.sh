@@ -79,7 +79,7 @@ build_userland() {
   # shellcheck source=scripts/cross/env.sh
   . "$repo/scripts/cross/env.sh"
   run_logged cargo env -C "$repo" nice -n 19 cargo build --locked --target riscv32imac-unknown-linux-musl \
-    --profile board -p aesd-server --bin aesd "-j$jobs"
+    --profile board --workspace --bin aesd "-j$jobs"
   rm -rf "$variant_dir/overlay"
   run_logged cargo "$repo/buildroot-overlay/assemble.sh" --target riscv32imac-unknown-linux-musl \
     --bin "${CARGO_TARGET_DIR:-$repo/target}/riscv32imac-unknown-linux-musl/board" --out "$variant_dir/overlay"
