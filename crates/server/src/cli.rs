@@ -128,6 +128,9 @@ pub fn main() -> ExitCode {
         match start_http_api(&cli, &config).await {
             Ok(Some(api)) => {
                 server.attach_keyring(std::sync::Arc::clone(&api.state));
+                if let Some(file) = &api.audit {
+                    server.attach_audit(std::sync::Arc::clone(file));
+                }
                 tokio::spawn(crate::http::serve(
                     api.listener,
                     api.state,

@@ -89,7 +89,7 @@
 //! * `readiness`: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
 //! * `audit_file`, `audit_chain`: the audit log's file (`--audit-log`,
-//!   rotation) and its hash chain.
+//!   rotation) and its hash chain; `job_audit`: the by-name jobs' lines.
 //! * `verify_audit`: `aesd verify-audit FILE...`, checking the chain
 //!   with the running aesd (`bao_client`: its HTTP API, as `BAO_ADDR`
 //!   and `BAO_TOKEN` name it).
@@ -112,6 +112,7 @@ mod fd_limit;
 mod handshake_rate;
 mod http;
 mod input_rate;
+mod job_audit;
 mod kdf_budget;
 mod keyring_state;
 mod limits;

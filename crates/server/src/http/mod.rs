@@ -35,7 +35,7 @@ mod transit_fields;
 mod transit_keys;
 mod transit_random;
 
-pub(crate) use router::{Denied, check_token};
+pub(crate) use router::{Denied, check_token, request_id};
 
 use std::future::Future;
 use std::net::SocketAddr;
