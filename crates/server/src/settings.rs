@@ -369,7 +369,8 @@ settings! {
     /// The job port's by-name jobs (key source 5, aescrypt --key) use it:
     /// refused `sealed` until unsealed; `unknown_key`,
     /// `key_version_retired`, `key_version_not_created`,
-    /// `permission_denied`, `bad_key_token` (PROTOCOL.md, By name)
+    /// `permission_denied`, `bad_key_token`, `audit_failed` (PROTOCOL.md,
+    /// By name)
     keyring: Option<KeyringLocation>, "LOCATION", default None, shown "none";
     /// With --keyring etcd://...: the CA certificate (PEM) of etcd's
     /// client port; TLS is on when it is given
