@@ -267,6 +267,11 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
         .await
         .expect_err("unknown key");
     assert_eq!(code, ErrorCode::UnknownKey);
+    admin(&aesd, root, "POST", "/v1/transit/keys/jobs/rotate", "");
+    client
+        .rewrap_header("jobs", &mut &sealed[..])
+        .await
+        .expect("rewrap");
 
     let text = std::fs::read_to_string(&log).expect("log");
     let lines: Vec<Value> = text
@@ -274,7 +279,7 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
         .map(|l| serde_json::from_str(l).expect("JSON"))
         .collect();
     let jobs: Vec<&Value> = lines.iter().filter(|l| l["port"] == "job").collect();
-    assert_eq!(jobs.len(), 6, "{jobs:?}");
+    assert_eq!(jobs.len(), 8, "{jobs:?}");
     let (request, response) = (jobs[0], jobs[1]);
     assert_eq!(request["type"], "request");
     assert_eq!(request["operation"], "encrypt");
@@ -293,6 +298,9 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
     assert_eq!(jobs[3]["bytes_out"], plain.len());
     assert_eq!(jobs[5]["key"], "absent");
     assert_eq!(jobs[5]["error"], "unknown_key");
+    assert_eq!(jobs[6]["path"], "transit/rewrap/jobs");
+    assert_eq!(jobs[7]["key_version"], 1, "{}", jobs[7]);
+    assert_eq!(jobs[7]["new_key_version"], 2, "{}", jobs[7]);
     assert!(
         jobs.iter().all(|l| l["chain"]
             .as_str()
