@@ -106,10 +106,10 @@ for t in "${AESD_TARGETS[@]}"; do
   timeout 900 "$here/interop.sh" "$t" "$bin" "$dir/debug"
 done
 
-step "cross: Transit's data endpoints served by the riscv32imac aesd under qemu: the differential matrix against OpenBao, the bao CLI, hvac, the HTTP limits and metrics (crates/server/tests/it/transit_api.rs)"
+step "cross: Transit's data endpoints served by the riscv32imac aesd under qemu: the differential matrix against OpenBao, the bao CLI, hvac, the HTTP limits and metrics (crates/server/tests/it/transit_api.rs); the audit log's chain, aesd verify-audit and by-name jobs' lines (audit_chain.rs)"
 (cd "$root" && AESD_TEST_BIN_DIR="$dir/riscv32imac-unknown-linux-musl/$profile" \
   AESD_TEST_RUNNER="$here/qemu-run.sh riscv32imac-unknown-linux-musl" \
-  cargo test --quiet --locked -p aesd-server --test it transit_api::)
+  cargo test --quiet --locked -p aesd-server --test it -- transit_api:: audit_chain::)
 step "cross: aesd-cipher's 2-lane fixsliced AES on riscv32imac under qemu (vectors, differential)"
 (cd "$root" && cargo test --quiet --locked --target riscv32imac-unknown-linux-musl -p aesd-cipher --lib)
 step "cross: aesd-cipher's ARMv8 AES kernels (4 chains interleaved) on aarch64 under qemu (vectors, differential)"
