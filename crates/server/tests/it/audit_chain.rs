@@ -7,6 +7,8 @@
 //! (accessor, key, version, bytes, result; no token, no plaintext); an
 //! audit log that cannot be written refuses them with `audit_failed`,
 //! counted, and the next job runs once the log can be written again.
+//! `--audit-log-max-bytes` rotates into the kept files, which verify in
+//! order and are caught out of order.
 
 use crate::bao_support::{Aesd, raw, request};
 
@@ -337,5 +339,51 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
     let (code, out) = verify_audit(&aesd, Some(root), &[&dir.path().join("audit.log.1"), &log]);
     assert_eq!(code, 0, "{out}");
     drop(client);
+    aesd.stop();
+}
+
+#[test]
+fn the_size_bound_rotates_and_the_chain_runs_across_the_kept_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("audit.log");
+    let root = "audit-rotate-root-2b8d";
+    let aesd = Aesd::start_with(&[
+        "--dev",
+        "--dev-root-token-id",
+        root,
+        "--audit-log",
+        log.to_str().expect("utf-8"),
+        "--audit-log-max-bytes",
+        "3000",
+        "--audit-log-keep",
+        "2",
+    ]);
+    for n in 0..12 {
+        admin(&aesd, root, "POST", &format!("/v1/transit/keys/r{n}"), "{}");
+    }
+    let kept = [
+        dir.path().join("audit.log.2"),
+        dir.path().join("audit.log.1"),
+        log.clone(),
+    ];
+    for file in &kept {
+        let bytes = std::fs::metadata(file).expect("kept").len();
+        assert!(bytes <= 3000, "{}: {bytes} bytes", file.display());
+    }
+    assert!(!dir.path().join("audit.log.3").exists(), "only two kept");
+    let newest = std::fs::read_to_string(&log).expect("log");
+    let first: Value = serde_json::from_str(newest.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(
+        (&first["type"], &first["event"]),
+        (&json!("audit-chain"), &json!("rotated")),
+        "{newest}"
+    );
+    let files: Vec<&Path> = kept.iter().map(PathBuf::as_path).collect();
+    let (code, out) = verify_audit(&aesd, Some(root), &files);
+    assert_eq!(code, 0, "{out}");
+    // Out of order: caught at the anchor of the file that does not follow.
+    let (code, out) = verify_audit(&aesd, Some(root), &[files[1], files[0], files[2]]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("audit.log.2 line 1: anchor"), "{out}");
     aesd.stop();
 }
