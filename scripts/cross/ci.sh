@@ -163,10 +163,10 @@ for t in "${AESD_TARGETS[@]}"; do
   timeout 900 "$here/interop.sh" "$t" "$bin" "$dir/debug"
 done
 
-step "cross: Transit's data endpoints served by the riscv32imac aesd under qemu: the differential matrix against OpenBao, the bao CLI, hvac, the HTTP limits and metrics (crates/server/tests/it/transit_api.rs)"
+step "cross: Transit's data endpoints served by the riscv32imac aesd under qemu: the differential matrix against OpenBao, the bao CLI, hvac, the HTTP limits and metrics (crates/server/tests/it/transit_api.rs); the audit log's chain, aesd verify-audit and by-name jobs' lines (audit_chain.rs)"
 (cd "$root" && AESD_TEST_BIN_DIR="$dir/riscv32imac-unknown-linux-musl/$profile" \
   AESD_TEST_RUNNER="$here/qemu-run.sh riscv32imac-unknown-linux-musl" \
-  cargo test --quiet --locked --workspace --test it transit_api::)
+  cargo test --quiet --locked --workspace --test it -- transit_api:: audit_chain::)
 cross_tests
 step "cross: VexRiscv's AES instruction in the real aesd (test build, emulated), Zkne in the shipped aesd, the fallbacks"
 "$here/vexriscv-emulated.sh" "$profile" "$dir/debug"

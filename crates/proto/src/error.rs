@@ -135,6 +135,9 @@ pub enum ErrorCode {
     /// A by-name job without a keyring token, or with one the keyring does
     /// not know (wrong, revoked or expired).
     BadKeyToken,
+    /// The server's audit log (`--audit-log`) cannot be written: by-name
+    /// jobs are refused, before any key is used, until it can.
+    AuditFailed,
     /// The server's admission queue is full; try again later.
     Busy,
     /// The server is shutting down.
@@ -172,6 +175,7 @@ impl ErrorCode {
             ErrorCode::KeyVersionNotCreated => 43,
             ErrorCode::PermissionDenied => 44,
             ErrorCode::BadKeyToken => 45,
+            ErrorCode::AuditFailed => 46,
             ErrorCode::Busy => 30,
             ErrorCode::ShuttingDown => 31,
             ErrorCode::Timeout => 32,
@@ -204,6 +208,7 @@ impl ErrorCode {
             43 => ErrorCode::KeyVersionNotCreated,
             44 => ErrorCode::PermissionDenied,
             45 => ErrorCode::BadKeyToken,
+            46 => ErrorCode::AuditFailed,
             30 => ErrorCode::Busy,
             31 => ErrorCode::ShuttingDown,
             32 => ErrorCode::Timeout,
@@ -230,6 +235,7 @@ impl ErrorCode {
                 | ErrorCode::KeyVersionRetired
                 | ErrorCode::KeyVersionNotCreated
                 | ErrorCode::PermissionDenied
+                | ErrorCode::AuditFailed
         )
     }
 
@@ -257,6 +263,7 @@ impl ErrorCode {
             ErrorCode::KeyVersionNotCreated => "key_version_not_created",
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::BadKeyToken => "bad_key_token",
+            ErrorCode::AuditFailed => "audit_failed",
             ErrorCode::Busy => "busy",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Timeout => "timeout",

@@ -23,6 +23,10 @@ pub fn main() -> ExitCode {
     // Before any secret is read (the token file, a job's password): a
     // crash must not leave them in a core file.
     let core_dumps = aesd_cli::secrets::disable_core_dumps();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "verify-audit") {
+        return crate::verify_audit::main(&args[2..]);
+    }
     let cli = Cli::parse_with_defaults();
     if let Some(kind) = cli.generate {
         return aesd_cli::generate::print(kind, Cli::command_with_defaults());
@@ -124,6 +128,9 @@ pub fn main() -> ExitCode {
         match start_http_api(&cli, &config).await {
             Ok(Some(api)) => {
                 server.attach_keyring(std::sync::Arc::clone(&api.state));
+                if let Some(file) = &api.audit {
+                    server.attach_audit(std::sync::Arc::clone(file));
+                }
                 tokio::spawn(crate::http::serve(
                     api.listener,
                     api.state,
@@ -223,8 +230,14 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
     };
     let audit = match &config.audit_log {
         Some(path) => Some(std::sync::Arc::new(
-            crate::audit_file::AuditFile::open(path)
-                .map_err(|err| format!("--audit-log {}: {err}", path.display()))?,
+            crate::audit_file::AuditFile::open(
+                path,
+                (config.audit_log_max_bytes > 0).then_some(crate::audit_file::Rotation {
+                    max_bytes: config.audit_log_max_bytes,
+                    keep: config.audit_log_keep,
+                }),
+            )
+            .map_err(|err| format!("--audit-log {}: {err}", path.display()))?,
         )),
         None => None,
     };

@@ -121,7 +121,8 @@ pub const SHORT_HELP_FLAGS: [&str; 9] = [
 
 const SHORT_HELP_END: &str = "\
 Every setting (limits, timeouts, shutdown, TLS, metrics, --print-config) and the environment: \
-aesd --help, or the man page (aesd --generate man).";
+aesd --help, or the man page (aesd --generate man). \
+Subcommand: aesd verify-audit FILE... checks the --audit-log hash chain (aesd verify-audit --help).";
 
 const ENV_HELP: &str = "\
 Environment: every setting can also come from AESD_<FLAG> (upper case, '-' as '_'), \
@@ -129,7 +130,12 @@ e.g. AESD_LISTEN=127.0.0.1:7878, AESD_WORKERS=2, AESD_MAX_ACTIVE=4; the file fro
 Precedence: flags, then the --config file, then the environment, then defaults.
 
 Limits: data chunks up to 1 MiB (--chunk-size), passwords up to 1024 bytes, \
-access tokens 16 to 256 bytes, PBKDF2 iterations within --min-iter..--max-iter.";
+access tokens 16 to 256 bytes, PBKDF2 iterations within --min-iter..--max-iter.
+
+Subcommand: aesd verify-audit FILE [FILE...] checks the audit log's hash chain \
+(--audit-log) with the running, unsealed aesd named by BAO_ADDR and a root token in \
+BAO_TOKEN; exit 0 intact, 1 naming the first bad line, 2 usage or connection errors \
+(aesd verify-audit --help).";
 
 impl ConfigLayer {
     /// Reads a TOML file.

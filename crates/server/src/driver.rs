@@ -108,6 +108,15 @@ pub async fn serve<R, W>(
     let reader = FrameReader::new(Metered::new(read, input.clone()), shared.config.chunk_size);
     let lanes_done = Arc::new(Notify::new());
     let mut connection = Connection::new(Arc::clone(&shared.settings), Instant::now());
+    // With an audit log, this connection's by-name jobs are recorded with
+    // its client's address.
+    let audited = shared
+        .named_keys
+        .audited(&shared.metrics, peer)
+        .map(Arc::new);
+    if let Some(audited) = &audited {
+        connection.set_named_keys(Arc::clone(audited) as Arc<dyn aesd_core::named_key::NamedKeys>);
+    }
     let waker = Arc::clone(&lanes_done);
     connection.link_lanes(
         shared.pool.lane_load(),
@@ -119,6 +128,7 @@ pub async fn serve<R, W>(
         reader,
         out: Outgoing::new(write),
         peer,
+        audited,
         client: shared.client_id(peer.ip()),
         shared,
         slot,
@@ -139,6 +149,9 @@ pub async fn serve<R, W>(
     if let Some(error) = failure {
         let limit = shared.config.handshake_timeout;
         report(&mut driver.out, peer, &error, limit, shared).await;
+    }
+    if let Some(audited) = &driver.audited {
+        audited.connection_closed();
     }
     let _ = driver.out.shutdown().await;
     linger(&mut driver.reader).await;
@@ -169,6 +182,8 @@ struct Driver<'a, R, W> {
     reader: FrameReader<Metered<R>>,
     out: Outgoing<W>,
     peer: SocketAddr,
+    /// This connection's by-name jobs, audited (with `--audit-log`).
+    audited: Option<Arc<crate::job_audit::AuditedKeys>>,
     client: ClientId,
     shared: &'a Arc<Shared>,
     slot: Option<&'a ConnectionSlot>,
@@ -381,6 +396,9 @@ where
             .result
             .map(|done| (Duration::from_micros(done.processing_us), report.elapsed));
         self.shared.metrics.job_finished(&stream, outcome);
+        if let Some(audited) = &self.audited {
+            audited.job_ended(report);
+        }
         if let Ok(done) = report.result {
             info!(
                 peer = %self.peer,

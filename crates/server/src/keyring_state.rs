@@ -288,6 +288,13 @@ impl KeyringState {
         }
     }
 
+    /// The audit log's salt, while unsealed (a copy, wiped when dropped).
+    pub fn audit_salt(&self) -> Option<aesd_keyring::SecretKey> {
+        self.read(|open| Ok::<_, StateError>(open.audit_salt().cloned()))
+            .ok()
+            .flatten()
+    }
+
     /// Runs `change` on the open keyring, then seals and stores the next
     /// generation. When `change` fails, or the store refuses, the keys,
     /// policies and tokens are put back as they were: what is answered is

@@ -88,12 +88,19 @@
 //!   administers aesd).
 //! * `readiness`: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
+//! * `audit_file`, `audit_chain`: the audit log's file (`--audit-log`,
+//!   rotation) and its hash chain; `job_audit`: the by-name jobs' lines.
+//! * `verify_audit`: `aesd verify-audit FILE...`, checking the chain
+//!   with the running aesd (`bao_client`: its HTTP API, as `BAO_ADDR`
+//!   and `BAO_TOKEN` name it).
 
 mod accept;
 mod admission;
+mod audit_chain;
 mod audit_file;
 mod auth;
 mod backend;
+mod bao_client;
 pub mod cli;
 mod client_buckets;
 mod client_id;
@@ -105,6 +112,7 @@ mod fd_limit;
 mod handshake_rate;
 mod http;
 mod input_rate;
+mod job_audit;
 mod kdf_budget;
 mod keyring_state;
 mod limits;
@@ -124,6 +132,7 @@ mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
 mod tls_thread;
+mod verify_audit;
 mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};

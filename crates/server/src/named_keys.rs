@@ -16,13 +16,18 @@ use aesd_keyring::{KeyringError, OsEntropy};
 use aesd_proto::{ErrorCode, Operation};
 use zeroize::Zeroizing;
 
+use crate::audit_file::AuditFile;
 use crate::http::{Denied, check_token};
+use crate::job_audit::AuditedKeys;
 use crate::keyring_state::{KeyringState, StateError};
+use crate::metrics::Metrics;
 
-/// The server's keyring, once attached.
+/// The server's keyring, once attached, and the audit log its jobs are
+/// recorded in, if any.
 #[derive(Default)]
 pub struct KeyringKeys {
     state: OnceLock<Arc<KeyringState>>,
+    audit: OnceLock<Arc<AuditFile>>,
 }
 
 impl std::fmt::Debug for KeyringKeys {
@@ -38,6 +43,28 @@ impl KeyringKeys {
     /// ignored).
     pub fn attach(&self, state: Arc<KeyringState>) {
         let _ = self.state.set(state);
+    }
+
+    /// Records by-name jobs in `file` (`--audit-log`; once).
+    pub fn attach_audit(&self, file: Arc<AuditFile>) {
+        let _ = self.audit.set(file);
+    }
+
+    /// The keyring for the connection of the client at `peer`, its jobs
+    /// audited; `None` without an audit log or a keyring.
+    pub fn audited(
+        self: &Arc<Self>,
+        metrics: &Arc<Metrics>,
+        peer: std::net::SocketAddr,
+    ) -> Option<AuditedKeys> {
+        let (state, file) = (self.state.get()?, self.audit.get()?);
+        Some(AuditedKeys::new(
+            Arc::clone(self) as Arc<dyn NamedKeys>,
+            Arc::clone(state),
+            Arc::clone(file),
+            Arc::clone(metrics),
+            peer,
+        ))
     }
 
     fn state(&self) -> Result<&KeyringState, NamedKeyError> {

@@ -107,6 +107,11 @@ impl Server {
         self.shared.named_keys.attach(state);
     }
 
+    /// Records the port's by-name jobs in the audit log `file`.
+    pub(crate) fn attach_audit(&self, file: Arc<crate::audit_file::AuditFile>) {
+        self.shared.named_keys.attach_audit(file);
+    }
+
     /// What the server's state looks like (for monitoring and tests).
     pub fn state(&self) -> ServerState {
         ServerState(Arc::clone(&self.shared))

@@ -341,14 +341,26 @@ settings! {
     /// header has (OpenBao's http_read_timeout); a slower one gets 408 and
     /// its connection is closed
     http_body_timeout: Duration, "SECS", default Duration::from_secs(30);
-    /// Audit log of the HTTP API: a request line and a response line (JSON)
-    /// for every request, every string of their bodies (plaintexts,
-    /// ciphertexts, data keys, tokens, shares) as hmac-sha256:HEX under a
-    /// salt kept in the sealed keyring (POST sys/audit-hash/file with
-    /// input=VALUE computes it). Appended, mode 0600, reopened when renamed
-    /// (logrotate needs no signal). A line that cannot be written refuses
-    /// the request with 500. A path only ("-" is a file named "-")
+    /// Audit log: a request line and a response line (JSON) for every HTTP
+    /// API request and every by-name job of the job port (key source 5:
+    /// the token's accessor, key, version, operation, bytes in and out,
+    /// result), every string of HTTP bodies (plaintexts, ciphertexts, data
+    /// keys, tokens, shares) as hmac-sha256:HEX under a salt kept in the
+    /// sealed keyring (POST sys/audit-hash/file with input=VALUE computes
+    /// it). Tamper-evident: each line ends with a "chain" HMAC linking it
+    /// to the line before (`aesd verify-audit FILE...` checks it). Appended,
+    /// mode 0600, reopened when renamed (logrotate needs no signal). A line
+    /// that cannot be written refuses the request with 500 and the by-name
+    /// job with audit_failed. A path only ("-" is a file named "-")
     audit_log: Option<PathBuf>, "FILE", default None, shown "off";
+    /// Size bound of the audit log: a line that would take FILE past this
+    /// many bytes goes to a fresh FILE after FILE.1 ... are shifted up
+    /// (FILE becomes FILE.1); the chain continues across files. 0: no
+    /// bound (rotate with logrotate instead)
+    audit_log_max_bytes: u64, "BYTES", default 0, shown "0 (no bound)";
+    /// Rotated audit log files kept with --audit-log-max-bytes (FILE.1 ...
+    /// FILE.N); the oldest is dropped
+    audit_log_keep: u32, "N", default 5, valid within_unit(1..=1000, "files");
     /// Where the sealed keyring (named keys, policies, tokens) is kept: a
     /// directory, or etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a fleet
     /// sharing one keyring (every board reads and writes it there and
@@ -357,7 +369,8 @@ settings! {
     /// The job port's by-name jobs (key source 5, aescrypt --key) use it:
     /// refused `sealed` until unsealed; `unknown_key`,
     /// `key_version_retired`, `key_version_not_created`,
-    /// `permission_denied`, `bad_key_token` (PROTOCOL.md, By name)
+    /// `permission_denied`, `bad_key_token`, `audit_failed` (PROTOCOL.md,
+    /// By name)
     keyring: Option<KeyringLocation>, "LOCATION", default None, shown "none";
     /// With --keyring etcd://...: the CA certificate (PEM) of etcd's
     /// client port; TLS is on when it is given

@@ -364,6 +364,8 @@ pub struct Connection {
     lane_load: Arc<LaneLoad>,
     /// Wakes the driver when an encryption's chunks are back.
     lane_waker: Option<Waker>,
+    /// This connection's keyring for by-name jobs, if not the settings'.
+    named_keys: Option<Arc<dyn crate::named_key::NamedKeys>>,
 }
 
 impl Connection {
@@ -391,7 +393,15 @@ impl Connection {
             key_token: None,
             lane_load: Arc::default(),
             lane_waker: None,
+            named_keys: None,
         }
+    }
+
+    /// This connection's by-name jobs use `keys` rather than the
+    /// settings' keyring (the driver wraps it, e.g. to audit each job with
+    /// the client's address).
+    pub fn set_named_keys(&mut self, keys: Arc<dyn crate::named_key::NamedKeys>) {
+        self.named_keys = Some(keys);
     }
 
     /// Links the connection's encryptions to the lane engine: `load` is
@@ -750,7 +760,10 @@ impl Connection {
                     job.cipher = Cipher::Busy;
                     let named = matches!(begin.key, KeySource::KeyName(_)).then(|| {
                         Box::new(crate::named_key::NamedAccess {
-                            keys: self.settings.named_keys.clone(),
+                            keys: self
+                                .named_keys
+                                .clone()
+                                .or_else(|| self.settings.named_keys.clone()),
                             token: self.key_token.clone(),
                         })
                     });

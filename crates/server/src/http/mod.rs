@@ -35,7 +35,7 @@ mod transit_fields;
 mod transit_keys;
 mod transit_random;
 
-pub(crate) use router::{Denied, check_token};
+pub(crate) use router::{Denied, check_token, request_id};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -52,6 +52,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use zeroize::Zeroizing;
 
+pub(crate) use audit::rfc3339_now;
 pub use errors::ApiError;
 use router::{ApiRequest, Operation};
 
@@ -220,7 +221,7 @@ fn audited_route(
         return rendered(router::route(state, api).map(|r| r.render()));
     };
     let (record, line) = audit::AuditRecord::request(state, api, peer);
-    let answer = match write_audit(file, &line, metrics) {
+    let answer = match write_audit(file, state, &line, metrics) {
         Ok(()) => router::route(state, api).map(|r| r.render()),
         Err(refused) => Err(refused),
     };
@@ -240,6 +241,7 @@ fn audit_response(
 ) -> (u16, Option<serde_json::Value>) {
     match write_audit(
         file,
+        state,
         &record.response(state, status, body.as_ref()),
         metrics,
     ) {
@@ -248,18 +250,25 @@ fn audit_response(
     }
 }
 
-/// Appends one audit line; a failure is logged, counted
+/// Appends one audit line, chained under the keyring's audit salt (none
+/// while sealed); a failure is logged, counted
 /// (`aesd_errors_total{kind="audit_write"}`) and becomes the 500 the
 /// request gets instead of being carried out or answered.
-fn write_audit(file: &AuditFile, line: &[u8], metrics: &Metrics) -> Result<(), ApiError> {
-    file.append(line).map_err(|err| {
-        metrics.error("audit_write");
-        tracing::error!(
-            path = %file.path().display(),
-            "audit log cannot be written, request refused: {err}"
-        );
-        ApiError::internal("the audit log cannot be written: request refused (see aesd's log)")
-    })
+fn write_audit(
+    file: &AuditFile,
+    state: &KeyringState,
+    line: &[u8],
+    metrics: &Metrics,
+) -> Result<(), ApiError> {
+    file.append(line, state.audit_salt().as_ref())
+        .map_err(|err| {
+            metrics.error("audit_write");
+            tracing::error!(
+                path = %file.path().display(),
+                "audit log cannot be written, request refused: {err}"
+            );
+            ApiError::internal("the audit log cannot be written: request refused (see aesd's log)")
+        })
 }
 
 /// Largest body a data request is answered with on the connection's own

@@ -165,7 +165,7 @@ impl Reply {
 }
 
 /// A random UUID-shaped request id.
-pub(super) fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     let mut raw = [0u8; 16];
     if getrandom::fill(&mut raw).is_err() {
         return String::new();

@@ -1,7 +1,8 @@
 //! `sys/`: init, unseal, seal, seal-status, health, leader (no token
 //! needed but for `seal`), and the ACL policies (`sys/policy/:name`,
 //! `sys/policies/acl/:name`), and `sys/audit-hash/:path` (the audit
-//! log's HMAC of a known value).
+//! log's HMAC of a known value), `sys/audit-chain/verify` (checks the
+//! audit log's chain MACs without the chain key leaving aesd).
 
 use aesd_keyring::policy::Capability;
 use aesd_keyring::sealed::SealConfig;
@@ -64,6 +65,10 @@ pub fn route(state: &KeyringState, request: &ApiRequest, rest: &str) -> Result<R
         "policy" | "policies/acl" => list_policies(state, request, rest == "policy"),
         "tools/random" => super::transit_random::route(state, request),
         _ if rest.starts_with("tools/random/") => super::transit_random::route(state, request),
+        "audit-chain/verify" => match op {
+            Operation::Write => verify_chain(state, request),
+            _ => Err(request.not_allowed()),
+        },
         _ if rest.starts_with("audit-hash/") => match op {
             Operation::Write => audit_hash(state, request),
             _ => Err(request.not_allowed()),
@@ -313,5 +318,67 @@ fn audit_hash(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiEr
             )
         })?;
         Ok(Reply::data(json!({ "hash": super::audit::hmac_text(salt, input) })))
+    })
+}
+
+/// Most lines one `sys/audit-chain/verify` request checks.
+pub const VERIFY_MAX_LINES: usize = 65_536;
+
+/// `sys/audit-chain/verify` (`aesd verify-audit`): `previous` (the hex
+/// MAC the batch follows, empty at the log's start) and `entries`, the
+/// hex of each keyed line's body digest (SHA-256) and claimed MAC, 64
+/// bytes a line. Answers how many verified and the index of the first
+/// that does not (`first_mismatch`, null when all do); never a MAC, so
+/// the endpoint computes nothing a forger could use. Needs `update` and
+/// `sudo` on the path (a root token), as OpenBao's audit paths do.
+fn verify_chain(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
+    use crate::audit_chain::{ChainKey, Link, from_hex};
+    let fields = request.fields()?;
+    state.read(|open| {
+        authorize(
+            open,
+            request,
+            &request.path,
+            &[Capability::Update, Capability::Sudo],
+        )?;
+        let previous = match str_field(&fields, "previous")?.unwrap_or("") {
+            "" => None,
+            hex => Some(from_hex(hex.as_bytes()).ok_or_else(|| {
+                ApiError::bad_request("previous: not 64 hex digits (a chain MAC) or empty")
+            })?),
+        };
+        let entries = str_field(&fields, "entries")?
+            .ok_or_else(|| ApiError::bad_request("missing entries"))?
+            .as_bytes();
+        if entries.len() % 128 != 0 || entries.len() / 128 > VERIFY_MAX_LINES {
+            return Err(ApiError::bad_request(format!(
+                "entries: the hex of 64 bytes (digest and MAC) per line, at most {VERIFY_MAX_LINES} lines"
+            )));
+        }
+        let salt = open.audit_salt().ok_or_else(|| {
+            ApiError::bad_request("this keyring has no audit salt: no line was chained under it")
+        })?;
+        let key = ChainKey::derive(salt);
+        let mut previous: Option<Link> = previous;
+        let mut first_mismatch = None;
+        for (index, entry) in entries.chunks_exact(128).enumerate() {
+            let (Some(digest), Some(claimed)) =
+                (from_hex(&entry[..64]), from_hex(&entry[64..]))
+            else {
+                return Err(ApiError::bad_request(format!(
+                    "entries: line {index} is not hex"
+                )));
+            };
+            if !key.verify(previous.as_ref(), &digest, &claimed) {
+                first_mismatch = Some(index);
+                break;
+            }
+            previous = Some(claimed);
+        }
+        let verified = first_mismatch.unwrap_or(entries.len() / 128);
+        Ok(Reply::data(json!({
+            "verified": verified,
+            "first_mismatch": first_mismatch,
+        })))
     })
 }

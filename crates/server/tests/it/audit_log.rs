@@ -340,8 +340,11 @@ fn an_unwritable_audit_log_refuses_requests_and_the_server_stays_up() {
         &request("GET", "/v1/transit/keys/during", Some(root), ""),
     );
     assert_eq!(code, 404, "{body}");
+    // The new file starts with the chain's anchor, then the request.
     let fresh = lines(&log);
-    assert_eq!(fresh[0]["path"], "transit/keys/during", "{:?}", fresh[0]);
+    assert_eq!(fresh[0]["type"], "audit-chain", "{:?}", fresh[0]);
+    assert_eq!(fresh[0]["event"], "reopened", "{:?}", fresh[0]);
+    assert_eq!(fresh[1]["path"], "transit/keys/during", "{:?}", fresh[1]);
     aesd.stop();
 
     // /dev/full: every write fails; every request gets 500; still up.

@@ -9,6 +9,7 @@ mod etcd_support;
 
 mod admission;
 mod age_jobs;
+mod audit_chain;
 mod audit_log;
 mod auth;
 mod bad_input;
