@@ -2,7 +2,8 @@
 //! the `aesd` subcommands that talk to a running aesd: `BAO_ADDR` (as the
 //! bao CLI: `http://127.0.0.1:8200` when unset) and `BAO_TOKEN` (or
 //! `VAULT_TOKEN`). One connection per request (`Connection: close`).
-//! Plain HTTP only: aesd's HTTP API has no TLS yet.
+//! Plain HTTP only (an aesd with `--tls-cert` serves HTTPS: not yet
+//! reachable from here).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -21,7 +22,7 @@ const MAX_ANSWER: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum BaoError {
     /// `BAO_ADDR` is not `http://HOST:PORT`.
-    #[error("BAO_ADDR {0:?}: expected http://HOST:PORT (aesd's HTTP API has no TLS yet)")]
+    #[error("BAO_ADDR {0:?}: expected http://HOST:PORT (this client speaks plain HTTP only)")]
     BadAddress(String),
     /// Neither `BAO_TOKEN` nor `VAULT_TOKEN` is set.
     #[error("no token: set BAO_TOKEN to a token with sudo on the path (the root token)")]

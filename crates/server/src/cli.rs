@@ -100,6 +100,9 @@ pub fn main() -> ExitCode {
         // Installed before the port opens: a SIGTERM that arrives as soon
         // as aesd listens is a graceful shutdown, not a kill.
         let (stop, again) = shutdown_signals();
+        // The HTTP API serves HTTPS with the job port's certificate
+        // (--tls-cert, --tls-key) when it has one.
+        let http_tls = secrets.tls.clone();
         let server = match Server::bind_with(config.clone(), secrets).await {
             Ok(server) => server,
             Err(err) => {
@@ -125,7 +128,7 @@ pub fn main() -> ExitCode {
             env!("CARGO_PKG_VERSION")
         );
         // The keyring and its HTTP API (--keyring, --dev, --http-listen).
-        match start_http_api(&cli, &config).await {
+        match start_http_api(&cli, &config, http_tls.is_some()).await {
             Ok(Some(api)) => {
                 server.attach_keyring(std::sync::Arc::clone(&api.state));
                 if let Some(file) = &api.audit {
@@ -143,6 +146,7 @@ pub fn main() -> ExitCode {
                     },
                     server.state().metrics(),
                     api.audit,
+                    http_tls,
                     std::future::pending(),
                 ));
             }
@@ -189,7 +193,7 @@ const DEV_HTTP_LISTEN: ([u8; 4], u16) = ([127, 0, 0, 1], 8200);
 /// Opens the keyring (`--keyring DIR`: sealed; `--dev`: in memory,
 /// unsealed, its unseal key and root token printed) and binds
 /// `--http-listen`. `None` when neither asks for the API.
-async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, String> {
+async fn start_http_api(cli: &Cli, config: &Config, tls: bool) -> Result<Option<HttpApi>, String> {
     use crate::keyring_state::KeyringState;
     let state = if cli.dev {
         let dev = KeyringState::dev(cli.dev_root_token_id.as_deref())
@@ -245,10 +249,11 @@ async fn start_http_api(cli: &Cli, config: &Config) -> Result<Option<HttpApi>, S
         .await
         .map_err(|err| format!("cannot listen for the HTTP API on {addr}: {err}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    let scheme = if tls { "https" } else { "http" };
     info!(
         http = %bound,
         sealed,
-        "HTTP API listening on http://{bound} (keyring {})",
+        "HTTP API listening on {scheme}://{bound} (keyring {})",
         if sealed { "sealed" } else { "unsealed" }
     );
     if let Some(path) = &config.audit_log {

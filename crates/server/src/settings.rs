@@ -328,7 +328,8 @@ settings! {
     /// Address of the HTTP API (OpenBao's sys/, auth/token/ and
     /// transit/keys/ endpoints, for the bao CLI, and Transit's encrypt,
     /// decrypt, rewrap, datakey and random), e.g. 127.0.0.1:8200.
-    /// Plain HTTP: TLS on this port is not done yet
+    /// HTTPS with the job port's certificate when tls-cert and tls-key
+    /// are set (clients: BAO_CACERT), plain HTTP otherwise
     http_listen: Option<SocketAddr>, "ADDR", default None, shown "off";
     /// Largest HTTP request body, in bytes (OpenBao's max_request_size);
     /// a larger one gets 413

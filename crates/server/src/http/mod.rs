@@ -1,6 +1,7 @@
 //! The HTTP/1.1 API (`--http-listen`): OpenBao's API for administering
 //! the keyring, so the `bao` and `vault` CLIs and hvac are aesd's admin
-//! tools. Plain HTTP (TLS on this port is not done yet: keep it on
+//! tools. HTTPS with the job port's certificate (`--tls-cert`,
+//! `--tls-key`) when aesd has one, plain HTTP otherwise (then keep it on
 //! loopback or a trusted network). docs/aesd.md, "HTTP API", lists the
 //! endpoints.
 //!
@@ -61,6 +62,7 @@ use crate::client_id::ClientId;
 use crate::keyring_state::{self, KeyringState};
 use crate::limits::ConnectionLimits;
 use crate::metrics::{API_ENDPOINTS, Metrics};
+use crate::tls::TlsIdentity;
 
 /// HTTP connections served at once; more are closed as they come.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -82,13 +84,15 @@ pub struct HttpLimits {
     pub client_ipv6_prefix: u8,
 }
 
-/// Serves the API on `listener` until `stop` resolves.
+/// Serves the API on `listener` until `stop` resolves: HTTPS with `tls`
+/// (the job port's certificate), plain HTTP without.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<KeyringState>,
     limits: HttpLimits,
     metrics: Arc<Metrics>,
     audit: Option<Arc<AuditFile>>,
+    tls: Option<TlsIdentity>,
     stop: impl Future<Output = ()>,
 ) {
     let caps = ConnectionLimits::new(MAX_CONNECTIONS, limits.max_connections_per_client);
@@ -115,6 +119,7 @@ pub async fn serve(
         let state = Arc::clone(&state);
         let metrics = Arc::clone(&metrics);
         let audit = audit.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 handle(
@@ -126,11 +131,34 @@ pub async fn serve(
                     audit.clone(),
                 )
             });
-            let served = http1::Builder::new()
+            let http = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+                .clone();
+            let served = match tls {
+                None => http
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                    .map_err(|err| err.to_string()),
+                // The handshake has the header's time to finish: a client
+                // that stalls in it holds its place no longer than one
+                // that stalls in a header.
+                Some(tls) => {
+                    match tokio::time::timeout(limits.header_timeout, tls.acceptor().accept(stream))
+                        .await
+                    {
+                        Ok(Ok(stream)) => http
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                            .map_err(|err| err.to_string()),
+                        Ok(Err(err)) => Err(format!("TLS handshake failed: {err}")),
+                        Err(_) => Err(format!(
+                            "TLS handshake not done within {:?}",
+                            limits.header_timeout
+                        )),
+                    }
+                }
+            };
             if let Err(err) = served {
                 tracing::debug!(%peer, "http connection ended: {err}");
             }

@@ -22,6 +22,7 @@ mod fd_limit;
 mod generate;
 mod haproxy_config;
 mod hardening;
+mod http_tls;
 mod lanes;
 mod limits;
 mod log_flood;

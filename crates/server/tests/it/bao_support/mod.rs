@@ -33,7 +33,7 @@ pub fn bao_binary() -> PathBuf {
 pub struct Aesd {
     /// The process.
     pub child: Child,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` when aesd serves TLS).
     pub http: String,
     /// Where it serves `/metrics`, when started with `--metrics-listen`.
     pub metrics: Option<std::net::SocketAddr>,
@@ -75,12 +75,18 @@ impl Aesd {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 for (what, marker) in [
                     ("metrics", "metrics on http://"),
-                    ("http", "HTTP API listening on http://"),
+                    ("http", "HTTP API listening on "),
                     ("listen", " listening listen="),
                 ] {
                     if let Some(at) = line.find(marker) {
                         let rest = &line[at + marker.len()..];
-                        let addr = rest.split(['/', ' ']).next().unwrap_or_default();
+                        // The API's whole URL (its scheme too); the others' address.
+                        let addr = if what == "http" {
+                            rest.split(' ').next()
+                        } else {
+                            rest.split(['/', ' ']).next()
+                        }
+                        .unwrap_or_default();
                         let _ = tx.send((what, addr.to_owned()));
                     }
                 }
@@ -94,7 +100,7 @@ impl Aesd {
                 .recv_timeout(Duration::from_secs(60))
                 .expect("aesd logs its job port, HTTP (and metrics) address");
             match what {
-                "http" => http = Some(format!("http://{addr}")),
+                "http" => http = Some(addr),
                 "listen" => listen = addr.parse().ok(),
                 _ => metrics = addr.parse().ok(),
             }
