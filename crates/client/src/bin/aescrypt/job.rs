@@ -2,7 +2,6 @@
 //! replaced only once the job succeeded).
 
 use aesd_cli::output::OutputPath;
-use aesd_cli::password::read_token_file;
 use aesd_client::{AgeSpec, Client, ConnectOptions, JobSpec};
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncRead, AsyncWriteExt};
@@ -41,11 +40,8 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
             args.output.display()
         );
     }
-    let token = match &args.token_file {
-        // With --key, the file holds the keyring token (sent below).
-        Some(path) if args.key.is_none() => Some(read_token_file(path, "aescrypt")?),
-        _ => None,
-    };
+    // With --key, the file holds the keyring token (sent below).
+    let token = args.keys.access_token("aescrypt")?;
     let options = ConnectOptions {
         token,
         tls: args.tls.settings()?,
