@@ -135,6 +135,8 @@ impl Spec {
                 // The header goes to the server; the payload is copied
                 // here, byte for byte.
                 let rewrapped = client.rewrap_header(name, input).await?;
+                // The server's part is done: it does not wait for the copy.
+                client.shutdown_writes().await;
                 output
                     .write_all(&rewrapped.header)
                     .await
