@@ -37,7 +37,9 @@
 #                       -r encryptions, each result decrypted by the age command and
 #                       compared; with --operation decrypt, files made by age -r, decrypted
 #                       by aescrypt --identity and compared). --key-derivation and --iter
-#                       do not apply to age
+#                       do not apply to age. by-name: J aescrypt --key encryptions on a keyring
+#                       made here, unsealed in every count (the idle one too), each result then
+#                       decrypted by name by a native aesd on that keyring and compared
 #   --aes-backend B     software (default: what the board runs without the AES
 #                       instruction), vexriscv (riscv32 only: VexRiscv's AES
 #                       instruction; a test build of aesd whose SIGILL handler
@@ -66,7 +68,7 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=scripts/bench/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,58s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,60s/^# \{0,1\}//p' "$0"; }
 die_usage() {
   echo "aesd-icount.sh: $* (try --help)" >&2
   exit 2
@@ -131,7 +133,8 @@ case "$target" in
   *) die_usage "unknown target $target (one of ${AESD_TARGETS[*]})" ;;
 esac
 [[ "$operation" == encrypt || "$operation" == decrypt ]] || die_usage "--operation is encrypt or decrypt"
-[[ "$format" == openssl || "$format" == age ]] || die_usage "--format is openssl or age"
+[[ "$format" =~ ^(openssl|age|by-name)$ ]] || die_usage "--format is openssl, age or by-name"
+[[ "$format" != by-name || "$operation" == encrypt ]] || die_usage "--format by-name is encrypt only"
 [[ "$backend" == software || "$backend" == vexriscv || "$backend" == zkne ]] ||
   die_usage "--aes-backend is software, vexriscv or zkne"
 [[ "$backend" == software || "$target" == riscv32imac-unknown-linux-musl ]] ||
@@ -166,11 +169,12 @@ if ((build)); then
     --profile "$profile" --target "$target" --jobs "${AESD_JOBS:-2}" "${config[@]}" "${features[@]}")
   # AESD_NATIVE_BINS_BUILT=1: scripts/test.sh's cargo test built them.
   if [[ "${AESD_NATIVE_BINS_BUILT:-0}" != 1 ]]; then
-    step "cargo build -p aesd-client -p aesd-load --bin aesload --bin aescrypt (native, to drive the board's aesd)"
-    (cd "$root" && cargo build --quiet --locked -p aesd-client -p aesd-load --bin aesload --bin aescrypt)
+    step "cargo build -p aesd-client -p aesd-load -p aesd-server --bin aesload --bin aescrypt --bin aesd (native)"
+    (cd "$root" && cargo build --quiet --locked -p aesd-client -p aesd-load -p aesd-server \
+      --bin aesload --bin aescrypt --bin aesd)
   fi
 fi
-for bin in "$dir/aesd" "$native/aesload" "$native/aescrypt"; do
+for bin in "$dir/aesd" "$native/aesload" "$native/aescrypt" "$native/aesd"; do
   [[ -x "$bin" ]] || {
     echo "aesd-icount.sh: missing $bin (run without --no-build)" >&2
     exit 1
@@ -250,7 +254,17 @@ run_age_jobs() {
 
 # Runs JOBS concurrent jobs of BYTES against the board's aesd on PORT.
 run_jobs() {
-  local port="$1" jobs="$2" bytes="$3"
+  local port="$1" jobs="$2" bytes="$3" j pids=() failed=0
+  if [[ "$format" == by-name ]]; then
+    for ((j = 0; j < jobs; j++)); do
+      [[ -f "$work/bn-$bytes-$j" ]] || head -c "$bytes" /dev/urandom >"$work/bn-$bytes-$j"
+      "$native/aescrypt" encrypt --server "127.0.0.1:$port" --key bench --token-file "$work/token" \
+        "${client_tls[@]}" -i "$work/bn-$bytes-$j" -o "$work/bn-$bytes-$j.age" &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    return "$failed"
+  fi
   if [[ "$format" == age ]]; then
     run_age_jobs "$port" "$jobs" "$bytes"
     return
@@ -261,7 +275,6 @@ run_jobs() {
     return
   fi
   ciphertexts "$bytes" "$jobs"
-  local pids=() j failed=0
   for ((j = 0; j < jobs; j++)); do
     "$native/aescrypt" --server "127.0.0.1:$port" --password-file "$work/password" \
       --iter "$iter" --key-derivation "$derivation" "${client_tls[@]}" \
@@ -297,17 +310,22 @@ fi
 # Prints the whole-process instruction count of the board aesd serving JOBS
 # concurrent jobs of BYTES each.
 count_run() {
-  local jobs="$1" bytes="$2" port out="$work/count"
+  local jobs="$1" bytes="$2" port out="$work/count" hport="" keyring=()
   rm -f "$out"
   port="$(free_port)"
+  if [[ "$format" == by-name ]]; then
+    hport="$(free_port)"
+    keyring=(--keyring "$work/keyring" --http-listen "127.0.0.1:$hport")
+  fi
   env -i PATH="$PATH" AESD_QEMU_CPU="$qemu_cpu" \
     AESD_QEMU_EXTRA="-plugin $plugin,out=$out,$plugin_args -U AESD_QEMU_EXTRA -U AESD_QEMU_CPU -U PATH" \
     "$root/scripts/cross/qemu-run.sh" "$target" "$dir/aesd" --listen "127.0.0.1:$port" \
     --workers "$workers" --max-active "$((jobs > 2 * workers ? jobs : 2 * workers))" \
     --max-active-per-client 65536 --max-queued-per-client 64 \
-    "${aesd_args[@]}" --log warn 2>"$work/aesd.log" &
+    "${aesd_args[@]}" "${keyring[@]}" --log warn 2>"$work/aesd.log" &
   aesd_pid=$!
   wait_port "$port" 120
+  if [[ -n "$hport" ]]; then wait_port "$hport" 60 && keyring_unseal "$hport" "$work"; fi
   if ((jobs > 0)) && ! run_jobs "$port" "$jobs" "$bytes" >"$work/load.txt" 2>&1; then
     echo "aesd-icount.sh: the $operation jobs failed against the board's aesd:" >&2
     cat "$work/load.txt" "$work/aesd.log" >&2
@@ -322,13 +340,21 @@ count_run() {
     cat "$work/aesd.log" >&2
     exit 1
   fi
+  if [[ "$format" == by-name ]] && ((jobs > 0)); then
+    mapfile -t files < <(seq -f "$work/bn-$bytes-%g" 0 $((jobs - 1)))
+    by_name_verify "$native/aesd" "$native/aescrypt" "$work" "${files[@]}" >&2 || exit 1
+  fi
   head -n1 "$out"
 }
 
+[[ "$format" != by-name ]] || keyring_make "$native/aesd" "$work"
 idle=()
 for _ in $(seq "$repeats"); do idle+=("$(count_run 0 0)"); done
 results=()
-if [[ "$format" == age ]]; then
+if [[ "$format" == by-name ]]; then
+  printf '\n%s, board profile, whole aesd process, %s worker(s), by name (age STREAM ChaCha20-Poly1305, file key wrapped by aes256-gcm96), AES backend %s, %s%s\n' \
+    "$target" "$workers" "$backend" "$operation" "$( ((tls)) && echo ', over TLS')"
+elif [[ "$format" == age ]]; then
   printf '\n%s, board profile, whole aesd process, %s worker(s), age (ChaCha20-Poly1305), %s%s\n' \
     "$target" "$workers" "$operation" "$( ((tls)) && echo ', over TLS')"
 else

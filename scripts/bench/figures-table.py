@@ -124,6 +124,10 @@ def qemu_rows(path, doc, date):
                 args.append(f"--aes-backend {doc['aes_backend']}")
         else:
             args.append(f"--format {doc['format']}")
+            # By name the key wraps with AES (the payload is ChaCha20).
+            if doc["format"] == "by-name" and doc["aes_backend"] != "software":
+                what.append(f"{doc['aes_backend']} AES")
+                args.append(f"--aes-backend {doc['aes_backend']}")
         if doc["operation"] != "encrypt":
             args.append(f"--operation {doc['operation']}")
         if doc.get("tls"):

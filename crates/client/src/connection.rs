@@ -265,6 +265,16 @@ impl Client {
     pub async fn close(mut self) {
         let _ = self.writer.shutdown().await;
     }
+
+    /// Closes the connection's sending side as [`Client::close`] does,
+    /// for a caller that holds the client borrowed and has more to do
+    /// before it drops it (aescrypt's rewrap copies the payload after the
+    /// server's last answer: the server need not keep the connection for
+    /// that). No job runs on it afterwards ([`ClientError::Broken`]).
+    pub async fn shutdown_writes(&mut self) {
+        let _ = self.writer.shutdown().await;
+        self.broken = true;
+    }
 }
 
 /// A TCP connection to `addr` (`host:port`), from `bind` when given: the

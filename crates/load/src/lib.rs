@@ -17,6 +17,9 @@
 //!   files, and [`VerifyingSink`](verify::VerifyingSink), which decrypts a
 //!   result on an independent code path and compares it with the input
 //!   (the `aesd-pattern` crate's, shared with the tests and benches).
+//! * [`by_name`]: `--key NAME`: by-name transfers (a key of the
+//!   server's keyring), each verified by a decryption by name on a second
+//!   connection; the trial job that checks key, token and seal first.
 //! * [`sizes`]: byte sizes like `2M` or `5MB`.
 //! * [`distribution`]: weighted size lists and their seeded draws.
 //! * [`durations`]: `10s`/`500ms` durations and the `--warmup` rule.
@@ -45,6 +48,7 @@
 //! * [`compare`]: `aesload compare`: runs (and the study's published
 //!   figures) side by side, as the study's table and as an SVG.
 
+pub mod by_name;
 pub mod compare;
 pub mod console;
 pub mod distribution;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use aesd_proto::{AuthToken, Operation, Password};
 use tokio::task::JoinSet;
 
+use crate::by_name::{KeyByName, encrypt_verified};
 use crate::distribution::SizeDist;
 use crate::interrupt::{RunState, StopSignal};
 use crate::pattern::{Pattern, PatternSource, splitmix64};
@@ -90,6 +91,10 @@ pub enum LoadFormat {
     /// age v1 to the run's own X25519 identity (made at the start of the
     /// run; every result is decrypted with it by the verifier).
     Age(aesd_age::Identity),
+    /// By name: age v1 under a key of the server's keyring (`--key`),
+    /// every result decrypted by name through the server and compared
+    /// ([`crate::by_name`]).
+    ByName(KeyByName),
 }
 
 impl LoadFormat {
@@ -100,11 +105,12 @@ impl LoadFormat {
         Ok(LoadFormat::Age(aesd_age::Identity::from_bytes(*secret)))
     }
 
-    /// `openssl` or `age`.
+    /// `openssl`, `age` or `by-name`.
     pub fn name(&self) -> &'static str {
         match self {
             LoadFormat::Openssl => "openssl",
             LoadFormat::Age(_) => "age",
+            LoadFormat::ByName(_) => "by-name",
         }
     }
 }
@@ -410,8 +416,14 @@ pub async fn transfer(
     };
     client.set_idle_timeout(target.idle_timeout);
     let mut source = Metered::new(PatternSource::new(seed, size), progress);
-    if let LoadFormat::Age(identity) = format {
-        return age_transfer(client, identity, &mut source, seed, size, progress).await;
+    match format {
+        LoadFormat::Age(identity) => {
+            return age_transfer(client, identity, &mut source, seed, size, progress).await;
+        }
+        LoadFormat::ByName(key) => {
+            return by_name_transfer(target, client, key, &mut source, seed, size, progress).await;
+        }
+        LoadFormat::Openssl => {}
     }
     // The key is chosen (and, with key source 2, derived here) before the
     // job, so the verifier takes the client's key instead of running
@@ -473,6 +485,60 @@ async fn age_transfer(
         .await;
     conclude(client, result, queued, progress, || {
         sink.finish().map(drop).map_err(|err| err.to_string())
+    })
+    .await
+}
+
+/// A by-name encryption of the pattern under `key`, verified by a
+/// decryption by name on a second connection ([`encrypt_verified`]).
+async fn by_name_transfer(
+    target: Target<'_>,
+    mut client: Client,
+    key: &KeyByName,
+    source: &mut Metered<'_, PatternSource>,
+    seed: u64,
+    size: u64,
+    progress: &Progress,
+) -> (Option<JobReport>, Outcome) {
+    let failed = |err: ClientError| {
+        (
+            None,
+            Outcome::Failed {
+                kind: err.kind().to_owned(),
+                message: err.to_string(),
+            },
+        )
+    };
+    if let Err(err) = client.send_key_token(key.token.as_bytes()).await {
+        return failed(err);
+    }
+    let connect = Client::connect_within(target.server, target.options, target.idle_timeout);
+    let mut checker = match connect.await {
+        Ok(checker) => checker,
+        Err(err) => return failed(err),
+    };
+    checker.set_idle_timeout(target.idle_timeout);
+    if let Err(err) = checker.send_key_token(key.token.as_bytes()).await {
+        return failed(err);
+    }
+    let mut queued = false;
+    let result = encrypt_verified(
+        &mut client,
+        &mut checker,
+        &key.name,
+        source,
+        Pattern::new(seed),
+        size,
+        |event| track_queued(&mut queued, event, progress),
+    )
+    .await;
+    checker.close().await;
+    let (result, verdict) = match result {
+        Ok((report, verdict)) => (Ok(report), verdict),
+        Err(err) => (Err(err), Ok(())),
+    };
+    conclude(client, result, queued, progress, || {
+        verdict.map_err(|err| err.to_string())
     })
     .await
 }

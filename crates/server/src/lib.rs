@@ -137,7 +137,8 @@ mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
 pub use server::{
-    Occupancy, RunningServer, Server, ServerError, ServerState, StartError, start_loopback,
+    DevKeyringError, Occupancy, RunningServer, Server, ServerError, ServerState, StartError,
+    start_loopback,
 };
 
 /// Fixed limits the server applies that are not settings (documented in

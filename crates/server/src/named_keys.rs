@@ -67,6 +67,11 @@ impl KeyringKeys {
         ))
     }
 
+    /// Whether a keyring is attached.
+    pub fn is_attached(&self) -> bool {
+        self.state.get().is_some()
+    }
+
     fn state(&self) -> Result<&KeyringState, NamedKeyError> {
         self.state.get().map(Arc::as_ref).ok_or_else(|| {
             NamedKeyError::new(

@@ -288,6 +288,33 @@ impl ServerState {
     }
 }
 
+/// [`RunningServer::attach_dev_keyring`] could not make or attach the
+/// keyring.
+#[derive(Debug, thiserror::Error)]
+pub enum DevKeyringError {
+    /// The in-memory keyring could not be made (e.g. a root token ID
+    /// that is not a valid token).
+    #[error("cannot make the in-memory keyring: {0}")]
+    Keyring(String),
+    /// A key could not be created (an invalid name).
+    #[error("cannot create key {name:?}: {reason}")]
+    CreateKey {
+        /// The key's name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server's by-name jobs have a keyring already.
+    #[error("the server has a keyring already")]
+    AlreadyAttached,
+}
+
+impl From<crate::keyring_state::StateError> for DevKeyringError {
+    fn from(err: crate::keyring_state::StateError) -> Self {
+        DevKeyringError::Keyring(err.to_string())
+    }
+}
+
 /// [`start_loopback`] could not start the server.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -337,6 +364,41 @@ impl RunningServer {
     /// What its state looks like (for monitoring and tests).
     pub fn state(&self) -> ServerState {
         ServerState(Arc::clone(&self.shared))
+    }
+
+    /// Gives its by-name jobs a keyring as `aesd --dev` makes one: in
+    /// memory (lost when the process ends), unsealed, with the root token
+    /// `root_token_id` (or a random one) and the keys `keys` created
+    /// (OpenBao's default type, aes256-gcm96). Returns the root token.
+    /// aesload's embedded server with `--key`; a server has one keyring,
+    /// so a second call changes nothing and fails.
+    pub fn attach_dev_keyring(
+        &self,
+        root_token_id: Option<&str>,
+        keys: &[&str],
+    ) -> Result<zeroize::Zeroizing<String>, DevKeyringError> {
+        use crate::keyring_state::{KeyringState, now};
+        if self.shared.named_keys.is_attached() {
+            return Err(DevKeyringError::AlreadyAttached);
+        }
+        let dev = KeyringState::dev(root_token_id)?;
+        for name in keys {
+            dev.state.change(|open| {
+                open.keyring
+                    .create(
+                        name,
+                        aesd_keyring::KeyType::default(),
+                        now(),
+                        &mut aesd_keyring::OsEntropy,
+                    )
+                    .map_err(|err| DevKeyringError::CreateKey {
+                        name: (*name).to_owned(),
+                        reason: err.to_string(),
+                    })
+            })?;
+        }
+        self.shared.named_keys.attach(Arc::new(dev.state));
+        Ok(dev.root_token)
     }
 
     /// Shuts it down gracefully and waits until it has stopped.

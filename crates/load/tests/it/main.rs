@@ -2,6 +2,7 @@
 //! interrupts), one binary: each module was a file of its own. Run one group
 //! with `cargo test -p aesd-load --test it MODULE::`.
 
+mod by_name;
 mod cli;
 mod interrupt;
 mod load;

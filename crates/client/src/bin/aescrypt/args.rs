@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use aesd_age::Recipient;
 use aesd_cli::generate::Generate;
+use aesd_cli::key_args::KeyArgs;
 use aesd_cli::pass_source::PassSource;
 use aesd_client::connection::{parse_idle_timeout, parse_server_address};
 use aesd_client::tls::TlsArgs;
@@ -107,21 +108,8 @@ pub(crate) struct Args {
     /// File whose first line is the password: the same as --pass file:FILE
     #[arg(long, value_name = "FILE", hide_short_help = true)]
     pub(crate) password_file: Option<PathBuf>,
-    /// Access token file (the keyring token with --key)
-    #[arg(
-        long_help = "File whose first line is the server's access token (16 to 256 bytes), for a server \
-                       started with --token-file; with --key, the keyring token instead (1 to 512 bytes, as \
-                       bao token create prints it) [default: none]"
-    )]
-    #[arg(long, value_name = "FILE", env = "AESD_TOKEN_FILE")]
-    pub(crate) token_file: Option<PathBuf>,
-    /// By name: the server's keyring key NAME (age v1 with an aesd-key stanza)
-    #[arg(
-        long_help = "By name: encrypt, decrypt or rewrap under the key NAME of the server's keyring (1 to \
-                       128 bytes; its latest version encrypts; the keyring token in --token-file)"
-    )]
-    #[arg(long = "key", value_name = "NAME")]
-    pub(crate) key: Option<String>,
+    #[command(flatten)]
+    pub(crate) keys: KeyArgs,
     #[command(flatten)]
     pub(crate) tls: TlsArgs,
     /// Input file, or - for stdin
@@ -234,14 +222,14 @@ pub(crate) fn file_format(args: &Args) -> Result<FileFormat, String> {
         FileFormat::Openssl
     });
     let password_flags = args.pass.is_some() || args.password_file.is_some();
-    if args.key.is_some() {
+    if args.keys.key.is_some() {
         if age_flags || password_flags || args.format == Some(FileFormat::Openssl) {
             return Err(
                 "--key uses the server's keyring key: no password, -r, -R, --identity or --armor, no --format openssl"
                     .into(),
             );
         }
-        if args.token_file.is_none() {
+        if args.keys.token_file.is_none() {
             return Err("--key needs the keyring token: --token-file FILE".into());
         }
         return Ok(FileFormat::Age);

@@ -2,7 +2,6 @@
 //! replaced only once the job succeeded).
 
 use aesd_cli::output::OutputPath;
-use aesd_cli::password::read_token_file;
 use aesd_client::{AgeSpec, Client, ConnectOptions, JobSpec};
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncRead, AsyncWriteExt};
@@ -41,11 +40,8 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
             args.output.display()
         );
     }
-    let token = match &args.token_file {
-        // With --key, the file holds the keyring token (sent below).
-        Some(path) if args.key.is_none() => Some(read_token_file(path, "aescrypt")?),
-        _ => None,
-    };
+    // With --key, the file holds the keyring token (sent below).
+    let token = args.keys.access_token("aescrypt")?;
     let options = ConnectOptions {
         token,
         tls: args.tls.settings()?,
@@ -139,6 +135,8 @@ impl Spec {
                 // The header goes to the server; the payload is copied
                 // here, byte for byte.
                 let rewrapped = client.rewrap_header(name, input).await?;
+                // The server's part is done: it does not wait for the copy.
+                client.shutdown_writes().await;
                 output
                     .write_all(&rewrapped.header)
                     .await

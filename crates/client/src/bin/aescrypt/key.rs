@@ -39,10 +39,10 @@ pub(crate) enum JobKey {
 /// files ask for their password; a file for identities is refused here,
 /// naming --identity, before a password is asked for.
 pub(crate) fn job_key(args: &Args, format: FileFormat) -> Result<JobKey> {
-    if let (Some(name), Some(path)) = (&args.key, &args.token_file) {
+    if let Some(by_name) = args.keys.by_name("aescrypt")? {
         return Ok(JobKey::ByName {
-            name: name.clone(),
-            token: aesd_cli::password::read_key_token_file(path, "aescrypt")?,
+            name: by_name.name,
+            token: by_name.token,
         });
     }
     let decrypt = matches!(args.mode, Mode::Decrypt);

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use aesd_cli::generate::Generate;
+use aesd_cli::key_args::KeyArgs;
 use aesd_cli::pass_source::PassSource;
 use aesd_client::DEFAULT_ITERATIONS;
 use aesd_client::KeyDerivation;
@@ -29,8 +30,8 @@ use crate::embedded::EMBEDDED_CHUNK_SIZE;
     version,
     args_conflicts_with_subcommands = true,
     disable_help_subcommand = true,
-    after_help = "Exit status: 0 all verified, 1 any failed, 2 bad arguments, 130 interrupted. \
-More: aesload --help, or the man page (aesload --generate man).",
+    mut_arg("token_file", |arg| arg.hide_short_help(true)),
+    after_help = "Exit status: 0 all verified, 1 any failed, 2 bad arguments or refused start, 130 interrupted.",
     after_long_help = "\
 Without --server, aesload starts an embedded aesd on 127.0.0.1 (ephemeral port) \
 and runs against it, so it works out of the box.
@@ -45,8 +46,20 @@ of 50 over 10M/50M/100M; drowning = open loop, --rate clients/s (default 20) for
 Sizes: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000; \
 --sizes 2M:5,5M:3 gives relative weights. The table prints MB as 10^6 bytes, like the study.
 
+By name (--key NAME): every job encrypts under the key NAME of the server's keyring \
+(age v1 with one aesd-key stanza) and is verified by decrypting it by name through the \
+server on a second connection, at the same time, and comparing every byte; the server \
+does both jobs. Against --server, --token-file (or AESD_TOKEN_FILE) names the keyring \
+token, which needs update on transit/encrypt/NAME and transit/decrypt/NAME; a trial job \
+on each server first refuses the run clearly when the key does not exist (unknown_key), \
+the token is refused (bad_key_token, permission_denied) or the keyring is sealed (sealed). \
+The embedded server gets a keyring as aesd --dev makes one: in memory, unsealed, lost at \
+exit, the key NAME created (aes256-gcm96), its root token the one in --token-file if \
+given, else a random one aesload uses.
+
 Exit status: 0 when every transfer verified; 1 when any failed (or stdout could not be \
-written); 2 on bad arguments; 130 when interrupted.
+written); 2 on bad arguments, or when the run cannot start (an output, an address, or a \
+by-name trial job the server refuses); 130 when interrupted.
 
 Interrupts: the first SIGINT/SIGTERM starts no more clients, gives the running ones 3 s, \
 cancels the rest, prints the table and writes --json/--csv/--plot (the JSON marked \
@@ -59,6 +72,8 @@ Examples:
   aesload --clients 100 --chunk 10 --sizes 2M,5M,10M,20M
   aesload --suite drowning --rate 50 --duration 30s --warmup 5s --json run.json --plot run.svg
   aesload --server 192.168.1.50:7878,192.168.1.51:7878 --suite large
+  aesload --key payroll --suite basic2 --scale 0.1
+  aesload --server 10.0.0.5:7878 --key payroll --token-file tok --suite all --scale 0.05
   aesload --server 10.0.0.5:7878 --suite large --shard 0/3 --start-at 2026-11-25T18:00:00Z --json s0.json
   aesload merge s0.json s1.json s2.json --json run.json
   aesload compare docs/study-baseline.json#study-dual-core before.json after.json --plot cmp.svg"
@@ -130,15 +145,19 @@ pub(crate) struct Args {
         long_help = "The jobs' password, as openssl -pass: pass:PASSWORD, env:VAR, file:PATH, fd:N or stdin \
                        [default: a fixed test password]"
     )]
-    #[arg(long, value_name = "SOURCE", conflicts_with = "password_file")]
+    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["password_file", "key"])]
     pub(crate) pass: Option<PassSource>,
     /// File whose first line is the password: the same as --pass file:FILE
-    #[arg(long, value_name = "FILE", hide_short_help = true)]
+    #[arg(
+        long,
+        value_name = "FILE",
+        hide_short_help = true,
+        conflicts_with = "key"
+    )]
     pub(crate) password_file: Option<PathBuf>,
-    /// File whose first line is the access token (16 to 256 bytes) of servers started with
-    /// --token-file; the embedded server then requires it too [default: no token]
-    #[arg(long, value_name = "FILE", hide_short_help = true)]
-    pub(crate) token_file: Option<PathBuf>,
+    /// --key NAME (by name) and --token-file FILE (the access token, or the keyring token)
+    #[command(flatten)]
+    pub(crate) keys: KeyArgs,
     #[command(flatten)]
     pub(crate) tls: TlsArgs,
     /// The embedded server speaks TLS with this PEM certificate chain (needs
@@ -185,7 +204,8 @@ pub(crate) struct Args {
                        it by aesload's own verifier: the header through aesd-age, the payload with RustCrypto's \
                        ChaCha20-Poly1305 directly) [default: openssl]"
     )]
-    #[arg(long, value_name = "FORMAT", value_parser = ["openssl", "age"], hide_short_help = true)]
+    #[arg(long, value_name = "FORMAT", value_parser = ["openssl", "age"], hide_short_help = true,
+          conflicts_with = "key")]
     pub(crate) format: Option<String>,
     /// Embedded server only: worker threads [default: one per core]
     #[arg(long, value_name = "N", value_parser = at_least_one, hide_short_help = true)]

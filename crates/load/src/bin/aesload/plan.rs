@@ -1,6 +1,7 @@
 //! The load plans the arguments describe (a suite's or a custom one),
 //! and the line that says what a plan runs.
 
+use aesd_load::by_name::KeyByName;
 use aesd_load::distribution::SizeDist;
 use aesd_load::load::{Arrival, LoadFormat, LoadPlan};
 use aesd_load::shard::Shard;
@@ -16,6 +17,7 @@ pub(crate) fn plans(
     args: &Args,
     password: Password,
     token: Option<AuthToken>,
+    by_name: Option<KeyByName>,
 ) -> Result<Vec<(String, LoadPlan)>> {
     let options = SuiteOptions {
         scale: args.scale,
@@ -43,9 +45,10 @@ pub(crate) fn plans(
         None => vec![("custom".to_owned(), custom_plan(&options))],
     };
     // One identity for the whole run (age): the recipient of every job.
-    let format = match args.format.as_deref() {
-        Some("age") => LoadFormat::fresh_age().context("cannot make an age identity")?,
-        _ => LoadFormat::Openssl,
+    let format = match (by_name, args.format.as_deref()) {
+        (Some(key), _) => LoadFormat::ByName(key),
+        (None, Some("age")) => LoadFormat::fresh_age().context("cannot make an age identity")?,
+        (None, _) => LoadFormat::Openssl,
     };
     let plans: Vec<(String, LoadPlan)> = plans
         .into_iter()
@@ -119,7 +122,7 @@ mod tests {
     fn nonsense_settings_are_refused() {
         let plans_of = |argv: &[&str]| {
             let args = Args::try_parse_from(argv).expect("parses");
-            plans(&args, Password::new(b"pw".to_vec()), None)
+            plans(&args, Password::new(b"pw".to_vec()), None, None)
         };
         assert!(plans_of(&["aesload", "--duration", "5s"]).is_err());
         for refused in [

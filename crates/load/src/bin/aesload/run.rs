@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aesd_cli::pass_source::PassSource;
-use aesd_cli::password::read_token_file;
+use aesd_load::by_name::{KeyByName, preflight};
 use aesd_load::interrupt::Interrupt;
 use aesd_load::load::run_load_until;
 use aesd_load::outln;
@@ -17,7 +17,8 @@ use aesd_load::report::Summary;
 use aesd_load::server_metrics;
 use aesd_load::shard::Shard;
 use aesd_proto::Password;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use zeroize::Zeroize;
 
 use crate::args::Args;
 use crate::embedded::start_embedded;
@@ -53,6 +54,34 @@ async fn warn_cleartext(servers: &[String]) {
     }
 }
 
+/// `--key NAME` and its keyring token: from `--token-file`, or for the
+/// embedded server without one, a random token that becomes its dev
+/// keyring's root token.
+fn by_name_key(args: &Args) -> Result<Option<KeyByName>> {
+    let Some(name) = &args.keys.key else {
+        return Ok(None);
+    };
+    if let Some(by_name) = args.keys.by_name("aesload")? {
+        return Ok(Some(KeyByName {
+            name: by_name.name,
+            token: by_name.token,
+        }));
+    }
+    if !args.server.is_empty() {
+        bail!(
+            "--key with --server needs the keyring token: --token-file FILE (or AESD_TOKEN_FILE)"
+        );
+    }
+    let mut random = [0u8; 24];
+    getrandom::fill(&mut random).context("cannot make the embedded keyring's root token")?;
+    let text: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
+    random.zeroize();
+    Ok(Some(KeyByName {
+        name: name.clone(),
+        token: Password::new(text.into_bytes()),
+    }))
+}
+
 /// Runs the load the arguments describe and reports it: how it ended, or
 /// why it could not start (bad arguments, an unusable output or address).
 pub(crate) async fn run(args: Args) -> Result<RunEnd> {
@@ -77,20 +106,31 @@ pub(crate) async fn run(args: Args) -> Result<RunEnd> {
         (None, Some(path)) => PassSource::File(path.clone()).read("aesload")?,
         (None, None) => Password::new(DEFAULT_LOAD_PASSWORD.to_vec()),
     };
-    let token = match &args.token_file {
-        Some(path) => Some(read_token_file(path, "aesload")?),
-        None => None,
-    };
-    let plans = plans(&args, password, token)?;
+    // With --key, the file holds the keyring token (by_name_key).
+    let token = args.keys.access_token("aesload")?;
+    let by_name = by_name_key(&args)?;
+    let plans = plans(&args, password, token, by_name.clone())?;
 
     let embedded = match args.server.is_empty() {
-        true => Some(start_embedded(&args, &plans).await?),
+        true => Some(start_embedded(&args, &plans, by_name.as_ref()).await?),
         false => None,
     };
     let servers = match &embedded {
         Some(server) => vec![server.addr().to_string()],
         None => args.server.clone(),
     };
+    if let Some(key) = &by_name {
+        let options = aesd_client::ConnectOptions {
+            token: None,
+            tls: args.tls.settings()?,
+            bind: args.bind,
+        };
+        for server in &servers {
+            preflight(server, &options, args.timeout, key)
+                .await
+                .context("--key: the run cannot start")?;
+        }
+    }
     for (name, plan) in &plans {
         outln!("aesload: {name}: {}", describe(plan));
         if !plan.shard.is_whole() {
@@ -201,10 +241,10 @@ pub(crate) async fn run(args: Args) -> Result<RunEnd> {
         seed: args.seed,
         scale: args.scale,
         iterations: args.iterations,
-        format: if args.format.as_deref() == Some("age") {
-            "age"
-        } else {
-            "openssl"
+        format: match (&args.keys.key, args.format.as_deref()) {
+            (Some(_), _) => "by-name",
+            (None, Some("age")) => "age",
+            (None, _) => "openssl",
         },
         warmup: args.warmup,
         shard: args.shard.unwrap_or(Shard::WHOLE),
