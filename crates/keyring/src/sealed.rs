@@ -207,9 +207,15 @@ impl RootKey {
     }
 
     /// Takes root key bytes already in a wiping container (from
-    /// [`shamir::combine`]).
+    /// [`shamir::combine`], or as the transit seal decrypted them).
     pub fn from_zeroizing(bytes: Zeroizing<[u8; 32]>) -> Self {
         RootKey(SecretKey::from_zeroizing(bytes))
+    }
+
+    /// Lends the key's bytes to `wrap` (the transit seal encrypting them
+    /// with another server's key at `sys/init`); nothing else sees them.
+    pub fn wrap_with<T, E>(&self, wrap: impl FnOnce(&[u8; 32]) -> Result<T, E>) -> Result<T, E> {
+        wrap(self.0.expose())
     }
 }
 

@@ -78,6 +78,9 @@
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
 //!   answered; shared by the HTTP API and the binary port.
+//! * `transit_seal`: auto-unseal (`--seal-transit-*`): the root key
+//!   wrapped by another server's Transit key, a small blocking HTTP/1.1
+//!   client, the retry loop.
 //! * `named_keys`: the binary port's by-name key source (key source 5)
 //!   on that keyring, with the HTTP API's token and policy check.
 //! * `etcd`: the keyring of a fleet in etcd (`--keyring etcd://...`):
@@ -124,6 +127,7 @@ mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
 mod tls_thread;
+mod transit_seal;
 mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};

@@ -11,6 +11,7 @@ mod admission;
 mod age_jobs;
 mod audit_log;
 mod auth;
+mod auto_unseal;
 mod bad_input;
 mod bao_cli;
 mod by_name;
