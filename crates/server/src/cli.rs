@@ -75,6 +75,13 @@ pub fn main() -> ExitCode {
     if let Err(err) = core_dumps {
         tracing::warn!("{err}: a crash may leave secrets in a core file");
     }
+    // Before the keyring (and its keys) is loaded.
+    let holds_keys = cli.dev || config.keyring.is_some() || config.http_listen.is_some();
+    if let Err(err) = crate::mlock::apply(config.mlock, holds_keys) {
+        error!("--mlock on: {err}");
+        eprintln!("aesd: --mlock on: {err}");
+        return ExitCode::FAILURE;
+    }
     keep_connections_within_the_fd_limit(&mut config);
     info!(
         aes = backend.engine.name(),

@@ -78,6 +78,7 @@
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
 //!   answered; shared by the HTTP API and the binary port.
+//! * `mlock`: `--mlock`, memory locked while aesd holds a keyring.
 //! * `transit_seal`: auto-unseal (`--seal-transit-*`): the root key
 //!   wrapped by another server's Transit key, a small blocking HTTP/1.1
 //!   client, the retry loop.
@@ -113,6 +114,7 @@ mod keyring_state;
 mod limits;
 mod log_limit;
 mod metrics;
+mod mlock;
 mod named_keys;
 mod outgoing;
 mod pool;

@@ -33,6 +33,7 @@ use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
 use crate::client_id::DEFAULT_IPV6_PREFIX;
 use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
+use crate::mlock::MlockMode;
 use crate::proxy::{CidrList, TrustedProxies};
 use crate::transit_seal::{DEFAULT_MOUNT_PATH, TransitAddress};
 
@@ -388,6 +389,11 @@ settings! {
     etcd_cert: Option<PathBuf>, "FILE", default None, shown "none";
     /// The key (PEM) of --etcd-cert
     etcd_key: Option<PathBuf>, "FILE", default None, shown "none";
+    /// Lock aesd's memory (mlockall) while it holds a keyring (--keyring,
+    /// --dev, --http-listen), so no key is swapped out: auto (when
+    /// RLIMIT_MEMLOCK is unlimited or aesd has CAP_IPC_LOCK; else a
+    /// warning), on (or exit 1), off
+    mlock: MlockMode, "MODE", default MlockMode::Auto;
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug")
     log: String, "FILTER", default "info".to_owned(), valid log_filter;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::backend::AesBackend;
 use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
+use crate::mlock::MlockMode;
 use crate::proxy::CidrList;
 use crate::transit_seal::TransitAddress;
 
@@ -135,6 +136,19 @@ impl SettingValue for TransitAddress {
 
     fn read(written: String) -> Result<TransitAddress, String> {
         TransitAddress::parse(&written)
+    }
+
+    fn write(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+/// `auto`, `on` or `off`.
+impl SettingValue for MlockMode {
+    type Written = String;
+
+    fn read(written: String) -> Result<MlockMode, String> {
+        written.parse()
     }
 
     fn write(&self) -> Option<String> {

@@ -61,7 +61,9 @@ pub fn post(
     request.extend_from_slice(b"\r\n\r\n");
     request.extend_from_slice(body);
     stream.write_all(&request).map_err(no_answer)?;
-    let mut raw = Zeroizing::new(Vec::with_capacity(4096));
+    // Allocated once at its largest: a reallocation would leave a copy
+    // of the reply (the root key, for decrypt) unwiped.
+    let mut raw = Zeroizing::new(Vec::with_capacity(MAX_REPLY + 1));
     (&mut stream)
         .take(MAX_REPLY as u64 + 1)
         .read_to_end(&mut raw)

@@ -25,6 +25,7 @@ mod hardening;
 mod lanes;
 mod limits;
 mod log_flood;
+mod memory_lock;
 mod metrics_endpoint;
 mod openssl_oracle;
 mod prometheus;
