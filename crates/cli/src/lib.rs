@@ -19,6 +19,8 @@
 //!   file, synced, then renamed into place.
 //! * [`error_line`]: an error and its causes on one line, each once.
 //! * [`secrets`]: no core dumps (a crash leaves no secret on disk).
+//! * [`memory_lock`]: every page locked in memory where the limits allow
+//!   (no secret swapped out).
 //!
 //! Of aesd's crates it depends on the protocol only (`aesd-proto`: the
 //! password and token types, their limits and the secret-file reader).
@@ -28,6 +30,7 @@ pub mod error_line;
 pub mod generate;
 pub mod help;
 pub mod key_args;
+pub mod memory_lock;
 pub mod output;
 pub mod pass_source;
 pub mod password;

@@ -60,9 +60,9 @@ impl KeyType {
 }
 
 /// 32 bytes of key material, wiped when dropped. Its `Debug` prints no
-/// byte of it.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(transparent)]
+/// byte of it; serialised as base64 made in constant time
+/// (`secret_text`).
+#[derive(Clone, PartialEq, Eq)]
 pub struct SecretKey(Zeroizing<[u8; KEY_LEN]>);
 
 impl SecretKey {

@@ -2,8 +2,7 @@
 //! standard base64 of `nonce || ciphertext || tag`. The same form comes
 //! back from `transit/encrypt` and goes into `transit/decrypt`.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64ct::{Base64, Encoding};
 
 use crate::CiphertextFault;
 
@@ -13,7 +12,7 @@ pub const PREFIX: &str = "vault:v";
 /// Formats `sealed` (`nonce || ciphertext || tag`) made with `version`.
 pub fn format(version: u32, sealed: &[u8]) -> String {
     let mut out = format!("{PREFIX}{version}:");
-    STANDARD.encode_string(sealed, &mut out);
+    out.push_str(&Base64::encode_string(sealed));
     out
 }
 
@@ -35,9 +34,7 @@ pub fn parse(text: &str) -> Result<(u32, Vec<u8>), CiphertextFault> {
     if version == 0 {
         return Err(CiphertextFault::MalformedVersion);
     }
-    let sealed = STANDARD
-        .decode(payload)
-        .map_err(|_| CiphertextFault::BadBase64)?;
+    let sealed = Base64::decode_vec(payload).map_err(|_| CiphertextFault::BadBase64)?;
     Ok((version, sealed))
 }
 

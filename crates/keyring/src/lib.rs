@@ -15,6 +15,7 @@
 //!              trim, encrypt/decrypt, wrap/unwrap a file key; limits
 //!  shamir      GF(2^8) secret sharing of the root key, constant time
 //!  sealed      the keyring at rest: header, AES-256-GCM under the root key
+//!  secret_text base64 / hex of secrets in constant time; SecretKey's serde
 //!  unseal      sealed -> unsealed, as sys/unseal reports it
 //!  policy      ACL policies (OpenBao's HCL subset), path matching, PolicyStore
 //!  token       tokens stored as SHA-256 with accessors, TTLs, the root policy
@@ -55,6 +56,7 @@ mod keyring;
 pub mod name;
 pub mod policy;
 pub mod sealed;
+mod secret_text;
 pub mod shamir;
 pub mod store;
 pub mod token;

@@ -14,8 +14,6 @@
 //! A share is 33 bytes, the 32 values then the index (OpenBao's layout),
 //! shown as standard base64 (OpenBao's `keys_base64`) or hex (`keys`).
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use thiserror::Error;
 use zeroize::Zeroizing;
 
@@ -90,18 +88,12 @@ impl Share {
     /// Standard base64 of [`Share::to_bytes`], as OpenBao's
     /// `keys_base64`.
     pub fn to_base64(&self) -> Zeroizing<String> {
-        Zeroizing::new(STANDARD.encode(&self.to_bytes()[..]))
+        crate::secret_text::base64(&self.to_bytes()[..])
     }
 
     /// Hex of [`Share::to_bytes`], as OpenBao's `keys`.
     pub fn to_hex(&self) -> Zeroizing<String> {
-        let bytes = self.to_bytes();
-        let mut out = Zeroizing::new(String::with_capacity(2 * SHARE_LEN));
-        for byte in bytes.iter() {
-            out.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-            out.push(char::from(b"0123456789abcdef"[usize::from(byte & 15)]));
-        }
-        out
+        crate::secret_text::hex(&self.to_bytes()[..])
     }
 
     /// Decodes a share from its 33 bytes.
@@ -119,33 +111,22 @@ impl Share {
     }
 
     /// Decodes a share as `sys/unseal`'s `key` takes it: 66 hex digits or
-    /// standard base64 of 33 bytes (surrounding whitespace ignored).
+    /// standard base64 of 33 bytes (surrounding whitespace ignored). The
+    /// form is told by the length alone and decoded in constant time.
     pub fn parse(text: &str) -> Result<Self, ShamirError> {
         let text = text.trim();
-        let bytes = if text.len() == 2 * SHARE_LEN && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            let mut out = Zeroizing::new(vec![0u8; SHARE_LEN]);
-            for (i, pair) in text.as_bytes().chunks(2).enumerate() {
-                out[i] = (hex_digit(pair[0]) << 4) | hex_digit(pair[1]);
-            }
-            out
+        let bytes = if text.len() == 2 * SHARE_LEN {
+            crate::secret_text::hex_exact::<SHARE_LEN>(text)
         } else {
-            Zeroizing::new(
-                STANDARD
-                    .decode(text)
-                    .map_err(|_| ShamirError::Malformed("neither hex nor base64"))?,
-            )
-        };
-        Share::from_bytes(&bytes)
-    }
-}
-
-fn hex_digit(digit: u8) -> u8 {
-    match digit {
-        b'0'..=b'9' => digit - b'0',
-        b'a'..=b'f' => digit - b'a' + 10,
-        b'A'..=b'F' => digit - b'A' + 10,
-        // Callers check is_ascii_hexdigit first.
-        _ => 0,
+            crate::secret_text::base64_exact::<SHARE_LEN>(text)
+        }
+        .map_err(|err| match err {
+            crate::secret_text::BadText::Length => ShamirError::Malformed("not 33 bytes"),
+            crate::secret_text::BadText::Alphabet => {
+                ShamirError::Malformed("neither hex nor base64")
+            }
+        })?;
+        Share::from_bytes(&bytes[..])
     }
 }
 

@@ -6,8 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
@@ -92,13 +90,13 @@ pub struct TokenStore {
 
 fn hash(token: &str) -> String {
     let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    base16ct::lower::encode_string(&digest)
 }
 
 fn random_text(entropy: &mut dyn Entropy, bytes: usize) -> Result<Zeroizing<String>, KeyringError> {
     let mut raw = Zeroizing::new(vec![0u8; bytes]);
     entropy.fill(&mut raw)?;
-    Ok(Zeroizing::new(URL_SAFE_NO_PAD.encode(&raw[..])))
+    Ok(crate::secret_text::base64url(&raw[..]))
 }
 
 impl TokenStore {

@@ -7,7 +7,9 @@
 use zeroize::Zeroizing;
 
 use crate::policy::PolicyStore;
-use crate::sealed::{self, Contents, ContentsRef, RootKey, SealError, SealedHeader};
+use crate::sealed::{
+    self, Contents, ContentsRef, RootKey, SealError, SealType, SealedHeader, WrappedRoot,
+};
 use crate::shamir::{self, Share};
 use crate::token::TokenStore;
 use crate::{Entropy, Keyring, KeyringError, SecretKey};
@@ -25,6 +27,9 @@ pub struct SealStatus {
     pub progress: u8,
     /// The sealed keyring's generation.
     pub generation: u64,
+    /// How the root key comes back (with the transit seal, threshold and
+    /// shares are the recovery shares').
+    pub seal_type: SealType,
 }
 
 /// A sealed keyring waiting for shares. `Debug` shows the progress only.
@@ -71,12 +76,32 @@ impl Unsealer {
             shares: self.header.config.shares,
             progress: u8::try_from(self.given.len()).unwrap_or(u8::MAX),
             generation: self.header.generation,
+            seal_type: self.header.seal_type(),
         }
     }
 
     /// The generation waiting for shares.
     pub fn generation(&self) -> u64 {
         self.header.generation
+    }
+
+    /// With the transit seal, the root key as the Transit key encrypted
+    /// it (to decrypt there, then [`Unsealer::open_with_root`]).
+    pub fn wrapped_root(&self) -> Option<&WrappedRoot> {
+        self.header.wrapped_root.as_ref()
+    }
+
+    /// Opens the keyring with the root key the transit seal decrypted;
+    /// the shares given so far are dropped either way.
+    pub fn open_with_root(&mut self, root: RootKey) -> Result<Box<UnsealedKeyring>, SealError> {
+        self.given.clear();
+        let (header, contents) = sealed::open(&self.sealed, &root).map_err(|err| match err {
+            SealError::SharesDoNotOpen => SealError::RootDoesNotOpen,
+            other => other,
+        })?;
+        Ok(Box::new(UnsealedKeyring::from_contents(
+            root, header, contents,
+        )))
     }
 
     /// Waits for shares of a newer generation (another writer stored
@@ -150,13 +175,25 @@ impl UnsealedKeyring {
         }
     }
 
-    /// A new keyring after `sys/init`: generation 0 (nothing stored yet).
+    /// A new keyring after `sys/init`: generation 0 (nothing stored yet),
+    /// the Shamir seal.
     pub fn initialized(root: RootKey, config: sealed::SealConfig) -> Self {
+        UnsealedKeyring::initialized_with(root, config, None)
+    }
+
+    /// A new keyring after `sys/init` with the transit seal when
+    /// `wrapped_root` is given (`config`: the recovery shares').
+    pub fn initialized_with(
+        root: RootKey,
+        config: sealed::SealConfig,
+        wrapped_root: Option<WrappedRoot>,
+    ) -> Self {
         UnsealedKeyring {
             root,
             header: SealedHeader {
                 config,
                 generation: 0,
+                wrapped_root,
             },
             keyring: Keyring::new(),
             policies: PolicyStore::default(),
@@ -208,6 +245,7 @@ impl UnsealedKeyring {
             shares: self.header.config.shares,
             progress: 0,
             generation: self.header.generation,
+            seal_type: self.header.seal_type(),
         }
     }
 
@@ -218,6 +256,7 @@ impl UnsealedKeyring {
         let header = SealedHeader {
             config: self.header.config,
             generation: self.header.generation + 1,
+            wrapped_root: self.header.wrapped_root.clone(),
         };
         Ok((
             header.generation,
@@ -270,7 +309,7 @@ impl UnsealedKeyring {
                 audit_salt: self.audit_salt.as_ref(),
             },
             &self.root,
-            self.header,
+            self.header.clone(),
             entropy,
         )
     }

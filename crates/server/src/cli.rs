@@ -79,6 +79,13 @@ pub fn main() -> ExitCode {
     if let Err(err) = core_dumps {
         tracing::warn!("{err}: a crash may leave secrets in a core file");
     }
+    // Before the keyring (and its keys) is loaded.
+    let holds_keys = cli.dev || config.keyring.is_some() || config.http_listen.is_some();
+    if let Err(err) = crate::mlock::apply(config.mlock, holds_keys) {
+        error!("--mlock on: {err}");
+        eprintln!("aesd: --mlock on: {err}");
+        return ExitCode::FAILURE;
+    }
     keep_connections_within_the_fd_limit(&mut config);
     info!(
         aes = backend.engine.name(),
@@ -195,6 +202,12 @@ const DEV_HTTP_LISTEN: ([u8; 4], u16) = ([127, 0, 0, 1], 8200);
 /// `--http-listen`. `None` when neither asks for the API.
 async fn start_http_api(cli: &Cli, config: &Config, tls: bool) -> Result<Option<HttpApi>, String> {
     use crate::keyring_state::KeyringState;
+    if cli.dev && config.seal_transit_address.is_some() {
+        return Err(
+            "--dev with --seal-transit-address: --dev keeps its keyring in memory, unsealed (the transit seal needs --keyring)"
+                .into(),
+        );
+    }
     let state = if cli.dev {
         let dev = KeyringState::dev(cli.dev_root_token_id.as_deref())
             .map_err(|err| format!("--dev: {err}"))?;
@@ -278,9 +291,8 @@ fn open_keyring(
     match location {
         KeyringLocation::Dir(dir) => {
             let store = aesd_keyring::store::DirStore::open(dir).map_err(|e| failed(&e))?;
-            let state = KeyringState::open(Box::new(store), "file")
-                .map(std::sync::Arc::new)
-                .map_err(|e| failed(&e))?;
+            let state = KeyringState::open(Box::new(store), "file").map_err(|e| failed(&e))?;
+            let state = with_transit_seal(state, config)?;
             crate::metrics::keyring::attach(std::sync::Arc::clone(&state), None);
             Ok(state)
         }
@@ -292,9 +304,10 @@ fn open_keyring(
             // A board that starts while etcd is down cannot know the
             // fleet's keyring: it refuses to start (a supervisor
             // restarts it) rather than offer `sys/init` on an empty one.
-            let state = std::sync::Arc::new(
+            let state = with_transit_seal(
                 KeyringState::open(Box::new(store), "etcd").map_err(|e| failed(&e))?,
-            );
+                config,
+            )?;
             let watched = std::sync::Arc::clone(&state);
             crate::etcd::watch::spawn(client, dir, std::sync::Arc::clone(&stats), move || {
                 watched.refresh().map(drop).map_err(|err| err.to_string())
@@ -305,6 +318,53 @@ fn open_keyring(
             Ok(state)
         }
     }
+}
+
+/// `--seal-transit-*`: the keyring gets the transit seal and the
+/// auto-unseal loop starts; a keyring sealed under the other seal is
+/// reported (aesd does not migrate seals).
+fn with_transit_seal(
+    state: crate::keyring_state::KeyringState,
+    config: &Config,
+) -> Result<std::sync::Arc<crate::keyring_state::KeyringState>, String> {
+    use aesd_keyring::sealed::SealType;
+    let stored = state.status().map(|status| status.seal_type);
+    let (Some(address), Some(key_name), Some(token_file)) = (
+        &config.seal_transit_address,
+        &config.seal_transit_key_name,
+        &config.seal_transit_token_file,
+    ) else {
+        if stored == Some(SealType::Transit) {
+            warn!(
+                "the keyring uses the transit seal but no --seal-transit-address is given: unseal it with the recovery shares"
+            );
+        }
+        return Ok(std::sync::Arc::new(state));
+    };
+    let seal = crate::transit_seal::TransitSeal::new(
+        address.clone(),
+        &config.seal_transit_mount_path,
+        key_name,
+        token_file,
+    )?;
+    if !address.is_loopback() {
+        warn!(
+            "--seal-transit-address {address} is not loopback: the root key crosses that network in plain HTTP at init and at every start"
+        );
+    }
+    if stored == Some(SealType::Shamir) {
+        warn!(
+            "the keyring uses the shamir seal: --seal-transit-* is not used for it (aesd does not migrate seals); unseal it with its shares"
+        );
+    }
+    info!(
+        "transit seal: {} (auto-unseal at start, retried while it fails)",
+        seal.describe()
+    );
+    let state = std::sync::Arc::new(state.with_transit_seal(seal));
+    crate::transit_seal::retry::spawn(std::sync::Arc::clone(&state))
+        .map_err(|err| format!("cannot start the auto-unseal thread: {err}"))?;
+    Ok(state)
 }
 
 /// Raises the soft open-file limit to the hard one and lowers

@@ -305,6 +305,44 @@ impl Config {
     /// state for one: `tls-cert` and `tls-key` come together, `min-iter`
     /// is at most `max-iter`, and two pairs of limits must be at least 1
     /// (one message names both).
+    /// The transit seal's settings come together, with a keyring.
+    fn check_transit_seal(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, reason: &str| {
+            Err(ConfigError::Invalid {
+                key: key.into(),
+                reason: reason.into(),
+            })
+        };
+        if self.seal_transit_address.is_none() {
+            if self.seal_transit_key_name.is_some() || self.seal_transit_token_file.is_some() {
+                return invalid(
+                    "seal-transit-address",
+                    "--seal-transit-key-name and --seal-transit-token-file need --seal-transit-address",
+                );
+            }
+            return Ok(());
+        }
+        if self.seal_transit_key_name.is_none() {
+            return invalid(
+                "seal-transit-key-name",
+                "the transit seal needs the key's name (--seal-transit-key-name)",
+            );
+        }
+        if self.seal_transit_token_file.is_none() {
+            return invalid(
+                "seal-transit-token-file",
+                "the transit seal needs a token (--seal-transit-token-file)",
+            );
+        }
+        if self.keyring.is_none() {
+            return invalid(
+                "seal-transit-address",
+                "the transit seal seals a stored keyring: give --keyring",
+            );
+        }
+        Ok(())
+    }
+
     fn check_rules_between_settings(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, reason: String| {
             Err(ConfigError::Invalid {
@@ -326,6 +364,7 @@ impl Config {
                 "max-file-size and max-jobs-per-connection must be at least 1".into(),
             );
         }
+        self.check_transit_seal()?;
         if self.min_iter == 0 || self.min_iter > self.max_iter {
             return invalid(
                 "min-iter",

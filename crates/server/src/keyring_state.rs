@@ -7,7 +7,11 @@
 //! ```text
 //!  start:  store.load_newest()  none ─► Uninitialized   some ─► Sealed
 //!  init:   Uninitialized ─ shares + root token, stored ─► Sealed
+//!          (transit seal: recovery shares, root key wrapped ─► Unsealed)
 //!  unseal: Sealed ─ k good shares ─► Unsealed     seal: Unsealed ─► Sealed
+//!          (transit seal: Sealed ─ the other server decrypts ─► Unsealed,
+//!          tried by transit_seal::retry until it works; k recovery
+//!          shares unseal too)
 //! ```
 //!
 //! Locking: one mutex; every operation is short (a keyring under 1.5 MB
@@ -17,7 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aesd_keyring::OsEntropy;
-use aesd_keyring::sealed::{self, SealConfig, SealError};
+use aesd_keyring::sealed::{self, SealConfig, SealError, SealType};
 use aesd_keyring::shamir::{ShamirError, Share};
 use aesd_keyring::store::{KeyringStore, MemoryStore, StoreError};
 use aesd_keyring::token::ROOT_POLICY;
@@ -47,6 +51,65 @@ pub enum StateError {
     /// The store could not write or read; the keyring is unchanged.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The transit seal's server could not encrypt or decrypt the root
+    /// key.
+    #[error(transparent)]
+    Transit(#[from] crate::transit_seal::TransitSealError),
+}
+
+impl StateError {
+    /// A short name of the failure for `sys/seal-status`.
+    fn kind(&self) -> &'static str {
+        match self {
+            StateError::Transit(err) => err.kind(),
+            StateError::Seal(SealError::RootDoesNotOpen) => "root_does_not_open",
+            StateError::Seal(_) => "seal",
+            StateError::Store(_) => "store",
+            _ => "state",
+        }
+    }
+}
+
+/// Why the last auto-unseal attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoUnsealFailure {
+    /// A short name: `unreachable`, `no_answer`, `server_sealed`,
+    /// `permission_denied`, `refused`, `bad_reply`, `root_does_not_open`,
+    /// `seal`, `store`.
+    pub kind: &'static str,
+    /// The whole reason.
+    pub message: String,
+}
+
+/// What one auto-unseal attempt did.
+#[derive(Debug)]
+pub enum AutoUnseal {
+    /// Not sealed under the transit seal, or sealed by an operator.
+    NothingToDo,
+    /// Unsealed now.
+    Unsealed {
+        /// The generation opened.
+        generation: u64,
+    },
+    /// Still sealed.
+    Failed {
+        /// Attempts failed in a row.
+        attempts: u64,
+        /// Why this one failed.
+        error: AutoUnsealFailure,
+    },
+}
+
+/// The auto-unseal loop's record.
+#[derive(Debug, Default)]
+struct AutoUnsealRecord {
+    /// `sys/seal` sealed the keyring: no automatic unseal until a
+    /// restart (or recovery shares), as OpenBao does.
+    operator_sealed: bool,
+    /// Failures in a row.
+    attempts: u64,
+    /// The last one's reason, until an attempt works.
+    last: Option<AutoUnsealFailure>,
 }
 
 /// Where the keyring stands.
@@ -61,8 +124,11 @@ enum State {
 
 /// What `sys/init` returns, once.
 pub struct Initialized {
-    /// The shares (shown once; never stored).
+    /// The shares (shown once; never stored): recovery shares with the
+    /// transit seal.
     pub shares: Vec<Share>,
+    /// Shamir, or transit (then already unsealed).
+    pub seal_type: SealType,
     /// The root token (shown once; stored as its hash).
     pub root_token: Zeroizing<String>,
 }
@@ -84,6 +150,9 @@ pub struct KeyringState {
     /// `memory` (dev) or `file` (`--keyring`): `seal-status`'s
     /// `storage_type`.
     storage_type: &'static str,
+    /// `--seal-transit-*`: the root key from another server's Transit key.
+    transit: Option<crate::transit_seal::TransitSeal>,
+    auto_unseal: Mutex<AutoUnsealRecord>,
 }
 
 /// Unix seconds now.
@@ -118,7 +187,101 @@ impl KeyringState {
             state: Mutex::new(state),
             store,
             storage_type,
+            transit: None,
+            auto_unseal: Mutex::new(AutoUnsealRecord::default()),
         })
+    }
+
+    /// Uses the transit seal: `sys/init` wraps the root key with it and
+    /// [`KeyringState::try_auto_unseal`] unwraps it.
+    pub fn with_transit_seal(mut self, seal: crate::transit_seal::TransitSeal) -> Self {
+        self.transit = Some(seal);
+        self
+    }
+
+    /// The seal a new keyring gets (`seal-status` before `sys/init`).
+    pub fn configured_seal_type(&self) -> SealType {
+        if self.transit.is_some() {
+            SealType::Transit
+        } else {
+            SealType::Shamir
+        }
+    }
+
+    fn auto_record(&self) -> MutexGuard<'_, AutoUnsealRecord> {
+        self.auto_unseal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Why the last auto-unseal attempt failed, while sealed.
+    pub fn auto_unseal_failure(&self) -> Option<AutoUnsealFailure> {
+        self.auto_record().last.clone()
+    }
+
+    /// One auto-unseal attempt: when sealed under the transit seal (and
+    /// not by `sys/seal`), asks the other server to decrypt the root key
+    /// and opens the keyring with it. The network call runs without the
+    /// state's lock.
+    pub fn try_auto_unseal(&self) -> AutoUnseal {
+        let Some(seal) = &self.transit else {
+            return AutoUnseal::NothingToDo;
+        };
+        if self.auto_record().operator_sealed {
+            return AutoUnseal::NothingToDo;
+        }
+        let wrapped = match &*self.lock() {
+            State::Sealed(unsealer) => match unsealer.wrapped_root() {
+                Some(wrapped) => wrapped.clone(),
+                None => return AutoUnseal::NothingToDo,
+            },
+            _ => return AutoUnseal::NothingToDo,
+        };
+        let opened = seal
+            .decrypt_root(&wrapped)
+            .map_err(StateError::from)
+            .and_then(|root| {
+                let mut state = self.lock();
+                let State::Sealed(unsealer) = &mut *state else {
+                    return Ok(None);
+                };
+                let mut open = unsealer.open_with_root(root)?;
+                let generation = open.generation();
+                self.store_missing_audit_salt(&mut open);
+                *state = State::Unsealed(open);
+                Ok(Some(generation))
+            });
+        let mut record = self.auto_record();
+        match opened {
+            Ok(Some(generation)) => {
+                record.attempts = 0;
+                record.last = None;
+                AutoUnseal::Unsealed { generation }
+            }
+            Ok(None) => AutoUnseal::NothingToDo,
+            Err(err) => {
+                record.attempts += 1;
+                let error = AutoUnsealFailure {
+                    kind: err.kind(),
+                    message: err.to_string(),
+                };
+                record.last = Some(error.clone());
+                AutoUnseal::Failed {
+                    attempts: record.attempts,
+                    error,
+                }
+            }
+        }
+    }
+
+    /// A keyring sealed before audit logging gets its salt stored now (a
+    /// failure leaves it for the next write).
+    fn store_missing_audit_salt(&self, open: &mut UnsealedKeyring) {
+        if open.audit_salt().is_none()
+            && let Err(err) = self.persist(open)
+        {
+            tracing::warn!("the audit log's salt is not stored yet: {err}");
+        }
     }
 
     /// `--dev`: in memory, one share of one, unsealed, with a root token
@@ -169,7 +332,9 @@ impl KeyringState {
 
     /// `sys/init`: a new root key split `threshold` of `shares`, an empty
     /// keyring with a root token, stored as generation 1; the keyring
-    /// stays sealed, as OpenBao's does.
+    /// stays sealed, as OpenBao's does. With the transit seal the shares
+    /// are recovery shares, the root key is wrapped by the other server
+    /// first, and the keyring is unsealed at once.
     pub fn init(&self, config: SealConfig) -> Result<Initialized, StateError> {
         self.init_with(config, None)
     }
@@ -179,12 +344,26 @@ impl KeyringState {
         config: SealConfig,
         root_token_id: Option<&str>,
     ) -> Result<Initialized, StateError> {
+        if !matches!(*self.lock(), State::Uninitialized) {
+            return Err(StateError::AlreadyInitialized);
+        }
+        let (root, shares) = sealed::initialize(config, &mut OsEntropy)?;
+        // The other server is asked before the lock is taken (it may take
+        // seconds); the state is checked again after.
+        let wrapped_root = match &self.transit {
+            Some(seal) => Some(seal.encrypt_root(&root)?),
+            None => None,
+        };
+        let seal_type = if wrapped_root.is_some() {
+            SealType::Transit
+        } else {
+            SealType::Shamir
+        };
         let mut state = self.lock();
         if !matches!(*state, State::Uninitialized) {
             return Err(StateError::AlreadyInitialized);
         }
-        let (root, shares) = sealed::initialize(config, &mut OsEntropy)?;
-        let mut open = UnsealedKeyring::initialized(root, config);
+        let mut open = UnsealedKeyring::initialized_with(root, config, wrapped_root);
         let (root_token, _) = open
             .tokens
             .create(
@@ -209,8 +388,18 @@ impl KeyringState {
             }
             return Err(err.into());
         }
-        *state = State::Sealed(Unsealer::new(bytes)?);
-        Ok(Initialized { shares, root_token })
+        if seal_type == SealType::Transit {
+            open.committed(generation);
+            *state = State::Unsealed(Box::new(open));
+            tracing::info!("keyring initialized with the transit seal and unsealed");
+        } else {
+            *state = State::Sealed(Unsealer::new(bytes)?);
+        }
+        Ok(Initialized {
+            shares,
+            seal_type,
+            root_token,
+        })
     }
 
     /// `sys/unseal` with `key`: the status after it.
@@ -224,15 +413,9 @@ impl KeyringState {
                 UnsealStep::Progress(status) => Ok(status),
                 UnsealStep::Unsealed(mut open) => {
                     let status = open.status();
-                    if open.audit_salt().is_none() {
-                        // Sealed before audit logging: its salt is made
-                        // and stored now (a failure leaves it for the
-                        // next write).
-                        if let Err(err) = self.persist(&mut open) {
-                            tracing::warn!("the audit log's salt is not stored yet: {err}");
-                        }
-                    }
+                    self.store_missing_audit_salt(&mut open);
                     *state = State::Unsealed(open);
+                    self.auto_record().operator_sealed = false;
                     tracing::info!(generation = status.generation, "keyring unsealed");
                     Ok(status)
                 }
@@ -273,7 +456,14 @@ impl KeyringState {
             }
         };
         *state = State::Sealed(Unsealer::new(sealed_bytes)?);
-        tracing::info!("keyring sealed");
+        if self.transit.is_some() {
+            self.auto_record().operator_sealed = true;
+            tracing::info!(
+                "keyring sealed; the transit seal unseals it again at the next start (or give the recovery shares)"
+            );
+        } else {
+            tracing::info!("keyring sealed");
+        }
         Ok(())
     }
 

@@ -78,6 +78,10 @@
 //! * `keyring_state`: the keyring (`--keyring`, `--dev`): not
 //!   initialised, sealed or unsealed, every change stored before it is
 //!   answered; shared by the HTTP API and the binary port.
+//! * `mlock`: `--mlock`, memory locked while aesd holds a keyring.
+//! * `transit_seal`: auto-unseal (`--seal-transit-*`): the root key
+//!   wrapped by another server's Transit key, a small blocking HTTP/1.1
+//!   client, the retry loop.
 //! * `named_keys`: the binary port's by-name key source (key source 5)
 //!   on that keyring, with the HTTP API's token and policy check.
 //! * `etcd`: the keyring of a fleet in etcd (`--keyring etcd://...`):
@@ -118,6 +122,7 @@ mod keyring_state;
 mod limits;
 mod log_limit;
 mod metrics;
+mod mlock;
 mod named_keys;
 mod outgoing;
 mod pool;
@@ -133,6 +138,7 @@ mod tls_gate;
 pub mod tls_init;
 mod tls_thread;
 mod verify_audit;
+mod transit_seal;
 mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};

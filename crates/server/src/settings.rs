@@ -33,7 +33,9 @@ use crate::backend::{AesBackend, DEFAULT_DEVICE_TREE};
 use crate::client_id::DEFAULT_IPV6_PREFIX;
 use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
+use crate::mlock::MlockMode;
 use crate::proxy::{CidrList, TrustedProxies};
+use crate::transit_seal::{DEFAULT_MOUNT_PATH, TransitAddress};
 
 mod value;
 
@@ -366,13 +368,33 @@ settings! {
     /// directory, or etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a fleet
     /// sharing one keyring (every board reads and writes it there and
     /// watches it: docs/fleet.md). aesd starts sealed: `bao operator init`
-    /// once, then `bao operator unseal` with the shares after each start.
+    /// once, then `bao operator unseal` with the shares after each start
+    /// (or --seal-transit-address: unsealed by another server).
     /// The job port's by-name jobs (key source 5, aescrypt --key) use it:
     /// refused `sealed` until unsealed; `unknown_key`,
     /// `key_version_retired`, `key_version_not_created`,
     /// `permission_denied`, `bad_key_token`, `audit_failed` (PROTOCOL.md,
     /// By name)
     keyring: Option<KeyringLocation>, "LOCATION", default None, shown "none";
+    /// Auto-unseal from another server's Transit key (OpenBao's transit
+    /// seal, `address`): http://HOST[:PORT] of another aesd's (or
+    /// OpenBao's) HTTP API. `sys/init` has it encrypt the root key
+    /// (recovery shares instead of unseal shares) and aesd unseals itself
+    /// at start; while that server is sealed or unreachable aesd stays
+    /// sealed and retries (0.5 s doubling to 10 s). Plain HTTP only: the
+    /// root key crosses that connection, keep it on loopback or a trusted
+    /// network. Needs --keyring, --seal-transit-key-name and
+    /// --seal-transit-token-file
+    seal_transit_address: Option<TransitAddress>, "URL", default None, shown "off";
+    /// The transit seal's key name on that server (OpenBao's `key_name`)
+    seal_transit_key_name: Option<String>, "NAME", default None, shown "none";
+    /// The transit seal's mount path on that server (OpenBao's `mount_path`)
+    seal_transit_mount_path: String, "PATH", default DEFAULT_MOUNT_PATH.to_owned(),
+        shown DEFAULT_MOUNT_PATH;
+    /// File whose first line is the transit seal's token (OpenBao's
+    /// `token`): it needs update on MOUNT/encrypt/NAME and
+    /// MOUNT/decrypt/NAME
+    seal_transit_token_file: Option<PathBuf>, "FILE", default None, shown "none";
     /// With --keyring etcd://...: the CA certificate (PEM) of etcd's
     /// client port; TLS is on when it is given
     etcd_cacert: Option<PathBuf>, "FILE", default None, shown "none";
@@ -381,6 +403,11 @@ settings! {
     etcd_cert: Option<PathBuf>, "FILE", default None, shown "none";
     /// The key (PEM) of --etcd-cert
     etcd_key: Option<PathBuf>, "FILE", default None, shown "none";
+    /// Lock aesd's memory (mlockall) while it holds a keyring (--keyring,
+    /// --dev, --http-listen), so no key is swapped out: auto (when
+    /// RLIMIT_MEMLOCK is unlimited or aesd has CAP_IPC_LOCK; else a
+    /// warning), on (or exit 1), off
+    mlock: MlockMode, "MODE", default MlockMode::Auto;
     /// Log filter, tracing syntax (error, warn, info, debug, trace, or
     /// per-module like "aesd_server=debug")
     log: String, "FILTER", default "info".to_owned(), valid log_filter;

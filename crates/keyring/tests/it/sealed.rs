@@ -128,11 +128,17 @@ fn header_is_bound_and_checked() {
     let header = SealedHeader {
         config: CONFIG,
         generation: 7,
+        wrapped_root: None,
     };
     let empty = Contents::default();
-    let bytes =
-        sealed::seal(contents(&empty.keyring), &root, header, &mut OsEntropy).expect("seal");
-    assert_eq!(sealed::read_header(&bytes), Ok(header));
+    let bytes = sealed::seal(
+        contents(&empty.keyring),
+        &root,
+        header.clone(),
+        &mut OsEntropy,
+    )
+    .expect("seal");
+    assert_eq!(sealed::read_header(&bytes), Ok(header.clone()));
     assert!(sealed::open(&bytes, &root).is_ok());
     // Claiming another generation (byte 19) or threshold (byte 10) breaks the tag.
     for at in [19, 10, 11] {
@@ -151,11 +157,11 @@ fn header_is_bound_and_checked() {
         Err(SealError::Malformed("wrong magic"))
     );
     let mut changed = bytes.clone();
-    changed[8] = 2;
+    changed[8] = 3;
     assert_eq!(
         sealed::read_header(&changed),
         Err(SealError::Unsupported {
-            format: 2,
+            format: 3,
             cipher: 1
         })
     );
@@ -173,7 +179,7 @@ fn header_is_bound_and_checked() {
     let mut ring = Keyring::new();
     ring.create("k", KeyType::default(), 0, &mut Pattern)
         .expect("create");
-    let bytes = sealed::seal(contents(&ring), &root, header, &mut OsEntropy).expect("seal");
+    let bytes = sealed::seal(contents(&ring), &root, header.clone(), &mut OsEntropy).expect("seal");
     assert!(!bytes.windows(8).any(|w| w == [0x5a; 8]));
     assert!(
         !String::from_utf8_lossy(&bytes).contains("\"k\""),

@@ -9,6 +9,7 @@ use aesd_keyring::store::StoreError;
 use aesd_keyring::token::TokenError;
 
 use crate::keyring_state::StateError;
+use crate::transit_seal::TransitSealError;
 
 /// A refused request: its status and messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +103,14 @@ impl From<StateError> for ApiError {
                     "keyring storage unavailable, the change is refused (encrypt and decrypt go on with the keyring this board holds): {err}"
                 ),
             ),
-            StateError::Seal(_) | StateError::Store(_) => ApiError::internal(err.to_string()),
+            StateError::Transit(
+                TransitSealError::Unreachable { .. }
+                | TransitSealError::NoAnswer { .. }
+                | TransitSealError::ServerSealed { .. },
+            ) => ApiError::new(503, err.to_string()),
+            StateError::Seal(_) | StateError::Store(_) | StateError::Transit(_) => {
+                ApiError::internal(err.to_string())
+            }
         }
     }
 }

@@ -5,7 +5,7 @@
 //! audit log's chain MACs without the chain key leaving aesd).
 
 use aesd_keyring::policy::Capability;
-use aesd_keyring::sealed::SealConfig;
+use aesd_keyring::sealed::{SealConfig, SealType};
 use aesd_keyring::token::ROOT_POLICY;
 use aesd_keyring::unseal::SealStatus;
 use serde_json::{Value, json};
@@ -93,8 +93,9 @@ fn status_json(state: &KeyringState, status: Option<SealStatus>) -> Value {
         None => (false, true, 0, 0, 0),
         Some(s) => (true, s.sealed, s.threshold, s.shares, s.progress),
     };
+    let seal_type = status.map_or_else(|| state.configured_seal_type(), |s| s.seal_type);
     let mut body = json!({
-        "type": "shamir",
+        "type": seal_type.as_str(),
         "initialized": initialized,
         "sealed": sealed,
         "t": t,
@@ -104,9 +105,17 @@ fn status_json(state: &KeyringState, status: Option<SealStatus>) -> Value {
         "version": VERSION,
         "commit_date": "",
         "migration": false,
-        "recovery_seal": false,
+        "recovery_seal": seal_type == SealType::Transit,
         "storage_type": state.storage_type(),
     });
+    if sealed
+        && let Some(failure) = state.auto_unseal_failure()
+        && let Value::Object(fields) = &mut body
+    {
+        // aesd's own fields: why the transit seal has not unsealed it.
+        fields.insert("auto_unseal_error".into(), json!(failure.message));
+        fields.insert("auto_unseal_error_kind".into(), json!(failure.kind));
+    }
     if !sealed && let Value::Object(fields) = &mut body {
         fields.insert("cluster_name".into(), json!("aesd"));
         fields.insert("cluster_id".into(), json!("aesd"));
@@ -146,13 +155,18 @@ const MAX_SHARES: u64 = 255;
 
 fn init(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
     let fields = request.fields()?;
-    for unsupported in [
-        "pgp_keys",
-        "root_token_pgp_key",
-        "recovery_shares",
-        "stored_shares",
-    ] {
-        let given = match fields.get(unsupported) {
+    let transit = state.configured_seal_type() == SealType::Transit;
+    // With the transit seal the recovery shares are asked for and
+    // secret_shares is ignored (OpenBao's CLI sends both); otherwise
+    // recovery shares are refused.
+    let mut unsupported = vec!["pgp_keys", "root_token_pgp_key", "stored_shares"];
+    unsupported.push(if transit {
+        "recovery_pgp_keys"
+    } else {
+        "recovery_shares"
+    });
+    for name in unsupported {
+        let given = match fields.get(name) {
             None | Some(Value::Null) => false,
             Some(Value::Number(n)) => n.as_u64() != Some(0),
             Some(Value::String(s)) => !s.is_empty(),
@@ -161,17 +175,22 @@ fn init(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
         };
         if given {
             return Err(ApiError::bad_request(format!(
-                "{unsupported} is not supported by aesd (docs/aesd.md, \"HTTP API\")"
+                "{name} is not supported by aesd (docs/aesd.md, \"HTTP API\")"
             )));
         }
     }
-    let shares = uint_field(&fields, "secret_shares")?
-        .ok_or_else(|| ApiError::bad_request("secret_shares must be given"))?;
-    let threshold = uint_field(&fields, "secret_threshold")?
-        .ok_or_else(|| ApiError::bad_request("secret_threshold must be given"))?;
+    let (shares_field, threshold_field) = if transit {
+        ("recovery_shares", "recovery_threshold")
+    } else {
+        ("secret_shares", "secret_threshold")
+    };
+    let shares = uint_field(&fields, shares_field)?
+        .ok_or_else(|| ApiError::bad_request(format!("{shares_field} must be given")))?;
+    let threshold = uint_field(&fields, threshold_field)?
+        .ok_or_else(|| ApiError::bad_request(format!("{threshold_field} must be given")))?;
     if shares > MAX_SHARES || threshold > shares {
         return Err(ApiError::bad_request(format!(
-            "invalid seal configuration: threshold {threshold} of {shares} shares (need 2 <= threshold <= shares <= 255, or 1 of 1)"
+            "invalid seal configuration: {threshold_field} {threshold} of {shares_field} {shares} (need 2 <= threshold <= shares <= 255, or 1 of 1)"
         )));
     }
     let config = SealConfig {
@@ -185,6 +204,25 @@ fn init(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
         .iter()
         .map(|s| s.to_base64().to_string())
         .collect();
+    let root_token = made.root_token.as_str();
+    if made.seal_type == SealType::Transit {
+        tracing::info!(
+            threshold = config.threshold,
+            shares = config.shares,
+            "keyring initialized with the transit seal (unsealed; recovery shares made)"
+        );
+        let none: [&str; 0] = [];
+        return Ok(Reply::Raw(
+            200,
+            json!({
+                "keys": none,
+                "keys_base64": none,
+                "recovery_keys": hex,
+                "recovery_keys_base64": base64,
+                "root_token": root_token,
+            }),
+        ));
+    }
     tracing::info!(
         threshold = config.threshold,
         shares = config.shares,
@@ -192,7 +230,7 @@ fn init(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiError> {
     );
     Ok(Reply::Raw(
         200,
-        json!({ "keys": hex, "keys_base64": base64, "root_token": made.root_token.as_str() }),
+        json!({ "keys": hex, "keys_base64": base64, "root_token": root_token }),
     ))
 }
 

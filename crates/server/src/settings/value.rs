@@ -11,7 +11,9 @@ use std::time::Duration;
 use crate::backend::AesBackend;
 use crate::etcd::KeyringLocation;
 use crate::metrics::temperature::TemperatureSource;
+use crate::mlock::MlockMode;
 use crate::proxy::CidrList;
+use crate::transit_seal::TransitAddress;
 
 /// A setting's typed value and its written form: `read` when the
 /// settings are resolved, `write` for `--print-config`, so that writing
@@ -121,6 +123,32 @@ impl SettingValue for KeyringLocation {
 
     fn read(written: String) -> Result<KeyringLocation, String> {
         KeyringLocation::parse(&written)
+    }
+
+    fn write(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+/// `http://HOST[:PORT]`.
+impl SettingValue for TransitAddress {
+    type Written = String;
+
+    fn read(written: String) -> Result<TransitAddress, String> {
+        TransitAddress::parse(&written)
+    }
+
+    fn write(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+/// `auto`, `on` or `off`.
+impl SettingValue for MlockMode {
+    type Written = String;
+
+    fn read(written: String) -> Result<MlockMode, String> {
+        written.parse()
     }
 
     fn write(&self) -> Option<String> {

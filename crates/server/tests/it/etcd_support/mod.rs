@@ -565,7 +565,7 @@ pub fn key_material(sealed: &[u8], shares: &[String]) -> Vec<Vec<u8>> {
     keys
 }
 
-/// Arrays of 32 bytes under a field named `key`.
+/// The 32-byte keys (base64) under a field named `key`.
 fn collect_keys(value: &Value, keys: &mut Vec<Vec<u8>>) {
     match value {
         Value::Object(map) => {
@@ -583,9 +583,9 @@ fn collect_keys(value: &Value, keys: &mut Vec<Vec<u8>>) {
 }
 
 fn as_bytes(value: &Value) -> Option<Vec<u8>> {
-    let items = value.as_array().filter(|items| items.len() == 32)?;
-    items
-        .iter()
-        .map(|item| item.as_u64().and_then(|n| u8::try_from(n).ok()))
-        .collect()
+    use base64ct::{Base64, Encoding};
+    // Sealed format 2 writes a key as base64 of its 32 bytes.
+    Base64::decode_vec(value.as_str()?)
+        .ok()
+        .filter(|bytes| bytes.len() == 32)
 }
