@@ -122,29 +122,7 @@ impl PlainVerifyingSink {
     }
 }
 
-impl AsyncWrite for PlainVerifyingSink {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        // Keep accepting after a failure; finish reports the first one.
-        if self.failure.is_none()
-            && let Err(failure) = self.absorb(buf)
-        {
-            self.failure = Some(failure);
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
+crate::absorbing::absorbing_async_write!(PlainVerifyingSink);
 
 /// What the two ends of a [`pipe`] share.
 #[derive(Default)]

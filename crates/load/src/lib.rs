@@ -48,6 +48,7 @@
 //! * [`compare`]: `aesload compare`: runs (and the study's published
 //!   figures) side by side, as the study's table and as an SVG.
 
+mod absorbing;
 pub mod by_name;
 pub mod compare;
 pub mod console;

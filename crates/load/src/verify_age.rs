@@ -9,15 +9,11 @@
 //! plaintext is compared with the [`Pattern`] that was sent. It holds at
 //! most one chunk, whatever the file size.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use aesd_age::{HeaderReader, Identity};
 use chacha20poly1305::aead::AeadInOut;
 use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit};
 use hkdf::Hkdf;
 use sha2::Sha256;
-use tokio::io::AsyncWrite;
 
 use crate::pattern::Pattern;
 
@@ -188,30 +184,7 @@ impl AgeVerifyingSink {
     }
 }
 
-impl AsyncWrite for AgeVerifyingSink {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        // Keep accepting after a failure (the job completes and its
-        // figures are kept); the first failure is reported by finish.
-        if self.failure.is_none()
-            && let Err(failure) = self.absorb(buf)
-        {
-            self.failure = Some(failure);
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
+crate::absorbing::absorbing_async_write!(AgeVerifyingSink);
 
 #[cfg(test)]
 mod tests {

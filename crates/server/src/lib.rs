@@ -137,8 +137,8 @@ mod tls_accept;
 mod tls_gate;
 pub mod tls_init;
 mod tls_thread;
-mod verify_audit;
 mod transit_seal;
+mod verify_audit;
 mod wide_counter;
 
 pub use config::{Cli, Config, ConfigError, ConfigLayer, Secrets, TlsFiles};
