@@ -115,6 +115,7 @@ mod etcd;
 mod fd_limit;
 mod handshake_rate;
 mod http;
+mod http_client;
 mod input_rate;
 mod job_audit;
 mod kdf_budget;

@@ -14,12 +14,10 @@
 //! `--seal-transit-key-name NAME` (OpenBao's `key_name`),
 //! `--seal-transit-mount-path PATH` (`mount_path`, default `transit/`),
 //! `--seal-transit-token-file FILE` (`token`, read from a file). Plain
-//! HTTP only (aesd's HTTP API has no TLS yet): the root key crosses the
+//! HTTP only (the client, crate::http_client, speaks no TLS yet): the root key crosses the
 //! connection in base64, so the other server should be on loopback or a
 //! network that is trusted as much as this board.
 
-pub mod address;
-mod http_client;
 pub mod retry;
 
 use std::path::Path;
@@ -31,7 +29,8 @@ use base64ct::{Base64, Encoding};
 use serde::Deserialize;
 use zeroize::{Zeroize, Zeroizing};
 
-pub use address::TransitAddress;
+pub use crate::http_client::HttpAddress as TransitAddress;
+use crate::http_client::{self, HttpClientError};
 
 /// The mount path when none is given (OpenBao's).
 pub const DEFAULT_MOUNT_PATH: &str = "transit/";
@@ -88,6 +87,20 @@ pub enum TransitSealError {
     /// A reply that is not Transit's.
     #[error("the transit seal's server's reply is not Transit's: {0}")]
     BadReply(String),
+}
+
+impl From<HttpClientError> for TransitSealError {
+    fn from(err: HttpClientError) -> Self {
+        match err {
+            HttpClientError::Unreachable { address, source } => {
+                TransitSealError::Unreachable { address, source }
+            }
+            HttpClientError::NoAnswer { address, source } => {
+                TransitSealError::NoAnswer { address, source }
+            }
+            HttpClientError::BadReply(why) => TransitSealError::BadReply(why),
+        }
+    }
 }
 
 impl TransitSealError {

@@ -340,7 +340,7 @@ fn incomplete_transit_seal_settings_are_refused_at_start() {
                 "--seal-transit-address",
                 "https://127.0.0.1:1",
             ],
-            "no TLS yet",
+            "plain HTTP only",
         ),
         (
             vec![

@@ -1,30 +1,30 @@
-//! `--seal-transit-address`: `http://HOST[:PORT]`, the HTTP API of the
-//! server whose Transit key wraps the root key (another aesd, or
-//! OpenBao).
+//! `http://HOST[:PORT]`: where an OpenBao-shaped HTTP API listens (the
+//! transit seal's server, `--seal-transit-address`; a running aesd,
+//! `BAO_ADDR`).
 
 use std::fmt;
 
 /// The port when the address names none (OpenBao's).
 pub const DEFAULT_PORT: u16 = 8200;
 
-/// Where the transit seal's server listens.
+/// Where the HTTP API listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransitAddress {
+pub struct HttpAddress {
     /// Host name or IP address (IPv6 without brackets).
     pub host: String,
     /// TCP port.
     pub port: u16,
 }
 
-impl TransitAddress {
-    /// Parses `http://HOST[:PORT][/]`. `https://` is refused: aesd's HTTP
-    /// API has no TLS yet, and this client speaks plain HTTP only.
+impl HttpAddress {
+    /// Parses `http://HOST[:PORT][/]`. `https://` is refused: this client
+    /// speaks plain HTTP only.
     pub fn parse(text: &str) -> Result<Self, String> {
         let rest = match text.strip_prefix("http://") {
             Some(rest) => rest,
             None if text.starts_with("https://") => {
                 return Err(format!(
-                    "{text}: https:// is not supported (aesd's HTTP API has no TLS yet); use http:// on a network you trust, ideally loopback"
+                    "{text}: https:// is not supported (this client speaks plain HTTP only); use http:// on a network you trust, ideally loopback"
                 ));
             }
             None => return Err(format!("{text}: must start with http://")),
@@ -67,7 +67,7 @@ impl TransitAddress {
                 .filter(|&p| p != 0)
                 .ok_or_else(|| format!("{text}: the port must be 1 to 65535"))?,
         };
-        Ok(TransitAddress {
+        Ok(HttpAddress {
             host: host.to_owned(),
             port,
         })
@@ -93,7 +93,7 @@ impl TransitAddress {
     }
 }
 
-impl fmt::Display for TransitAddress {
+impl fmt::Display for HttpAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "http://{}", self.host_header())
     }
@@ -127,18 +127,18 @@ mod tests {
             ("http://[::1]:9", "::1", 9, "http://[::1]:9"),
             ("http://[::1]", "::1", 8200, "http://[::1]:8200"),
         ] {
-            let address = TransitAddress::parse(text).expect(text);
+            let address = HttpAddress::parse(text).expect(text);
             assert_eq!((address.host.as_str(), address.port), (host, port));
             assert_eq!(address.to_string(), shown);
-            assert_eq!(TransitAddress::parse(shown), Ok(address));
+            assert_eq!(HttpAddress::parse(shown), Ok(address));
         }
         assert!(
-            TransitAddress::parse("http://127.0.0.1:1")
+            HttpAddress::parse("http://127.0.0.1:1")
                 .expect("ip")
                 .is_loopback()
         );
         assert!(
-            !TransitAddress::parse("http://10.0.0.1")
+            !HttpAddress::parse("http://10.0.0.1")
                 .expect("ip")
                 .is_loopback()
         );
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn other_forms_are_refused_saying_why() {
         for (text, why) in [
-            ("https://127.0.0.1:8200", "no TLS yet"),
+            ("https://127.0.0.1:8200", "plain HTTP only"),
             ("127.0.0.1:8200", "must start with http://"),
             ("http://", "expected http://HOST"),
             ("http://h/v1/transit", "no path"),
@@ -158,7 +158,7 @@ mod tests {
             ("http://[::1", "unclosed"),
             ("http://[::1]x", "expected :PORT"),
         ] {
-            let err = TransitAddress::parse(text).expect_err(text);
+            let err = HttpAddress::parse(text).expect_err(text);
             assert!(err.contains(why), "{text}: {err}");
         }
     }

@@ -1,8 +1,12 @@
-//! The transit seal's HTTP/1.1 client: one blocking `POST` per
-//! connection over `std::net::TcpStream` (`Connection: close`), with
-//! timeouts, a bounded reply and every buffer that held the token or the
-//! root key wiped. Enough for Transit's JSON replies (a `Content-Length`
-//! body or one that ends with the connection); nothing else.
+//! A small blocking HTTP/1.1 client of OpenBao's API (another aesd's or
+//! OpenBao's), for the transit seal and for the `aesd` subcommands that
+//! talk to a running aesd: one `POST` per connection over
+//! `std::net::TcpStream` (`Connection: close`), with timeouts, a bounded
+//! reply and every buffer that held the token or a key wiped. Enough for
+//! OpenBao's JSON replies (a `Content-Length` body or one that ends with
+//! the connection); plain HTTP only.
+
+mod address;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -10,14 +14,39 @@ use std::time::Duration;
 
 use zeroize::Zeroizing;
 
-use super::TransitSealError;
-use super::address::TransitAddress;
+pub use address::HttpAddress;
+
+/// Why a request got no HTTP reply.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpClientError {
+    /// No TCP connection (refused, no route, timeout, unknown host).
+    #[error("cannot reach {address}: {source}")]
+    Unreachable {
+        /// The server's address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Connected, but the request or the reply did not get through in
+    /// time.
+    #[error("{address} did not answer: {source}")]
+    NoAnswer {
+        /// The server's address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The reply is not HTTP/1.x this client reads.
+    #[error("not an HTTP reply: {0}")]
+    BadReply(String),
+}
 
 /// How long a connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one read or write may wait.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest reply read (Transit's replies are a few hundred bytes).
+/// The largest reply read (OpenBao's replies here are a few hundred
+/// bytes; a batch check of the audit chain a few KiB).
 pub const MAX_REPLY: usize = 64 << 10;
 
 /// A reply: its status and its body (wiped when dropped).
@@ -30,17 +59,17 @@ pub struct Reply {
 
 /// Sends `POST path` with `body` (JSON) and `X-Vault-Token: token`.
 pub fn post(
-    address: &TransitAddress,
+    address: &HttpAddress,
     path: &str,
     token: &[u8],
     body: &[u8],
-) -> Result<Reply, TransitSealError> {
-    let unreachable = |source: std::io::Error| TransitSealError::Unreachable {
+) -> Result<Reply, HttpClientError> {
+    let unreachable = |source: std::io::Error| HttpClientError::Unreachable {
         address: address.to_string(),
         source,
     };
     let mut stream = connect(address).map_err(unreachable)?;
-    let no_answer = |source: std::io::Error| TransitSealError::NoAnswer {
+    let no_answer = |source: std::io::Error| HttpClientError::NoAnswer {
         address: address.to_string(),
         source,
     };
@@ -69,14 +98,14 @@ pub fn post(
         .read_to_end(&mut raw)
         .map_err(no_answer)?;
     if raw.len() > MAX_REPLY {
-        return Err(TransitSealError::BadReply(format!(
+        return Err(HttpClientError::BadReply(format!(
             "longer than {MAX_REPLY} bytes"
         )));
     }
     parse_reply(&raw)
 }
 
-fn connect(address: &TransitAddress) -> std::io::Result<TcpStream> {
+fn connect(address: &HttpAddress) -> std::io::Result<TcpStream> {
     let mut last = None;
     for addr in (address.host.as_str(), address.port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
@@ -90,8 +119,8 @@ fn connect(address: &TransitAddress) -> std::io::Result<TcpStream> {
 }
 
 /// Splits a whole HTTP/1.1 reply into its status and body.
-fn parse_reply(raw: &[u8]) -> Result<Reply, TransitSealError> {
-    let bad = |why: &str| TransitSealError::BadReply(why.to_owned());
+fn parse_reply(raw: &[u8]) -> Result<Reply, HttpClientError> {
+    let bad = |why: &str| HttpClientError::BadReply(why.to_owned());
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
