@@ -234,17 +234,52 @@ fn items_endpoint(
                 })?
             }
         }
-        Endpoint::Decrypt | Endpoint::Rewrap => state.read(|open| {
-            authorize(open, request, path, &[Capability::Update])?;
-            let (items, partial) = parsed?;
-            open.keyring
-                .read(name)
-                .map_err(|err| refused(&err, Op::Decrypt))?;
-            let results = run(open, &items);
-            Ok::<_, ApiError>((items, partial, results))
-        })?,
+        Endpoint::Decrypt | Endpoint::Rewrap => {
+            if let Ok((items, _)) = &parsed {
+                catch_up_for(state, request, name, items);
+            }
+            state.read(|open| {
+                authorize(open, request, path, &[Capability::Update])?;
+                let (items, partial) = parsed?;
+                open.keyring
+                    .read(name)
+                    .map_err(|err| refused(&err, Op::Decrypt))?;
+                let results = run(open, &items);
+                Ok::<_, ApiError>((items, partial, results))
+            })?
+        }
     };
     answer(endpoint, &items, results, partial, warnings)
+}
+
+/// Before a decrypt or rewrap: when a ciphertext names a version of
+/// `name` newer than the keyring held here (or the key is not held yet),
+/// another board of the fleet may have rotated or made it a moment ago
+/// and this one not loaded it yet: for a caller the policy lets decrypt
+/// (no one else can make this board read its store), the store's newest
+/// generation is loaded first (`KeyringState::refresh`), so the answer is
+/// not "version is too new" for the milliseconds a change takes to
+/// arrive. A store that cannot be read leaves the keyring held, and the
+/// items are answered from it.
+fn catch_up_for(state: &KeyringState, request: &ApiRequest, name: &str, items: &[Item]) {
+    let newest = items
+        .iter()
+        .filter_map(|item| item.input.as_ref().ok())
+        .filter_map(|input| std::str::from_utf8(input).ok())
+        .filter_map(|text| aesd_keyring::ciphertext::parse(text).ok())
+        .map(|(version, _)| version)
+        .max();
+    let Some(newest) = newest else { return };
+    let held = state.read(|open| {
+        authorize(open, request, &request.path, &[Capability::Update])?;
+        Ok::<_, ApiError>(open.keyring.read(name).ok().map(|key| key.latest_version))
+    });
+    if let Ok(held) = held
+        && held.is_none_or(|latest| newest > latest)
+        && let Err(err) = state.refresh()
+    {
+        tracing::debug!(key = name, "no newer keyring from the store: {err}");
+    }
 }
 
 /// `type` for a key encrypt makes; convergent encryption is refused.

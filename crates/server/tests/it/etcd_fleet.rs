@@ -81,11 +81,11 @@ fn boards_share_one_keyring_and_hold_no_key_material_in_etcd() {
         "rotation on B visible on A after {:.0} ms",
         lag.as_secs_f64() * 1e3
     );
-    // A encrypts with B's new version; C decrypts both versions, once it
-    // has loaded the rotation too (a board that has not yet answers a
-    // newer version "version is too new", as OpenBao does).
-    wait_for(VISIBLE_WITHIN, || latest_version(c, token, "k1") == Some(2))
-        .expect("B's rotation used by C within 2 s");
+    // A encrypts with B's new version; C decrypts both versions at once,
+    // without waiting for its watch: a ciphertext newer than the keyring
+    // it holds makes it load the store's newest generation first (before
+    // that, a board a few milliseconds behind answered "version is too
+    // new", as a fresh CI run caught).
     let newer = encrypt(a, token, "k1", &plaintext);
     assert!(newer.starts_with("vault:v2:"), "{newer}");
     assert_eq!(decrypt(c, token, "k1", &newer), plaintext);
