@@ -19,6 +19,14 @@ pub fn format(version: u32, sealed: &[u8]) -> String {
 /// Splits a Transit ciphertext into its version and the decoded
 /// `nonce || ciphertext || tag` (length not checked here).
 pub fn parse(text: &str) -> Result<(u32, Vec<u8>), CiphertextFault> {
+    let (version, payload) = split(text)?;
+    let sealed = Base64::decode_vec(payload).map_err(|_| CiphertextFault::BadBase64)?;
+    Ok((version, sealed))
+}
+
+/// The version of a Transit ciphertext and its base64 payload, not
+/// decoded (the prefix's checks only: no copy of the payload).
+pub fn split(text: &str) -> Result<(u32, &str), CiphertextFault> {
     let rest = text
         .strip_prefix(PREFIX)
         .ok_or(CiphertextFault::MalformedPrefix)?;
@@ -34,8 +42,7 @@ pub fn parse(text: &str) -> Result<(u32, Vec<u8>), CiphertextFault> {
     if version == 0 {
         return Err(CiphertextFault::MalformedVersion);
     }
-    let sealed = Base64::decode_vec(payload).map_err(|_| CiphertextFault::BadBase64)?;
-    Ok((version, sealed))
+    Ok((version, payload))
 }
 
 #[cfg(test)]

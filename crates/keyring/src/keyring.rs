@@ -113,6 +113,12 @@ impl Keyring {
         self.key(name).map(NamedKey::metadata)
     }
 
+    /// The key's newest version; `None` without such a key (no copy of
+    /// its metadata, unlike [`Keyring::read`]).
+    pub fn latest_version(&self, name: &str) -> Option<u32> {
+        self.keys.get(name).map(|key| key.latest_version)
+    }
+
     /// The names of all keys, sorted.
     pub fn list(&self) -> impl Iterator<Item = &str> {
         self.keys.keys().map(String::as_str)
