@@ -6,10 +6,18 @@
 //! The file key is wrapped by the server's key, so aesload cannot open
 //! the file itself: the check is the round trip. Both jobs run at once,
 //! the encryption's output fed to the decryption as it comes
-//! ([`pipe`]). The encryption never waits for the decryption (the pipe
-//! holds what the decryption has not taken yet), so a server with every
-//! slot taken by encryptions cannot deadlock on their queued decryptions;
-//! a decryption that keeps up holds a few chunks, one that waits in the
+//! ([`pipe`]). Neither can hold a slot waiting for the other, so no
+//! server, however few its slots, deadlocks on them:
+//! - the encryption never waits for the decryption (the pipe holds what
+//!   the decryption has not taken yet), so a server with every slot
+//!   taken by encryptions does not wait on their queued decryptions;
+//! - the decryption is begun only once the encryption's first output
+//!   has come (or it ended), so the encryption already holds a slot, or
+//!   is done, whenever the decryption is admitted: a server with every
+//!   slot taken by decryptions whose encryptions wait in its queue
+//!   cannot happen.
+//!
+//! A decryption that keeps up holds a few chunks, one that waits in the
 //! queue holds the file until it runs.
 //!
 //! Before a run, [`preflight`] encrypts and decrypts a few bytes on each
@@ -212,6 +220,21 @@ impl Drop for PipeReader {
     }
 }
 
+impl PipeReader {
+    /// Waits until there is something to read, or the writer is done.
+    pub async fn readable(&self) {
+        std::future::poll_fn(|cx| {
+            let mut state = lock(&self.state);
+            if state.chunks.is_empty() && !state.closed {
+                state.waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            Poll::Ready(())
+        })
+        .await;
+    }
+}
+
 impl AsyncRead for PipeReader {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -336,8 +359,14 @@ where
         output.inner.close();
         (result, output.verdict())
     };
-    let decrypting =
-        decrypt.run_by_name_job_observed(Operation::Decrypt, name, &mut reader, &mut sink, |_| {});
+    let decrypting = async {
+        // Begun once the encryption runs (module doc): never a slot
+        // held waiting for a job still in the queue.
+        reader.readable().await;
+        decrypt
+            .run_by_name_job_observed(Operation::Decrypt, name, &mut reader, &mut sink, |_| {})
+            .await
+    };
     let ((encrypted, header), decrypted) = tokio::join!(encrypting, decrypting);
     let report = encrypted?;
     let verdict = header.and_then(|()| match decrypted {
@@ -496,6 +525,23 @@ mod tests {
         reader.read_to_end(&mut read).await.expect("read");
         let expected: Vec<u8> = (0..1000u32).flat_map(u32::to_le_bytes).collect();
         assert_eq!(read, expected);
+    }
+
+    #[tokio::test]
+    async fn the_reader_is_readable_only_once_there_is_data_or_an_end() {
+        use std::time::Duration;
+        let (mut writer, reader) = pipe();
+        let pending = tokio::time::timeout(Duration::from_millis(50), reader.readable()).await;
+        assert!(pending.is_err(), "readable before anything was written");
+        writer.write_all(b"x").await.expect("write");
+        tokio::time::timeout(Duration::from_secs(5), reader.readable())
+            .await
+            .expect("readable once written");
+        let (writer, reader) = pipe();
+        drop(writer);
+        tokio::time::timeout(Duration::from_secs(5), reader.readable())
+            .await
+            .expect("readable once the writer is gone");
     }
 
     #[tokio::test]

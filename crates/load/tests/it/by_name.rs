@@ -81,6 +81,43 @@ fn every_suite_runs_by_name_on_the_embedded_keyring_and_verifies() {
     assert!(stdout.contains("3 / 3"), "{stdout}");
 }
 
+/// One slot on the server and batches of many by-name transfers: no
+/// decryption may take the slot while its encryption waits in the queue
+/// behind it (it would wait for data that cannot come until the server's
+/// 60 s idle timeout), so every transfer verifies.
+#[test]
+fn by_name_transfers_verify_with_a_single_server_slot() {
+    let output = aesload(&[
+        "--key",
+        "payroll",
+        "--suite",
+        "basic3,thousand",
+        "--scale",
+        "0.0001",
+        "--max-active",
+        "1",
+        "--quiet",
+    ]);
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.starts_with("Transfers Verified")
+                && line
+                    .split_whitespace()
+                    .skip(2)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    == "20 / 20 1000 / 1000"),
+        "{stdout}"
+    );
+}
+
 /// Against a real `aesd --dev` (root token `root`, no key created): a
 /// wrong token is refused with bad_key_token, the right one then fails
 /// on the missing key (unknown_key): each says why, exits 2, and runs
