@@ -8,7 +8,8 @@
 #
 # It prints the --keyring value to give each board, e.g.
 #   aesd --http-listen 127.0.0.1:8200 --keyring etcd://127.0.0.1:2379/aesd/fleet
-# scripts/fleet.sh --etcd sources it for etcd_start and etcd_keyring_check.
+# scripts/fleet.sh --etcd sources it for etcd_start, etcd_keyring_check and
+# etcd_member_loss_load.
 #
 # Options:
 #   --members N   1 or 3 [1]
@@ -16,8 +17,9 @@
 #   -h, --help    this text
 
 # etcd_start DIR MEMBERS: starts the members (logs in DIR/mN.log), appends
-# their pids to the caller's `pids` array, waits until each answers, and sets
-# ETCD_ENDPOINTS (HOST:PORT,...).
+# their pids to the caller's `pids` array (and to ETCD_PIDS, in member
+# order), waits until each answers, and sets ETCD_ENDPOINTS (HOST:PORT,...).
+ETCD_PIDS=()
 etcd_start() {
   local dir="$1" members="$2" i cluster="" name
   local -a clients=() peers=()
@@ -38,6 +40,7 @@ etcd_start() {
       --initial-cluster "$cluster" --initial-cluster-token aesd-fleet \
       --heartbeat-interval 50 --election-timeout 500 2>"$dir/$name.log" &
     pids+=("$!")
+    ETCD_PIDS+=("$!")
   done
   for i in $(seq 0 $((members - 1))); do
     wait_port "${clients[i]#127.0.0.1:}" 20 || return 1
@@ -54,15 +57,16 @@ etcd_start() {
   echo "etcd: $members member(s) on $ETCD_ENDPOINTS, data in $dir" >&2
 }
 
-# etcd_keyring_check HTTP_ADDR...: the boards' shared keyring, through their
-# HTTP APIs: sys/init on the first, the same share unseals every board, a key
-# made on the first and rotated on the second (or the first) is at version 2
-# on every board within 2 s. Prints the share and root token's use, not them.
+# etcd_keyring_check TOKEN_FILE HTTP_ADDR...: the boards' shared keyring,
+# through their HTTP APIs: sys/init on the first, the same share unseals every
+# board, a key `fleet-key` made on the first and rotated on the second (or the
+# first) is at version 2 on every board within 2 s. Prints the share and root
+# token's use, not them; the root token goes to TOKEN_FILE (mode 600).
 etcd_keyring_check() {
   python3 - "$@" <<'PY'
-import json, sys, time, urllib.error, urllib.request
+import json, os, sys, time, urllib.error, urllib.request
 
-boards = sys.argv[1:]
+token_file, boards = sys.argv[1], sys.argv[2:]
 
 def call(board, method, path, body=None, token=None, retry_on=()):
     """The JSON answer; an HTTP status in retry_on is retried for 2 s (a
@@ -84,6 +88,8 @@ def call(board, method, path, body=None, token=None, retry_on=()):
 
 init = call(boards[0], "PUT", "sys/init", {"secret_shares": 1, "secret_threshold": 1})
 share, token = init["keys_base64"][0], init["root_token"]
+with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+    file.write(token)
 for board in boards:
     deadline = time.time() + 2
     while not call(board, "GET", "sys/seal-status")["initialized"]:
@@ -107,6 +113,52 @@ for board in boards:
 print(f"keyring: init on one board, the same share unsealed {len(boards)}; "
       f"a rotation reached every board in {(time.time() - start) * 1e3:.0f} ms")
 PY
+}
+
+# etcd_member_loss_load AESLOAD FRONT TOKEN_FILE HTTP_ADDR...: a by-name
+# aesload run (`fleet-key`, every transfer decrypted again and compared)
+# through FRONT while the first etcd member is stopped and the key is rotated
+# on the last board; every transfer must verify, the rotation must be
+# accepted, and every board must use the new version within 2 s.
+etcd_member_loss_load() {
+  local aesload="$1" front="$2" token_file="$3" load_pid status=0
+  shift 3
+  "$aesload" --server "$front" --key fleet-key --token-file "$token_file" \
+    --suite basic3,large --scale 0.05 --quiet >"$token_file.load" 2>&1 &
+  load_pid=$!
+  sleep 0.3
+  kill "${ETCD_PIDS[0]}"
+  echo "etcd: member m0 stopped during the run" >&2
+  python3 - "$token_file" "$@" <<'PY' || status=1
+import json, sys, time, urllib.request
+
+token, boards = open(sys.argv[1]).read(), sys.argv[2:]
+
+def call(board, method, path):
+    request = urllib.request.Request(f"http://{board}/v1/{path}", method=method)
+    request.add_header("X-Vault-Token", token)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read()
+    return json.loads(text) if text else None
+
+before = call(boards[-1], "GET", "transit/keys/fleet-key")["data"]["latest_version"]
+call(boards[-1], "POST", "transit/keys/fleet-key/rotate")
+start = time.time()
+for board in boards:
+    while call(board, "GET", "transit/keys/fleet-key")["data"]["latest_version"] != before + 1:
+        if time.time() - start > 2:
+            raise SystemExit(f"{board} does not use the rotation within 2 s of a member's loss")
+        time.sleep(0.02)
+print(f"keyring: rotated to version {before + 1} with one member of three down; "
+      f"every board used it within {(time.time() - start) * 1e3:.0f} ms")
+PY
+  wait "$load_pid" || status=1
+  grep '^Transfers Verified' "$token_file.load" || true
+  if ((status)); then
+    echo "etcd.sh: the by-name run or the rotation failed with a member down; aesload said:" >&2
+    tail -20 "$token_file.load" >&2
+  fi
+  return "$status"
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then

@@ -23,7 +23,9 @@
 #   * with --etcd: the boards share one keyring in etcd (scripts/etcd.sh):
 #     init on one, the same share unseals all, a rotation reaches every
 #     board within 2 s, and every board reports the same
-#     aesd_keyring_generation,
+#     aesd_keyring_generation; with --etcd 3, a by-name aesload run through
+#     HAProxy verifies every transfer while one member is stopped and the
+#     key rotated (the rotation on every board within 2 s),
 # prints each board's share of the jobs and stops everything it started.
 #
 #   scripts/fleet.sh                          # 3 boards, basic3 at scale 0.1
@@ -186,7 +188,7 @@ done
 
 if ((etcd_members)); then
   step "fleet: one keyring for the fleet, in etcd"
-  if etcd_keyring_check "${http_addrs[@]}"; then
+  if etcd_keyring_check "$out/root-token" "${http_addrs[@]}"; then
     generations="$(for m in "${metrics_ports[@]}"; do
       curl -fsS "http://127.0.0.1:$m/metrics" | awk '/^aesd_keyring_generation / { print $2 }'
     done | sort -u)"
@@ -350,6 +352,11 @@ if ((scraped != boards)); then
   echo "fleet.sh: Prometheus does not scrape every board; prometheus.log:" >&2
   tail -5 "$out/prometheus.log" >&2
   failed=1
+fi
+
+if ((etcd_members == 3)); then
+  step "fleet: by-name load through HAProxy while an etcd member is lost and the key rotated"
+  etcd_member_loss_load "$aesload" "127.0.0.1:$front" "$out/root-token" "${http_addrs[@]}" || failed=1
 fi
 
 if ((failed)); then
