@@ -575,6 +575,32 @@ impl KeyringState {
         Ok(taken.then_some(generation))
     }
 
+    /// Catches up before a decryption that names `version` of key `name`:
+    /// when the keyring held lacks it (the key, or that version: another
+    /// board of the fleet made it after the generation held) and
+    /// `allowed()` (the caller may decrypt with the key: nobody else can
+    /// make the board read its store), loads the store's newest
+    /// generation. Blocking: one read of the store, only when behind. A
+    /// store that cannot be read leaves the keyring held (the decryption
+    /// then says the version is too new).
+    pub fn catch_up_to(&self, name: &str, version: u32, allowed: impl FnOnce() -> bool) {
+        let behind = self
+            .read(|open| {
+                Ok::<_, StateError>(
+                    open.keyring
+                        .latest_version(name)
+                        .is_none_or(|latest| version > latest),
+                )
+            })
+            .unwrap_or(false);
+        if behind
+            && allowed()
+            && let Err(err) = self.refresh()
+        {
+            tracing::debug!(key = name, "no newer keyring from the store: {err}");
+        }
+    }
+
     /// The generation held (0 before `sys/init`).
     pub fn generation(&self) -> u64 {
         self.status().map_or(0, |status| status.generation)
@@ -717,6 +743,66 @@ mod tests {
 
     fn board(store: &std::sync::Arc<MemoryStore>) -> KeyringState {
         KeyringState::open(Box::new(Shared(std::sync::Arc::clone(store))), "etcd").expect("open")
+    }
+
+    /// A board that has not loaded a rotation made on another decrypts a
+    /// by-name file of the new version all the same (the binary port's
+    /// unwrap catches up), and loads it only for an allowed caller; on the
+    /// usual path (not behind) nobody is asked.
+    #[test]
+    fn a_board_behind_catches_up_before_a_decryption_only_when_allowed() {
+        use crate::named_keys::KeyringKeys;
+        use aesd_core::named_key::NamedKeys;
+
+        let store = std::sync::Arc::new(MemoryStore::default());
+        let (a, b) = (board(&store), board(&store));
+        let made = a
+            .init(SealConfig {
+                threshold: 1,
+                shares: 1,
+            })
+            .expect("init on A");
+        b.refresh().expect("B sees the init");
+        for state in [&a, &b] {
+            state.submit_share(&made.shares[0].to_hex()).expect("unseal");
+        }
+        a.change(|open| {
+            open.keyring
+                .create("k1", aesd_keyring::KeyType::Aes256Gcm96, 1, &mut OsEntropy)
+                .map_err(|_| StateError::Sealed)
+        })
+        .expect("create on A");
+        b.refresh().expect("B loads k1");
+        a.change(|open| {
+            open.keyring
+                .rotate("k1", 2, &mut OsEntropy)
+                .map(drop)
+                .map_err(|_| StateError::Sealed)
+        })
+        .expect("rotate on A");
+        let latest = |state: &KeyringState| {
+            state
+                .read(|open| Ok::<_, StateError>(open.keyring.latest_version("k1")))
+                .expect("read")
+        };
+        assert_eq!(latest(&b), Some(1), "B has not loaded the rotation");
+
+        b.catch_up_to("k1", 1, || panic!("asked although not behind"));
+        b.catch_up_to("k1", 2, || false);
+        assert_eq!(latest(&b), Some(1), "a caller not allowed made B load");
+
+        // By name on the binary port: A wraps with version 2, B unwraps.
+        let on_a = KeyringKeys::default();
+        on_a.attach(std::sync::Arc::new(a));
+        let on_b = KeyringKeys::default();
+        on_b.attach(std::sync::Arc::new(b));
+        let file_key = [7u8; 16];
+        let (version, sealed) = on_a.wrap("k1", &file_key, b"aad").expect("wrap on A");
+        assert_eq!(version, 2);
+        let unwrapped = on_b
+            .unwrap("k1", version, &sealed, b"aad")
+            .expect("B catches up and unwraps");
+        assert_eq!(*unwrapped, file_key);
     }
 
     #[test]

@@ -272,26 +272,11 @@ fn catch_up_for(state: &KeyringState, request: &ApiRequest, name: &str, items: &
         .map(|(version, _)| version)
         .max();
     let Some(newest) = newest else { return };
-    let behind = state
-        .read(|open| {
-            Ok::<_, ApiError>(
-                open.keyring
-                    .latest_version(name)
-                    .is_none_or(|latest| newest > latest),
-            )
-        })
-        .unwrap_or(false);
-    let allowed = || {
+    state.catch_up_to(name, newest, || {
         state
             .read(|open| authorize(open, request, &request.path, &[Capability::Update]))
             .is_ok()
-    };
-    if behind
-        && allowed()
-        && let Err(err) = state.refresh()
-    {
-        tracing::debug!(key = name, "no newer keyring from the store: {err}");
-    }
+    });
 }
 
 /// `type` for a key encrypt makes; convergent encryption is refused.
