@@ -764,7 +764,9 @@ mod tests {
             .expect("init on A");
         b.refresh().expect("B sees the init");
         for state in [&a, &b] {
-            state.submit_share(&made.shares[0].to_hex()).expect("unseal");
+            state
+                .submit_share(&made.shares[0].to_hex())
+                .expect("unseal");
         }
         a.change(|open| {
             open.keyring

@@ -7,7 +7,8 @@
 //! A within 2 s; concurrent rotations never fork; an etcd outage keeps
 //! the keyring readable and refuses changes with a typed 503, and the
 //! boards catch up when it returns; one member of three lost loses
-//! nothing; etcd's keys hold no key material.
+//! nothing; a keyring over etcd's request limit is refused and undone;
+//! etcd's keys hold no key material.
 
 use crate::etcd_support;
 
@@ -369,6 +370,66 @@ fn losing_one_of_three_etcd_members_fails_nothing() {
     .expect("both boards on the newest version");
     println!(
         "{reads} reads and {rotations} rotations, one of three etcd members killed after 1 s: none failed"
+    );
+}
+
+/// A keyring grown past etcd's request limit (here 6 KiB instead of
+/// etcd's default 1.5 MiB): the change that would store it is refused
+/// with a 500 naming etcd's reason and undone; the board keeps serving
+/// the keyring it holds, and a change that fits (trimming old versions)
+/// is stored again.
+#[test]
+fn a_keyring_over_etcds_request_limit_is_refused_and_the_board_goes_on() {
+    let etcd = Etcd::start_limited(6 * 1024);
+    let fleet = Fleet::start(&etcd, "fleet-size", 1);
+    let init = fleet.init(1, 1);
+    let token = init.token.as_str();
+    let board = &fleet.boards[0];
+    let (status, body) = board.call("POST", "transit/keys/k", Some(token), Some(json!({})));
+    assert_eq!(status, 200, "{body}");
+    let ciphertext = encrypt(board, token, "k", &base64_text(b"before the limit"));
+    let mut accepted = 1;
+    let refusal = loop {
+        let (status, body) = board.call("POST", "transit/keys/k/rotate", Some(token), None);
+        match status {
+            200 => accepted += 1,
+            _ => break (status, body),
+        }
+        assert!(accepted < 2000, "2000 versions fit in 6 KiB?");
+    };
+    let (status, body) = refusal;
+    assert_eq!(status, 500, "{body}");
+    let message = body["errors"][0].as_str().unwrap_or_default();
+    assert!(
+        message.contains("too large"),
+        "the refusal names etcd's reason: {body}"
+    );
+    assert_eq!(
+        latest_version(board, token, "k"),
+        Some(accepted),
+        "the refused rotation was undone"
+    );
+    assert_eq!(
+        decrypt(board, token, "k", &ciphertext),
+        base64_text(b"before the limit")
+    );
+    encrypt(board, token, "k", &base64_text(b"after the refusal"));
+    // Versions below 2 trimmed: a smaller keyring, stored again.
+    let config = |body: Value| board.call("POST", "transit/keys/k/config", Some(token), Some(body));
+    let (status, body) =
+        config(json!({ "min_decryption_version": accepted, "min_encryption_version": accepted }));
+    assert!((200..300).contains(&status), "{body}");
+    let (status, body) = board.call(
+        "POST",
+        "transit/keys/k/trim",
+        Some(token),
+        Some(json!({ "min_available_version": accepted })),
+    );
+    assert!((200..300).contains(&status), "trim: {body}");
+    let (status, body) = board.call("POST", "transit/keys/k/rotate", Some(token), None);
+    assert_eq!(status, 200, "a rotation once trimmed: {body}");
+    println!(
+        "{accepted} versions fitted under etcd's 6 KiB request limit; the next rotation: 500 {message:?}"
     );
 }
 

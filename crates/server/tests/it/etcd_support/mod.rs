@@ -176,6 +176,8 @@ pub struct Etcd {
     dir: TempDir,
     members: Vec<Member>,
     tls: Option<EtcdTls>,
+    /// More arguments for every member.
+    extra: Vec<String>,
 }
 
 impl Etcd {
@@ -195,7 +197,17 @@ impl Etcd {
         self.tls.as_ref()
     }
 
+    /// One member that refuses requests above `bytes`
+    /// (`--max-request-bytes`, 1.5 MiB by default).
+    pub fn start_limited(bytes: usize) -> Etcd {
+        Etcd::start_with_args(1, false, vec![format!("--max-request-bytes={bytes}")])
+    }
+
     fn start_with(count: usize, tls: bool) -> Etcd {
+        Etcd::start_with_args(count, tls, Vec::new())
+    }
+
+    fn start_with_args(count: usize, tls: bool, extra: Vec<String>) -> Etcd {
         let dir = TempDir::new("etcd");
         let tls = tls.then(|| EtcdTls::generate(&dir));
         let members = (0..count)
@@ -206,7 +218,12 @@ impl Etcd {
                 child: None,
             })
             .collect();
-        let mut etcd = Etcd { dir, members, tls };
+        let mut etcd = Etcd {
+            dir,
+            members,
+            tls,
+            extra,
+        };
         etcd.restart_all();
         etcd
     }
@@ -258,6 +275,7 @@ impl Etcd {
                     tls.server_key.clone().into_os_string(),
                 ]
             }))
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
