@@ -46,6 +46,7 @@ pub(crate) fn hex(bytes: &[u8]) -> Zeroizing<String> {
 }
 
 /// Decodes standard base64 (padded) of exactly `N` bytes.
+#[inline(never)] // its own symbol: scripts/cross/ct-functions.txt
 pub(crate) fn base64_exact<const N: usize>(text: &str) -> Result<Zeroizing<[u8; N]>, BadText> {
     let mut out = Zeroizing::new([0u8; N]);
     let len = Base64::decode(text, &mut out[..])
@@ -61,6 +62,7 @@ pub(crate) fn base64_exact<const N: usize>(text: &str) -> Result<Zeroizing<[u8; 
 }
 
 /// Decodes hex (either case) of exactly `N` bytes.
+#[inline(never)] // its own symbol: scripts/cross/ct-functions.txt
 pub(crate) fn hex_exact<const N: usize>(text: &str) -> Result<Zeroizing<[u8; N]>, BadText> {
     let mut out = Zeroizing::new([0u8; N]);
     let len = base16ct::mixed::decode(text, &mut out[..])

@@ -132,6 +132,7 @@ impl Share {
 
 /// Multiplication in GF(2^8) mod x^8 + x^4 + x^3 + x + 1, without tables
 /// or branches.
+#[inline(never)] // its own symbol: scripts/cross/ct-functions.txt
 pub(crate) fn gf_mul(mut a: u8, b: u8) -> u8 {
     let mut product = 0u8;
     for bit in 0..8 {
@@ -145,6 +146,7 @@ pub(crate) fn gf_mul(mut a: u8, b: u8) -> u8 {
 
 /// The inverse in GF(2^8), a^254 (0 for 0), by a fixed chain of
 /// multiplications.
+#[inline(never)] // its own symbol: scripts/cross/ct-functions.txt
 pub(crate) fn gf_inv(a: u8) -> u8 {
     // 254 = 0b1111_1110: square, then multiply by a, seven times over.
     let mut result = a;
@@ -165,6 +167,7 @@ fn check_parameters(threshold: u8, shares: u8) -> Result<(), ShamirError> {
 
 /// Splits `secret` into `shares` shares (indexes 1..=shares), any
 /// `threshold` of which give it back.
+#[inline(never)] // its own symbol: scripts/cross/ct-functions.txt
 pub fn split(
     secret: &[u8; SECRET_LEN],
     threshold: u8,
@@ -200,6 +203,7 @@ pub fn split(
 /// set of distinct shares gives *a* value; only `threshold` shares of one
 /// split give the secret, so the caller checks the result (the root key
 /// must open the keyring).
+#[inline(never)] // its own symbol: scripts/cross/ct-functions.txt
 pub fn combine(
     shares: &[Share],
     threshold: usize,
