@@ -343,11 +343,12 @@ fn with_transit_seal(
     };
     let seal = crate::transit_seal::TransitSeal::new(
         address.clone(),
+        config.seal_transit_ca_cert.as_deref(),
         &config.seal_transit_mount_path,
         key_name,
         token_file,
     )?;
-    if !address.is_loopback() {
+    if !address.tls && !address.is_loopback() {
         warn!(
             "--seal-transit-address {address} is not loopback: the root key crosses that network in plain HTTP at init and at every start"
         );

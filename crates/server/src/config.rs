@@ -313,14 +313,32 @@ impl Config {
                 reason: reason.into(),
             })
         };
-        if self.seal_transit_address.is_none() {
-            if self.seal_transit_key_name.is_some() || self.seal_transit_token_file.is_some() {
+        let Some(address) = &self.seal_transit_address else {
+            if self.seal_transit_key_name.is_some()
+                || self.seal_transit_token_file.is_some()
+                || self.seal_transit_ca_cert.is_some()
+            {
                 return invalid(
                     "seal-transit-address",
-                    "--seal-transit-key-name and --seal-transit-token-file need --seal-transit-address",
+                    "--seal-transit-key-name, --seal-transit-token-file and --seal-transit-ca-cert need --seal-transit-address",
                 );
             }
             return Ok(());
+        };
+        match (address.tls, &self.seal_transit_ca_cert) {
+            (true, None) => {
+                return invalid(
+                    "seal-transit-ca-cert",
+                    "an https:// --seal-transit-address needs --seal-transit-ca-cert (the PEM file its certificate is checked against)",
+                );
+            }
+            (false, Some(_)) => {
+                return invalid(
+                    "seal-transit-ca-cert",
+                    "--seal-transit-ca-cert is for an https:// --seal-transit-address",
+                );
+            }
+            _ => {}
         }
         if self.seal_transit_key_name.is_none() {
             return invalid(

@@ -135,6 +135,7 @@ mod shared;
 mod shutdown;
 mod tls;
 mod tls_accept;
+mod tls_client;
 mod tls_gate;
 pub mod tls_init;
 mod tls_thread;

@@ -377,14 +377,14 @@ settings! {
     /// By name)
     keyring: Option<KeyringLocation>, "LOCATION", default None, shown "none";
     /// Auto-unseal from another server's Transit key (OpenBao's transit
-    /// seal, `address`): http://HOST[:PORT] of another aesd's (or
+    /// seal, `address`): http(s)://HOST[:PORT] of another aesd's (or
     /// OpenBao's) HTTP API. `sys/init` has it encrypt the root key
     /// (recovery shares instead of unseal shares) and aesd unseals itself
     /// at start; while that server is sealed or unreachable aesd stays
-    /// sealed and retries (0.5 s doubling to 10 s). Plain HTTP only: the
-    /// root key crosses that connection, keep it on loopback or a trusted
-    /// network. Needs --keyring, --seal-transit-key-name and
-    /// --seal-transit-token-file
+    /// sealed and retries (0.5 s doubling to 10 s). The root key crosses
+    /// that connection: https:// (with --seal-transit-ca-cert), or plain
+    /// http:// on loopback or a trusted network. Needs --keyring,
+    /// --seal-transit-key-name and --seal-transit-token-file
     seal_transit_address: Option<TransitAddress>, "URL", default None, shown "off";
     /// The transit seal's key name on that server (OpenBao's `key_name`)
     seal_transit_key_name: Option<String>, "NAME", default None, shown "none";
@@ -395,6 +395,11 @@ settings! {
     /// `token`): it needs update on MOUNT/encrypt/NAME and
     /// MOUNT/decrypt/NAME
     seal_transit_token_file: Option<PathBuf>, "FILE", default None, shown "none";
+    /// The transit seal server's CA certificate (PEM; its own self-signed
+    /// certificate will do), checking an https:// --seal-transit-address
+    /// (OpenBao's `tls_ca_cert`); required for https://, refused with
+    /// http://
+    seal_transit_ca_cert: Option<PathBuf>, "FILE", default None, shown "none";
     /// With --keyring etcd://...: the CA certificate (PEM) of etcd's
     /// client port; TLS is on when it is given
     etcd_cacert: Option<PathBuf>, "FILE", default None, shown "none";

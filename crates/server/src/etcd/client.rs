@@ -13,15 +13,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::Value;
 
 use super::location::{Endpoint, EtcdTarget};
@@ -107,10 +106,13 @@ impl EtcdClient {
     /// A client of `target`'s endpoints; TLS when `tls.cacert` is given.
     pub fn new(target: &EtcdTarget, tls: &EtcdTlsFiles) -> Result<Self, String> {
         let tls = match &tls.cacert {
-            Some(cacert) => Some(Arc::new(client_config(
-                cacert,
-                tls.cert.as_deref(),
-                tls.key.as_deref(),
+            Some(cacert) => Some(Arc::new(crate::tls_client::client_config(
+                (cacert, "--etcd-cacert"),
+                match (tls.cert.as_deref(), tls.key.as_deref()) {
+                    (Some(cert), Some(key)) => Some(((cert, "--etcd-cert"), (key, "--etcd-key"))),
+                    (None, None) => None,
+                    _ => return Err("--etcd-cert and --etcd-key go together".to_owned()),
+                },
             )?)),
             None if tls.cert.is_some() || tls.key.is_some() => {
                 return Err(
@@ -466,46 +468,6 @@ impl WatchConn {
                 Err(err) => return WatchRead::Closed(format!("reading the watch: {err}")),
             }
         }
-    }
-}
-
-fn client_config(
-    cacert: &Path,
-    cert: Option<&Path>,
-    key: Option<&Path>,
-) -> Result<rustls::ClientConfig, String> {
-    let read_certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, String> {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-            .map_err(|err| format!("{}: {err}", path.display()))?;
-        if certs.is_empty() {
-            return Err(format!("{}: no PEM certificate in it", path.display()));
-        }
-        Ok(certs)
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in read_certs(cacert)? {
-        roots
-            .add(ca)
-            .map_err(|err| format!("--etcd-cacert {}: {err}", cacert.display()))?;
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|err| format!("TLS: {err}"))?
-    .with_root_certificates(roots);
-    match (cert, key) {
-        (Some(cert), Some(key)) => {
-            let chain = read_certs(cert).map_err(|err| format!("--etcd-cert {err}"))?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|err| format!("--etcd-key {}: {err}", key.display()))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|err| format!("--etcd-cert/--etcd-key: {err}"))
-        }
-        (None, None) => Ok(builder.with_no_client_auth()),
-        _ => Err("--etcd-cert and --etcd-key go together".to_owned()),
     }
 }
 

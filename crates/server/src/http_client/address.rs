@@ -1,6 +1,6 @@
-//! `http://HOST[:PORT]`: where an OpenBao-shaped HTTP API listens (the
-//! transit seal's server, `--seal-transit-address`; a running aesd,
-//! `BAO_ADDR`).
+//! `http://HOST[:PORT]` or `https://HOST[:PORT]`: where an
+//! OpenBao-shaped HTTP API listens (the transit seal's server,
+//! `--seal-transit-address`; a running aesd, `BAO_ADDR`).
 
 use std::fmt;
 
@@ -14,25 +14,23 @@ pub struct HttpAddress {
     pub host: String,
     /// TCP port.
     pub port: u16,
+    /// `https://`: TLS (the server's certificate checked against a CA
+    /// file, [`super::HttpTls`]).
+    pub tls: bool,
 }
 
 impl HttpAddress {
-    /// Parses `http://HOST[:PORT][/]`. `https://` is refused: this client
-    /// speaks plain HTTP only.
+    /// Parses `http://HOST[:PORT][/]` or `https://HOST[:PORT][/]`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let rest = match text.strip_prefix("http://") {
-            Some(rest) => rest,
-            None if text.starts_with("https://") => {
-                return Err(format!(
-                    "{text}: https:// is not supported (this client speaks plain HTTP only); use http:// on a network you trust, ideally loopback"
-                ));
-            }
-            None => return Err(format!("{text}: must start with http://")),
+        let (rest, tls) = match (text.strip_prefix("http://"), text.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(format!("{text}: must start with http:// or https://")),
         };
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
             return Err(format!(
-                "{text}: expected http://HOST[:PORT] with no path, user or query"
+                "{text}: expected http(s)://HOST[:PORT] with no path, user or query"
             ));
         }
         let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
@@ -70,6 +68,7 @@ impl HttpAddress {
         Ok(HttpAddress {
             host: host.to_owned(),
             port,
+            tls,
         })
     }
 
@@ -95,7 +94,8 @@ impl HttpAddress {
 
 impl fmt::Display for HttpAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}", self.host_header())
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}", self.host_header())
     }
 }
 
@@ -126,6 +126,12 @@ mod tests {
             ),
             ("http://[::1]:9", "::1", 9, "http://[::1]:9"),
             ("http://[::1]", "::1", 8200, "http://[::1]:8200"),
+            (
+                "https://bao.lan:8201/",
+                "bao.lan",
+                8201,
+                "https://bao.lan:8201",
+            ),
         ] {
             let address = HttpAddress::parse(text).expect(text);
             assert_eq!((address.host.as_str(), address.port), (host, port));
@@ -147,9 +153,10 @@ mod tests {
     #[test]
     fn other_forms_are_refused_saying_why() {
         for (text, why) in [
-            ("https://127.0.0.1:8200", "plain HTTP only"),
-            ("127.0.0.1:8200", "must start with http://"),
-            ("http://", "expected http://HOST"),
+            ("127.0.0.1:8200", "must start with http:// or https://"),
+            ("ftp://h", "must start with http:// or https://"),
+            ("http://", "expected http(s)://HOST"),
+            ("https://", "expected http(s)://HOST"),
             ("http://h/v1/transit", "no path"),
             ("http://u@h", "no path, user"),
             ("http://h:0", "1 to 65535"),

@@ -40,9 +40,10 @@ fn every_setting_printed() -> toml::Table {
         etcd_cert: Some("etcd-client.pem".into()),
         etcd_key: Some("etcd-client-key.pem".into()),
         audit_log: Some("audit.log".into()),
-        seal_transit_address: Some("http://127.0.0.1:8300".into()),
+        seal_transit_address: Some("https://127.0.0.1:8300".into()),
         seal_transit_key_name: Some("autounseal".into()),
         seal_transit_token_file: Some("transit-token".into()),
+        seal_transit_ca_cert: Some("transit-ca.pem".into()),
         ..ConfigLayer::default()
     })
     .expect("valid");

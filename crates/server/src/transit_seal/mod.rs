@@ -10,13 +10,14 @@
 //!          (refused or unreachable: stay sealed, retry with backoff: retry.rs)
 //! ```
 //!
-//! Settings (docs/aesd.md): `--seal-transit-address http://HOST:PORT`,
+//! Settings (docs/aesd.md): `--seal-transit-address http(s)://HOST:PORT`,
 //! `--seal-transit-key-name NAME` (OpenBao's `key_name`),
 //! `--seal-transit-mount-path PATH` (`mount_path`, default `transit/`),
-//! `--seal-transit-token-file FILE` (`token`, read from a file). Plain
-//! HTTP only (the client, crate::http_client, speaks no TLS yet): the root key crosses the
-//! connection in base64, so the other server should be on loopback or a
-//! network that is trusted as much as this board.
+//! `--seal-transit-token-file FILE` (`token`, read from a file),
+//! `--seal-transit-ca-cert FILE` (`tls_ca_cert`, for `https://`). The root
+//! key crosses the connection in base64: over TLS (crate::http_client), or
+//! in plain HTTP to a server on loopback or a network trusted as much as
+//! this board.
 
 pub mod retry;
 
@@ -87,6 +88,11 @@ pub enum TransitSealError {
     /// A reply that is not Transit's.
     #[error("the transit seal's server's reply is not Transit's: {0}")]
     BadReply(String),
+    /// TLS to an `https://` server failed: its certificate was refused
+    /// (not signed by --seal-transit-ca-cert, another name), or no TLS
+    /// on the port.
+    #[error("TLS to the transit seal's server failed: {0}")]
+    Tls(String),
 }
 
 impl From<HttpClientError> for TransitSealError {
@@ -99,6 +105,9 @@ impl From<HttpClientError> for TransitSealError {
                 TransitSealError::NoAnswer { address, source }
             }
             HttpClientError::BadReply(why) => TransitSealError::BadReply(why),
+            err @ (HttpClientError::Tls { .. } | HttpClientError::NoCa { .. }) => {
+                TransitSealError::Tls(err.to_string())
+            }
         }
     }
 }
@@ -114,6 +123,7 @@ impl TransitSealError {
             TransitSealError::PermissionDenied { .. } => "permission_denied",
             TransitSealError::Refused { .. } => "refused",
             TransitSealError::BadReply(_) => "bad_reply",
+            TransitSealError::Tls(_) => "tls",
         }
     }
 }
@@ -121,6 +131,7 @@ impl TransitSealError {
 /// The transit seal's settings, the token read.
 pub struct TransitSeal {
     address: TransitAddress,
+    tls: Option<http_client::HttpTls>,
     mount_path: String,
     key_name: String,
     token: Secret,
@@ -155,13 +166,27 @@ struct Errors {
 
 impl TransitSeal {
     /// The seal for `key_name` under `mount_path` at `address`, with the
-    /// token from the first line of `token_file`.
+    /// token from the first line of `token_file`; `ca_cert` checks an
+    /// `https://` address's certificate.
     pub fn new(
         address: TransitAddress,
+        ca_cert: Option<&Path>,
         mount_path: &str,
         key_name: &str,
         token_file: &Path,
     ) -> Result<Self, String> {
+        let tls = match (address.tls, ca_cert) {
+            (true, Some(ca)) => Some(http_client::HttpTls::from_ca_file(
+                ca,
+                "--seal-transit-ca-cert",
+            )?),
+            (true, None) => {
+                return Err(format!(
+                    "--seal-transit-address {address}: https:// needs --seal-transit-ca-cert"
+                ));
+            }
+            (false, _) => None,
+        };
         aesd_keyring::name::validate(key_name)
             .map_err(|err| format!("--seal-transit-key-name {key_name:?}: {err}"))?;
         let mount = mount_path.trim_matches('/');
@@ -187,6 +212,7 @@ impl TransitSeal {
         }
         Ok(TransitSeal {
             address,
+            tls,
             mount_path: mount.to_owned(),
             key_name: key_name.to_owned(),
             token,
@@ -210,6 +236,7 @@ impl TransitSeal {
         let path = self.path(operation);
         let reply = http_client::post(
             &self.address,
+            self.tls.as_ref(),
             &format!("/v1/{path}"),
             self.token.as_bytes(),
             body,
