@@ -24,9 +24,11 @@ repo="$(cd "$here/../.." && pwd)"
 
 timeout_s=150
 aesload=""
+aescrypt=""
 usage() {
 	cat <<EOF
-Usage: buildroot-overlay/qemu/tests.sh [--keep] [--timeout SECS] [--aesload PATH] [-h|--help]
+Usage: buildroot-overlay/qemu/tests.sh [--keep] [--timeout SECS] [--aesload PATH]
+       [--aescrypt PATH] [-h|--help]
 
 Runs buildroot-overlay/qemu/run.sh --smoke against broken copies of the
 assembled overlay and checks that each run fails (exit 1) with the message
@@ -35,13 +37,16 @@ that names the problem:
   bad-toml       unknown key         -> "aesd --check-config rejected /etc/aesd/aesd.toml: ..."
   bad-value      workers = 0         -> "aesd --check-config rejected /etc/aesd/aesd.toml: ..."
   no-initscript  no S50aesd          -> "S50aesd never ran"
-Builds first what run.sh needs (build.sh, the riscv32imac aesd, the overlay).
+Builds first what run.sh needs (build.sh, the riscv32imac aesd, the overlay);
+run.sh --smoke also needs the bao CLI (\$AESD_BAO or scripts/bao/.venv/bin/bao).
 
   --keep          keep the work folder (overlays and each run's output);
                   it is also kept when a case fails
   --timeout SECS  run.sh --timeout for each case [$timeout_s]
   --aesload PATH  host aesload for run.sh [built with cargo build --release
                   --locked -p aesd-load]; the cases fail before any load
+  --aescrypt PATH host aescrypt for run.sh [built with cargo build --release
+                  --locked -p aesd-client]; the cases fail before it is used
   -h, --help      this help
 
 Prints ok/FAIL, the time and run.sh's exit and reason for each case, then
@@ -61,6 +66,10 @@ while (($#)); do
 			aesload="${2:?--aesload needs a value}"
 			shift
 			;;
+		--aescrypt)
+			aescrypt="${2:?--aescrypt needs a value}"
+			shift
+			;;
 		-h | --help)
 			usage
 			exit 0
@@ -76,18 +85,21 @@ done
 	echo "tests.sh: --timeout needs a positive number" >&2
 	exit 2
 }
-if [[ -n "$aesload" && ! -x "$aesload" ]]; then
-	echo "tests.sh: --aesload $aesload is not an executable file" >&2
-	exit 2
-fi
+for tool in "--aesload:$aesload" "--aescrypt:$aescrypt"; do
+	if [[ -n "${tool#*:}" && ! -x "${tool#*:}" ]]; then
+		echo "tests.sh: ${tool%%:*} ${tool#*:} is not an executable file" >&2
+		exit 2
+	fi
+done
 
 harness_init aesd-qemu-tests
 work=$harness_work
 
-step "setup: build.sh, the riscv32imac aesd, the overlay, the host aesload"
+step "setup: build.sh, the riscv32imac aesd, the overlay, the host aesload and aescrypt"
 build_board_images --jobs "${AESD_JOBS:-2}"
 build_board_overlay "$work/good" "$work"
 if [[ -z "$aesload" ]]; then build_host_aesload "$work"; fi
+if [[ -z "$aescrypt" ]]; then build_host_aescrypt "$work"; fi
 
 # broken_overlay_fails EXPECTED_ERE PREPARE...: (a test) copies the good
 # overlay into the test's folder, runs PREPARE... in it, then run.sh --smoke
@@ -101,7 +113,7 @@ broken_overlay_fails() {
 	if diff -r "$work/good" "$dir" >/dev/null 2>&1 && [[ "$(stat -c %a "$work/good/etc/init.d/S50aesd")" == "$(stat -c %a "$dir/etc/init.d/S50aesd" 2>/dev/null)" ]]; then
 		die "preparing the case changed nothing in the overlay: $*"
 	fi
-	"$here/run.sh" --smoke --overlay "$dir" --aesload "$aesload" --timeout "$timeout_s" >"$out" 2>&1 || st=$?
+	"$here/run.sh" --smoke --overlay "$dir" --aesload "$aesload" --aescrypt "$aescrypt" --timeout "$timeout_s" >"$out" 2>&1 || st=$?
 	why="$(grep -m1 'FAILED:' "$out" | sed 's/^run.sh --smoke: FAILED: //' || true)"
 	harness_note "exit $st: ${why:-no FAILED line}"
 	if ((st != 1)) || ! grep -qE -- "$expected" "$out"; then
