@@ -197,15 +197,16 @@ bash scripts/cross/ci.sh
 step "the emulated board's images: waiting for the background build"
 background_wait "buildroot-overlay/qemu/build.sh"
 
-step "buildroot-overlay/qemu/: emulated board (qemu-system-riscv32): boot, aesload (48 clients, 4 at a time), /metrics, poweroff"
+step "buildroot-overlay/qemu/: emulated board (qemu-system-riscv32): boot, keyring (bao init, unseal, a file by name), aesload (48 clients, 4 at a time), /metrics, poweroff; reboot: sealed, unsealed, the file decrypted"
 # 48 clients, not run.sh's default 8: jobs sharing the board's lanes from
 # two harts under the guest's scheduler caught a chunk-order race that 8
 # clients saw in one run of two (about 25 s more).
 bash buildroot-overlay/qemu/run.sh --smoke --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload" \
-  --load "--clients 48 --chunk 4 --sizes 64K,1M,2M --iter 1000"
+  --aescrypt "${CARGO_TARGET_DIR:-target}/debug/aescrypt" --load "--clients 48 --chunk 4 --sizes 64K,1M,2M --iter 1000"
 
 step "buildroot-overlay/qemu/: broken overlays make --smoke fail, saying why"
-bash buildroot-overlay/qemu/tests.sh --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload"
+bash buildroot-overlay/qemu/tests.sh --aesload "${CARGO_TARGET_DIR:-target}/debug/aesload" \
+  --aescrypt "${CARGO_TARGET_DIR:-target}/debug/aescrypt"
 
 step "fuzzing: every target 20 s, two at a time (built in the background)"
 background_wait "scripts/fuzz.sh --build-only"

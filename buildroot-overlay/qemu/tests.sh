@@ -6,7 +6,11 @@
 #                rejects it, S50aesd exits 6)
 #   bad-value    workers = 0 in etc/aesd/aesd.toml (out of range)
 #   no-initscript  no etc/init.d/S50aesd at all
-# Each case boots the guest (a few seconds once build.sh's cache is warm).
+#   http-loopback  aesd's HTTP API on the guest's loopback (http-listen in
+#                aesd.toml): the host's bao cannot reach the keyring
+# and for a disk image that is not ext2 (not-ext2-disk: exit 2, no boot).
+# Each other case boots the guest (a few seconds once build.sh's cache is
+# warm).
 # See --help.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,24 +28,32 @@ repo="$(cd "$here/../.." && pwd)"
 
 timeout_s=150
 aesload=""
+aescrypt=""
 usage() {
 	cat <<EOF
-Usage: buildroot-overlay/qemu/tests.sh [--keep] [--timeout SECS] [--aesload PATH] [-h|--help]
+Usage: buildroot-overlay/qemu/tests.sh [--keep] [--timeout SECS] [--aesload PATH]
+       [--aescrypt PATH] [-h|--help]
 
 Runs buildroot-overlay/qemu/run.sh --smoke against broken copies of the
-assembled overlay and checks that each run fails (exit 1) with the message
-that names the problem:
+assembled overlay (and a bad --disk) and checks that each run fails (exit 1;
+the disk: 2) with the message that names the problem:
   noexec         S50aesd mode 0644   -> "S50aesd is not executable"
   bad-toml       unknown key         -> "aesd --check-config rejected /etc/aesd/aesd.toml: ..."
   bad-value      workers = 0         -> "aesd --check-config rejected /etc/aesd/aesd.toml: ..."
   no-initscript  no S50aesd          -> "S50aesd never ran"
-Builds first what run.sh needs (build.sh, the riscv32imac aesd, the overlay).
+  http-loopback  aesd.toml http-listen = "127.0.0.1:8200"
+                                     -> "bao status could not reach the board's HTTP API"
+  not-ext2-disk  --disk FILE of zeros -> exit 2, "is not an ext2 image" (no boot)
+Builds first what run.sh needs (build.sh, the riscv32imac aesd, the overlay);
+run.sh --smoke also needs the bao CLI (\$AESD_BAO or scripts/bao/.venv/bin/bao).
 
   --keep          keep the work folder (overlays and each run's output);
                   it is also kept when a case fails
   --timeout SECS  run.sh --timeout for each case [$timeout_s]
   --aesload PATH  host aesload for run.sh [built with cargo build --release
                   --locked -p aesd-load]; the cases fail before any load
+  --aescrypt PATH host aescrypt for run.sh [built with cargo build --release
+                  --locked -p aesd-client]; the cases fail before it is used
   -h, --help      this help
 
 Prints ok/FAIL, the time and run.sh's exit and reason for each case, then
@@ -61,6 +73,10 @@ while (($#)); do
 			aesload="${2:?--aesload needs a value}"
 			shift
 			;;
+		--aescrypt)
+			aescrypt="${2:?--aescrypt needs a value}"
+			shift
+			;;
 		-h | --help)
 			usage
 			exit 0
@@ -76,18 +92,21 @@ done
 	echo "tests.sh: --timeout needs a positive number" >&2
 	exit 2
 }
-if [[ -n "$aesload" && ! -x "$aesload" ]]; then
-	echo "tests.sh: --aesload $aesload is not an executable file" >&2
-	exit 2
-fi
+for tool in "--aesload:$aesload" "--aescrypt:$aescrypt"; do
+	if [[ -n "${tool#*:}" && ! -x "${tool#*:}" ]]; then
+		echo "tests.sh: ${tool%%:*} ${tool#*:} is not an executable file" >&2
+		exit 2
+	fi
+done
 
 harness_init aesd-qemu-tests
 work=$harness_work
 
-step "setup: build.sh, the riscv32imac aesd, the overlay, the host aesload"
+step "setup: build.sh, the riscv32imac aesd, the overlay, the host aesload and aescrypt"
 build_board_images --jobs "${AESD_JOBS:-2}"
 build_board_overlay "$work/good" "$work"
 if [[ -z "$aesload" ]]; then build_host_aesload "$work"; fi
+if [[ -z "$aescrypt" ]]; then build_host_aescrypt "$work"; fi
 
 # broken_overlay_fails EXPECTED_ERE PREPARE...: (a test) copies the good
 # overlay into the test's folder, runs PREPARE... in it, then run.sh --smoke
@@ -101,7 +120,7 @@ broken_overlay_fails() {
 	if diff -r "$work/good" "$dir" >/dev/null 2>&1 && [[ "$(stat -c %a "$work/good/etc/init.d/S50aesd")" == "$(stat -c %a "$dir/etc/init.d/S50aesd" 2>/dev/null)" ]]; then
 		die "preparing the case changed nothing in the overlay: $*"
 	fi
-	"$here/run.sh" --smoke --overlay "$dir" --aesload "$aesload" --timeout "$timeout_s" >"$out" 2>&1 || st=$?
+	"$here/run.sh" --smoke --overlay "$dir" --aesload "$aesload" --aescrypt "$aescrypt" --timeout "$timeout_s" >"$out" 2>&1 || st=$?
 	why="$(grep -m1 'FAILED:' "$out" | sed 's/^run.sh --smoke: FAILED: //' || true)"
 	harness_note "exit $st: ${why:-no FAILED line}"
 	if ((st != 1)) || ! grep -qE -- "$expected" "$out"; then
@@ -119,6 +138,23 @@ harness_test bad-toml broken_overlay_fails 'FAILED: aesd --check-config rejected
 harness_test bad-value broken_overlay_fails 'FAILED: aesd --check-config rejected /etc/aesd/aesd.toml.*workers' \
 	sed -i 's/^workers = 2$/workers = 0/' etc/aesd/aesd.toml
 harness_test no-initscript broken_overlay_fails 'FAILED: S50aesd never ran' rm etc/init.d/S50aesd
+harness_test http-loopback broken_overlay_fails 'FAILED: bao status could not reach the board.s HTTP API' \
+	sh -c 'echo "http-listen = \"127.0.0.1:8200\"" >>etc/aesd/aesd.toml'
 
-step "cases (each boots the emulated board)"
+# not_ext2_disk_refused: (a test) run.sh --smoke --disk FILE, FILE not an
+# ext2 image, exits 2 saying so, and leaves FILE as it was.
+not_ext2_disk_refused() {
+	local img="$test_tmp/not-ext2.img" out="$test_tmp/run.out" st=0
+	head -c 1048576 /dev/zero >"$img"
+	"$here/run.sh" --smoke --overlay "$work/good" --aesload "$aesload" --aescrypt "$aescrypt" --disk "$img" >"$out" 2>&1 || st=$?
+	harness_note "exit $st: $(grep -m1 'run.sh: --disk' "$out" || true)"
+	if ((st != 2)) || ! grep -q 'is not an ext2 image' "$out"; then
+		tail -n 20 "$out" >&2
+		die "expected exit 2 and 'is not an ext2 image' in run.sh's output ($out)"
+	fi
+	cmp -s "$img" <(head -c 1048576 /dev/zero) || die "run.sh changed the refused disk image $img"
+}
+harness_test not-ext2-disk not_ext2_disk_refused
+
+step "cases (each boots the emulated board, but not-ext2-disk)"
 harness_run

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # sourced: globals of the sourcing script
 # What the emulated board needs built, for run.sh and tests.sh: the kernel,
 # OpenSBI and BusyBox (build.sh), the riscv32imac aesd assembled into an
-# overlay, and the host aesload. A failed step shows its log's tail and
+# overlay, and the host aesload and aescrypt. A failed step shows its log's tail and
 # exits 3 (build_fail). Reads $repo and $TARGET (board.sh).
 
 # build_fail MSG: a build or setup step failed (exit 3).
@@ -56,4 +56,16 @@ build_host_aesload() {
 			build_fail "building the host aesload failed"
 		}
 	aesload="${CARGO_TARGET_DIR:-$repo/target}/release/aesload"
+}
+
+# build_host_aescrypt LOGDIR: cargo build --release of the host aescrypt
+# (--smoke's by-name jobs); sets $aescrypt to it.
+build_host_aescrypt() {
+	local log=$1/cargo-host.log
+	(cd "$repo" && cargo build --release --locked -p aesd-client --bin aescrypt) >>"$log" 2>&1 ||
+		{
+			log_tail "$log"
+			build_fail "building the host aescrypt failed"
+		}
+	aescrypt="${CARGO_TARGET_DIR:-$repo/target}/release/aescrypt"
 }

@@ -2,9 +2,11 @@
 # The emulated board's initramfs, $run/initramfs.cpio.gz: a Buildroot-like
 # skeleton, BusyBox and its applet links, the overlay as is (modes included:
 # a broken overlay stays broken), then the emulated board's own files
-# (qemu/guest/), whose only overlap with the overlay is
-# etc/network/interfaces, and the users of buildroot-overlay/users.table. Reads $run, $images (build.sh's out/), $overlay and
-# $repo; a failed step exits 3 (build_fail, builds.sh).
+# (qemu/guest/), whose only overlaps with the overlay are
+# etc/network/interfaces and etc/default/aesd (the board's address, and its
+# keyring on the disk), and the users of buildroot-overlay/users.table.
+# Reads $run, $images (build.sh's out/), $overlay and $repo; a failed step
+# exits 3 (build_fail, builds.sh).
 
 # make_initramfs: lays out $run/rootfs and packs it.
 make_initramfs() {
@@ -27,6 +29,9 @@ make_initramfs() {
 	cp -a "$overlay/." "$root/" || build_fail "could not copy the overlay $overlay"
 	if [[ -f "$overlay/etc/network/interfaces" ]]; then
 		say "etc/network/interfaces: the overlay's (board example) is replaced by the emulated board's (10.0.2.15/24, gateway 10.0.2.2)"
+	fi
+	if [[ -f "$overlay/etc/default/aesd" ]]; then
+		say "etc/default/aesd: the overlay's is replaced by the emulated board's (AESD_KEYRING=/var/lib/aesd/keyring on the disk, AESD_HTTP_LISTEN=10.0.2.15:8200)"
 	fi
 	(
 		cd "$repo/buildroot-overlay/qemu/guest"

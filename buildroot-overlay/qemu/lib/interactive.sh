@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2154 # sourced: globals of the sourcing script
 # run.sh without --smoke: the guest's serial console on this terminal, how
-# to reach aesd and /metrics printed (the forwarded ports, or the namespace
-# of --net tap). Exits 0 when qemu exits normally, 4 otherwise.
+# to reach aesd, /metrics and the HTTP API printed (the forwarded ports, or
+# the namespace of --net tap), and the disk. Exits 0 when qemu exits
+# normally, 4 otherwise.
 
 run_interactive() {
 	local -a args
@@ -15,6 +16,8 @@ run_interactive() {
 			            Reach it from inside the namespace:
 			  aesd:     ip netns exec $netns ./target/release/aesload --server $NET_GUEST_ADDR:$GUEST_AESD_PORT --suite thousand --scale 0.01
 			  metrics:  ip netns exec $netns curl -s http://$NET_GUEST_ADDR:$GUEST_METRICS_PORT/metrics
+			  keyring:  ip netns exec $netns env BAO_ADDR=http://$NET_GUEST_ADDR:$GUEST_HTTP_PORT bao status   (sealed at boot: bao operator init once, bao operator unseal after every boot)
+			  disk:     $disk_desc
 			  console:  below; a root shell once booted. 'poweroff' stops the guest; Ctrl-A then X kills qemu.
 
 		EOF
@@ -29,6 +32,9 @@ run_interactive() {
 			            aesload --server 127.0.0.1:$port_aesd --clients 10 --chunk 5 --sizes 256K,1M --iter 1000
 			  metrics:  http://127.0.0.1:$port_metrics/metrics  ->  guest $GUEST_METRICS_PORT
 			            (Prometheus: put 127.0.0.1:$port_metrics in deploy/prometheus/prometheus.yml's targets)
+			  keyring:  BAO_ADDR=http://127.0.0.1:$port_http  ->  guest $GUEST_HTTP_PORT (OpenBao's HTTP API, plain HTTP)
+			            bao status; sealed at boot: bao operator init once, bao operator unseal after every boot
+			  disk:     $disk_desc
 			  console:  below; a root shell once booted. 'poweroff' stops the guest; Ctrl-A then X kills qemu.
 
 		EOF

@@ -14,10 +14,10 @@
 #         smoke suite, not for the study's 50-client batches.
 # --net auto: --smoke takes tap when it can be set up (else user, saying
 # why); interactive runs and ports given by hand take user.
-# Reads $net, $smoke, $given_aesd, $given_metrics; sets $net_kind, $netns,
-# $tap_dev, $net_exec (the command prefix that runs a host-side program on
-# the board's network), $board_host and, with tap, $port_aesd/$port_metrics
-# (the guest's own ports).
+# Reads $net, $smoke, $given_aesd, $given_metrics, $given_http; sets
+# $net_kind, $netns, $tap_dev, $net_exec (the command prefix that runs a
+# host-side program on the board's network), $board_host and, with tap,
+# $port_aesd/$port_metrics/$port_http (the guest's own ports).
 
 NET_HOST_ADDR=10.0.2.2
 NET_GUEST_ADDR=10.0.2.15
@@ -79,7 +79,7 @@ choose_network() {
 	local why=""
 	net_kind="$net"
 	if [[ "$net" == auto ]]; then
-		if [[ -n "$given_aesd$given_metrics" ]]; then
+		if [[ -n "$given_aesd$given_metrics$given_http" ]]; then
 			net_kind=user
 		elif ((smoke == 0)); then
 			net_kind=user
@@ -108,6 +108,7 @@ choose_network() {
 		board_host="$NET_GUEST_ADDR"
 		port_aesd="$GUEST_AESD_PORT"
 		port_metrics="$GUEST_METRICS_PORT"
+		port_http="$GUEST_HTTP_PORT"
 		say "network: TAP $tap_dev in the namespace $netns ($NET_HOST_ADDR/$NET_PREFIX, the guest's gateway); the guest is $NET_GUEST_ADDR; aesload and curl run in the namespace"
 	elif [[ -n "$why" ]]; then
 		say "network: qemu's user network (hostfwd on 127.0.0.1) because a TAP network cannot be made here: $why"
@@ -132,7 +133,7 @@ netdev_arg() {
 	if [[ "$net_kind" == tap ]]; then
 		echo "tap,id=net0,ifname=$tap_dev,script=no,downscript=no"
 	else
-		echo "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port_aesd-:$GUEST_AESD_PORT,hostfwd=tcp:127.0.0.1:$port_metrics-:$GUEST_METRICS_PORT"
+		echo "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:$port_aesd-:$GUEST_AESD_PORT,hostfwd=tcp:127.0.0.1:$port_metrics-:$GUEST_METRICS_PORT,hostfwd=tcp:127.0.0.1:$port_http-:$GUEST_HTTP_PORT"
 	fi
 }
 

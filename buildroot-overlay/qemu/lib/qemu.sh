@@ -31,11 +31,11 @@ start_qemu() {
 # bind automatic ports; exits 4 if it cannot (or a port given by hand is taken).
 boot_qemu() {
 	local attempt=1 given
-	mkfifo "$run/console.in"
+	[[ -p "$run/console.in" ]] || mkfifo "$run/console.in"
 	exec 7<>"$run/console.in"
 	while :; do
 		[[ "$net_kind" == tap ]] || pick_ports
-		say "booting: -cpu $CPU -smp $SMP -m $MEM; aesd on $board_host:$port_aesd, metrics on $board_host:$port_metrics"
+		say "booting: -cpu $CPU -smp $SMP -m $MEM; aesd on $board_host:$port_aesd, metrics on $board_host:$port_metrics, HTTP API on $board_host:$port_http"
 		t_qemu="$(now)"
 		start_qemu
 		sleep 0.5
@@ -43,7 +43,7 @@ boot_qemu() {
 		wait "$qemu_pid" 2>/dev/null || true
 		qemu_pid=""
 		# A port given by hand was taken meanwhile, or three automatic tries failed.
-		for given in "$given_aesd" "$given_metrics"; do
+		for given in "$given_aesd" "$given_metrics" "$given_http"; do
 			if [[ -n "$given" ]] && grep -q "127.0.0.1:$given-" "$run/qemu.err"; then
 				echo "run.sh: qemu could not listen on 127.0.0.1:$given: $(cat "$run/qemu.err")" >&2
 				exit 4
@@ -55,6 +55,10 @@ boot_qemu() {
 		}
 		attempt=$((attempt + 1))
 	done
+	if ! qemu_alive && grep -qi 'failed to get .*lock' "$run/qemu.err"; then
+		echo "run.sh: the disk $disk is in use (another qemu has it open): $(cat "$run/qemu.err")" >&2
+		exit 4
+	fi
 	if ((verbose)); then
 		tail -n +1 -f "$console" >&2 &
 		tail_pid=$!

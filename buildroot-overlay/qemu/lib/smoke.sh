@@ -1,10 +1,12 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # sourced: globals of the sourcing script
 # The --smoke test, in order: boot, the init scripts' results, aesd's
-# readiness, an aesload suite from the host, one scrape of /metrics, the
-# poweroff from the guest's console, the report. Each check that fails calls
-# fail (exit 1) with what broke and the console's tail. Reads the options
-# ($timeout_s, $load, $aesload, $json_out, $log_out), $run, and the board and
-# qemu state (board.sh, qemu.sh).
+# readiness, the keyring set up with bao (keyring.sh), an aesload suite from
+# the host, one scrape of /metrics, the poweroff from the guest's console;
+# then a second boot with the same disk: the keyring sealed, unsealed with
+# bao, boot 1's file decrypted; poweroff; the report. Each check that fails
+# calls fail (exit 1) with what broke and the console's tail. Reads the
+# options ($timeout_s, $load, $aesload, $json_out, $log_out), $run, and the
+# board and qemu state (board.sh, qemu.sh).
 
 DEFAULT_LOAD="--clients 8 --chunk 4 --sizes 64K,1M,2M --iter 1000"
 # --timeout's default with --load: a study suite takes minutes on the
@@ -25,8 +27,20 @@ smoke_test() {
 	wait_booted
 	check_init_scripts
 	wait_for_aesd_ready
+	t_booted1="$t_booted"
+	t_serving1="$t_serving"
+	keyring_first_boot
 	run_load
 	check_metrics
+	power_off
+	keyring_on_disk
+	# The reboot: the same disk, a console log of its own.
+	console="$run/console.reboot.log"
+	boot_qemu
+	wait_booted
+	check_init_scripts
+	wait_for_aesd_ready
+	keyring_after_reboot
 	power_off
 	report
 }
@@ -42,8 +56,18 @@ fail() {
 			echo "---"
 		fi
 	} >&2
-	if [[ -n "$log_out" && -f "$console" ]]; then cp "$console" "$log_out" || true; fi
+	[[ -z "$log_out" ]] || save_console_logs || true
 	exit 1
+}
+
+# save_console_logs: the console logs of both boots (the second's if there
+# was one) into --log FILE.
+save_console_logs() {
+	local f logs=()
+	for f in "$run/console.log" "$run/console.reboot.log"; do
+		[[ ! -f "$f" ]] || logs+=("$f")
+	done
+	cat "${logs[@]}" >"$log_out"
 }
 
 # remaining LIMIT: seconds left for a phase limited to LIMIT and by --timeout.
@@ -117,11 +141,12 @@ check_init_scripts() {
 		126 | 127) fail "S50aesd could not be executed (exit $s50; a missing interpreter or a bad script): $(s50_output | tr '\n' ' ')" ;;
 		*) fail "S50aesd start failed with exit $s50: $(s50_output | tr '\n' ' ')" ;;
 	esac
-	for script in S02sysctl S40network; do
+	for script in S02sysctl S10disk S40network; do
 		st="$(marker "init $script start exit=" | sed 's/.*exit=//')"
 		if [[ -n "$st" && "$st" != 0 ]]; then
 			case "$script" in
 				S02sysctl) fail "S02sysctl failed (exit $st): the guest kernel rejected a key of the overlay's /etc/sysctl.d/*.conf (see the console)" ;;
+				S10disk) fail "S10disk failed (exit $st): the keyring's disk is not mounted on /var/lib/aesd: $(console_text | grep -a '^S10disk: ' | tr '\n' ' ')" ;;
 				*) fail "$script failed (exit $st): the guest's network is not up (see the console)" ;;
 			esac
 		fi
@@ -216,9 +241,11 @@ power_off() {
 	((st == 0)) || fail "qemu exited with status $st at poweroff: $(tail -n 5 "$run/qemu.err")"
 	stop="$(marker 'stop S50aesd exit=' | sed 's/.*exit=//')"
 	[[ "$stop" == 0 ]] || fail "S50aesd stop at poweroff: exit ${stop:-missing} (aesd not stopped cleanly)"
+	stop="$(marker 'stop S10disk exit=' | sed 's/.*exit=//')"
+	[[ "$stop" == 0 ]] || fail "S10disk stop at poweroff: exit ${stop:-missing} (the keyring's disk not unmounted cleanly)"
 	console_has 'reboot: Power down' || fail "qemu exited without the kernel's 'reboot: Power down'"
 	[[ -z "$tail_pid" ]] || kill "$tail_pid" 2>/dev/null || true
-	if [[ -n "$log_out" ]]; then cp "$console" "$log_out"; fi
+	[[ -z "$log_out" ]] || save_console_logs
 }
 
 # report: the summary of a passed run.
@@ -226,11 +253,15 @@ report() {
 	cat <<-EOF
 
 		run.sh --smoke: PASSED (emulated board: qemu-system-riscv32 virt, -cpu $CPU, -smp $SMP, -m $MEM)
-		  boot:      init scripts done $t_booted s after qemu started; /metrics answering at $t_serving s
+		  boot:      init scripts done $t_booted1 s after qemu started; /metrics answering at $t_serving1 s
 		  cpuinfo:   isa $isa ($harts harts)
 		  aesload:   $verified/$transfers transfers verified, $bytes bytes, $mbps MB/s (EMULATED, $(net_desc))
 		  metrics:   aesd_jobs_total ok = $jobs_ok, resident ${rss:-?} bytes
-		  poweroff:  S50aesd stopped aesd, guest powered off in $t_off s
-		  total:     $(since "$t_begin") s from boot to poweroff
+		  keyring:   on the disk, $disk_desc
+		             boot 1 ($t_keyring1 s): bao operator init, unseal, a transit key, a file encrypted by name
+		  reboot:    init scripts done $t_booted s after qemu started again; /metrics answering at $t_serving s
+		             keyring ($t_keyring2 s): sealed, by-name job refused, a wrong share refused, unsealed, the file decrypted to the same bytes
+		  poweroff:  S50aesd stopped aesd, S10disk unmounted the disk, guest powered off in $t_off s
+		  total:     $(since "$t_begin") s from the first boot to the second poweroff
 	EOF
 }

@@ -89,8 +89,10 @@ build_userland() {
 
 # build_initramfs: the emulated board's initramfs (skeleton, BusyBox, the
 # overlay with aesd, users) with the simulated board's changes: its own
-# network settings back (the overlay's 192.168.1.50, which the emulated
-# board replaces), the console on ttyLXU0, aesd with one worker per core,
+# network settings and /etc/default/aesd back (the overlay's 192.168.1.50
+# and its defaults, which the emulated board replaces), no S10disk (the
+# emulated board's keyring disk: the simulated SoC has no disk, so aesd
+# keeps no keyring), the console on ttyLXU0, aesd with one worker per core,
 # and rtlprobe started before aesd, its ready line printed after. Written
 # uncompressed to $variant_dir/initramfs.cpio.
 build_initramfs() {
@@ -113,6 +115,8 @@ build_initramfs() {
   make_initramfs
   local root="$run/rootfs"
   install -m 0644 "$repo/buildroot-overlay/rootfs/etc/network/interfaces" "$root/etc/network/interfaces"
+  install -m 0644 "$overlay/etc/default/aesd" "$root/etc/default/aesd"
+  rm -f "$root/etc/init.d/S10disk"
   sed -i 's/^ttyS0::/ttyLXU0::/' "$root/etc/inittab"
   grep -q '^ttyLXU0::' "$root/etc/inittab" || {
     echo "build-board.sh: no ttyS0 console line to move in the inittab" >&2
