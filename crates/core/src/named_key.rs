@@ -140,6 +140,21 @@ pub fn write_header(
     Ok((header, version))
 }
 
+/// A data key's answer (operation 4): `file_key` followed by the whole
+/// by-name header that wraps it with the latest version of `name`, in
+/// wiped memory; and that version.
+pub fn data_key_answer(
+    keys: &dyn NamedKeys,
+    name: &str,
+    file_key: &FileKey,
+) -> Result<(Zeroizing<Vec<u8>>, u32), NamedKeyError> {
+    let (header, version) = write_header(keys, name, file_key)?;
+    let mut answer = Zeroizing::new(Vec::with_capacity(file_key.as_bytes().len() + header.len()));
+    answer.extend_from_slice(file_key.as_bytes());
+    answer.extend_from_slice(&header);
+    Ok((answer, version))
+}
+
 /// The key name and version a by-name header's one stanza names, and its
 /// sealed file key.
 pub fn read_stanza(header: &Header) -> Result<(&str, u32, &[u8]), NamedKeyError> {

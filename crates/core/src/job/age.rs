@@ -159,11 +159,8 @@ impl AgeJob {
                     },
                     Operation::DataKey => {
                         let file_key = FileKey::new(random()?);
-                        let (header, _version) =
-                            named_key::write_header(keys.as_ref(), &name, &file_key)?;
-                        let mut answer = Zeroizing::new(Vec::with_capacity(16 + header.len()));
-                        answer.extend_from_slice(file_key.as_bytes());
-                        answer.extend_from_slice(&header);
+                        let (answer, _version) =
+                            named_key::data_key_answer(keys.as_ref(), &name, &file_key)?;
                         State::DataKey { answer, operation }
                     }
                 }
