@@ -60,10 +60,7 @@ enum State {
     },
     /// A data key: the file key and its header, held until the end; no
     /// input is taken.
-    DataKey {
-        answer: Zeroizing<Vec<u8>>,
-        operation: Operation,
-    },
+    DataKey(Zeroizing<Vec<u8>>),
     /// The answer is out: no more input is taken.
     Answered(Operation),
 }
@@ -114,7 +111,7 @@ impl AgeJob {
                 header: Some(header),
                 ..
             } => header.len(),
-            State::DataKey { answer, .. } => answer.len(),
+            State::DataKey(answer) => answer.len(),
             _ => 0,
         };
         let chunks = input_len / CHUNK_LEN + 2;
@@ -161,7 +158,7 @@ impl AgeJob {
                         let file_key = FileKey::new(random()?);
                         let (answer, _version) =
                             named_key::data_key_answer(keys.as_ref(), &name, &file_key)?;
-                        State::DataKey { answer, operation }
+                        State::DataKey(answer)
                     }
                 }
             }
@@ -246,7 +243,12 @@ impl AgeJob {
                 }
                 self.state = State::Answered(operation);
             }
-            State::DataKey { operation, .. } | State::Answered(operation) => {
+            State::DataKey(_) => {
+                if !input.is_empty() {
+                    return Err(no_more_input(Operation::DataKey, input.len()).into());
+                }
+            }
+            State::Answered(operation) => {
                 if !input.is_empty() {
                     return Err(no_more_input(*operation, input.len()).into());
                 }
@@ -270,7 +272,7 @@ impl AgeJob {
                 return Err(reader.finish().into());
             }
             State::Payload(payload) => payload.finish(out)?,
-            State::DataKey { answer, .. } => out.extend_from_slice(&answer),
+            State::DataKey(answer) => out.extend_from_slice(&answer),
             State::Answered(_) => {}
         }
         Ok(self.bytes_in)
