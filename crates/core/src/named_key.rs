@@ -25,7 +25,9 @@ pub const STANZA_TYPE: &str = "aesd-key";
 pub trait NamedKeys: Send + Sync + fmt::Debug {
     /// Whether `token` (the connection's keyring token, if it sent one)
     /// may run `operation` on the key `name`: the keyring's own policy
-    /// check (`update` on `transit/encrypt|decrypt|rewrap/NAME`).
+    /// check (`update` on `transit/encrypt|decrypt|rewrap/NAME`; a data
+    /// key on `transit/datakey/plaintext/NAME`, an unwrap on
+    /// `transit/decrypt/NAME`).
     fn authorize(
         &self,
         token: Option<&[u8]>,
