@@ -78,7 +78,9 @@ impl Client {
                     read_ahead,
                 })
             }
-            Operation::Rewrap => Err(crate::key_source::rewrap_is_by_name()),
+            Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
+                Err(crate::key_source::by_name_only(spec.operation))
+            }
         }
     }
 
@@ -135,7 +137,9 @@ impl Client {
                 self.run_prepared(spec.operation, key, &mut input, output, observe)
                     .await
             }
-            Operation::Rewrap => Err(crate::key_source::rewrap_is_by_name()),
+            Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
+                Err(crate::key_source::by_name_only(spec.operation))
+            }
         }
     }
 }

@@ -4,10 +4,21 @@
 //! the named key and checks the token's policies. A rewrap sends the
 //! file's header only ([`Client::rewrap_header`]): the payload never
 //! leaves this machine and stays byte for byte as it was.
+//!
+//! For clients that encrypt the payload themselves ([`crate::local`]): a
+//! data key ([`Client::data_key`]) is a fresh file key and the by-name
+//! header that wraps it; an unwrap ([`Client::unwrap_header`]) is the file
+//! key of a header. Both answers are held in wiped memory here and
+//! checked against each other (the header's MAC under the file key).
 
-use aesd_age::{HeaderReader, MAX_HEADER_LEN};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use aesd_age::{FileKey, Header, HeaderReader, MAX_HEADER_LEN};
 use aesd_proto::{KeySource, Message, Operation, Secret};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use zeroize::Zeroizing;
 
 use crate::connection::Client;
 use crate::error::ClientError;
@@ -27,6 +38,43 @@ pub struct Rewrapped {
     pub payload_start: Vec<u8>,
     /// The job's figures (bytes sent: the old header's length).
     pub report: JobReport,
+}
+
+/// A data key: a fresh file key and the by-name header that wraps it with
+/// the key's latest version. Write the header, then the payload encrypted
+/// with the file key ([`aesd_age::PayloadEncryptor`]): the file is a
+/// by-name file like the server's.
+pub struct DataKey {
+    /// The file key (wiped when dropped).
+    pub file_key: FileKey,
+    /// The whole by-name header, up to and including its MAC line.
+    pub header: Vec<u8>,
+    /// The job's figures (no bytes sent).
+    pub report: JobReport,
+}
+
+impl std::fmt::Debug for DataKey {
+    /// The header's length only: the file key is a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataKey")
+            .field("header_len", &self.header.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An unwrapped header's file key.
+pub struct Unwrapped {
+    /// The file key (wiped when dropped), its header's MAC verified here.
+    pub file_key: FileKey,
+    /// The job's figures (bytes sent: the header's length).
+    pub report: JobReport,
+}
+
+impl std::fmt::Debug for Unwrapped {
+    /// Nothing of the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwrapped").finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -101,11 +149,136 @@ impl Client {
             report,
         })
     }
+
+    /// Asks the server for a data key under the latest version of `name`
+    /// (operation 4; the token needs `update` on
+    /// `transit/datakey/plaintext/NAME`). The answer is checked: a by-name
+    /// header for `name` whose MAC the file key verifies.
+    pub async fn data_key(&mut self, name: &str) -> Result<DataKey, ClientError> {
+        let mut answer = KeyAnswer::new(FILE_KEY_LEN + MAX_HEADER_LEN);
+        let report = self
+            .run_prepared(
+                Operation::DataKey,
+                by_name(name),
+                &mut tokio::io::empty(),
+                &mut answer,
+                |_| {},
+            )
+            .await?;
+        let bad = |what| ClientError::BadKeyAnswer {
+            operation: "datakey",
+            what,
+        };
+        let Some((key, header)) = answer.bytes.split_first_chunk::<FILE_KEY_LEN>() else {
+            return Err(bad("shorter than a file key"));
+        };
+        let file_key = FileKey::new(*key);
+        let parsed = check_by_name_header(header, name)
+            .map_err(|_| bad("not one by-name header for the key asked after the file key"))?;
+        parsed
+            .verify_mac(&file_key)
+            .map_err(|_| bad("the header's MAC does not verify under the file key"))?;
+        Ok(DataKey {
+            file_key,
+            header: header.to_vec(),
+            report,
+        })
+    }
+
+    /// Has the server unwrap the file key of the by-name `header` (the
+    /// whole header, up to its MAC line, and nothing else) under the key
+    /// `name` (operation 5; the token needs `update` on
+    /// `transit/decrypt/NAME`). The server verifies the header's MAC; so
+    /// does this client with the key it got.
+    pub async fn unwrap_header(
+        &mut self,
+        name: &str,
+        header: &[u8],
+    ) -> Result<Unwrapped, ClientError> {
+        let mut answer = KeyAnswer::new(FILE_KEY_LEN);
+        let report = self
+            .run_prepared(
+                Operation::Unwrap,
+                by_name(name),
+                &mut &header[..],
+                &mut answer,
+                |_| {},
+            )
+            .await?;
+        let bad = |what| ClientError::BadKeyAnswer {
+            operation: "unwrap",
+            what,
+        };
+        let key = <[u8; FILE_KEY_LEN]>::try_from(answer.bytes.as_slice())
+            .map_err(|_| bad("not a 16-byte file key"))?;
+        let file_key = FileKey::new(key);
+        let (parsed, _) = HeaderReader::new()
+            .push(header)?
+            .ok_or(ClientError::Age(aesd_age::AgeError::TruncatedHeader))?;
+        parsed
+            .verify_mac(&file_key)
+            .map_err(|_| bad("the header's MAC does not verify under the file key"))?;
+        Ok(Unwrapped { file_key, report })
+    }
+}
+
+/// A file key's length.
+const FILE_KEY_LEN: usize = 16;
+
+/// Key source 5 for `name`.
+fn by_name(name: &str) -> ChosenKey {
+    ChosenKey {
+        key: KeySource::KeyName(name.to_owned()),
+        read_ahead: Vec::new(),
+    }
+}
+
+/// A job's output that holds a file key: wiped when dropped, and never
+/// reallocated (its capacity is fixed: more is an error), so no unwiped
+/// copy is left behind.
+struct KeyAnswer {
+    bytes: Zeroizing<Vec<u8>>,
+}
+
+impl KeyAnswer {
+    fn new(capacity: usize) -> Self {
+        KeyAnswer {
+            bytes: Zeroizing::new(Vec::with_capacity(capacity)),
+        }
+    }
+}
+
+impl AsyncWrite for KeyAnswer {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.bytes.capacity() - this.bytes.len() < data.len() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the server's answer is longer than a file key and a header",
+            )));
+        }
+        this.bytes.extend_from_slice(data);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// Reads `input` until a whole age header came: its length and every
 /// byte read.
-async fn read_header<R: AsyncRead + Unpin>(input: &mut R) -> Result<(usize, Vec<u8>), ClientError> {
+pub(crate) async fn read_header<R: AsyncRead + Unpin>(
+    input: &mut R,
+) -> Result<(usize, Vec<u8>), ClientError> {
     let mut reader = HeaderReader::new();
     let mut read = Vec::new();
     let mut buf = vec![0u8; 4096];
@@ -123,8 +296,8 @@ async fn read_header<R: AsyncRead + Unpin>(input: &mut R) -> Result<(usize, Vec<
     }
 }
 
-/// Whether `header` is one whole by-name header for `name`.
-fn check_by_name_header(header: &[u8], name: &str) -> Result<(), ClientError> {
+/// `header` parsed, if it is one whole by-name header for `name`.
+fn check_by_name_header(header: &[u8], name: &str) -> Result<Header, ClientError> {
     let bad = || {
         ClientError::Age(aesd_age::AgeError::BadHeader {
             what: "the server's rewrapped header is not one aesd-key stanza for the key asked",
@@ -136,5 +309,5 @@ fn check_by_name_header(header: &[u8], name: &str) -> Result<(), ClientError> {
         && parsed.stanzas[0].args.len() == 3
         && parsed.stanzas[0].args[0] == STANZA_TYPE
         && parsed.stanzas[0].args[1] == name;
-    if fits { Ok(()) } else { Err(bad()) }
+    if fits { Ok(parsed) } else { Err(bad()) }
 }

@@ -190,6 +190,19 @@ pub enum ClientError {
     /// The client's own key derivation failed (no randomness for a salt).
     #[error("deriving the key on the client failed: {0}")]
     KeyDerivation(String),
+    /// A data key's or an unwrap's answer is not what was asked for (a
+    /// file key, and for a data key a by-name header for the key named
+    /// that this file key opens): nothing was written with it.
+    #[error("the server's {operation} answer is unusable: {what}")]
+    BadKeyAnswer {
+        /// `datakey` or `unwrap`.
+        operation: &'static str,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// No randomness for a local encryption's payload nonce.
+    #[error("no randomness for the payload nonce: {0}")]
+    Randomness(String),
 }
 
 impl ClientError {
@@ -220,14 +233,16 @@ impl ClientError {
             | ClientError::Version(_)
             | ClientError::BadDataLimit { .. }
             | ClientError::CountMismatch { .. }
-            | ClientError::WrongHeader { .. } => "protocol",
+            | ClientError::WrongHeader { .. }
+            | ClientError::BadKeyAnswer { .. } => "protocol",
             ClientError::IdleTimeout { .. } => "timeout",
             ClientError::Input(_) => "input",
             ClientError::Output(_) => "output",
             ClientError::Request(_) => "request",
             ClientError::DerivedKeysUnsupported
             | ClientError::PasswordNeedsTls
-            | ClientError::KeyDerivation(_) => "key",
+            | ClientError::KeyDerivation(_)
+            | ClientError::Randomness(_) => "key",
             ClientError::Age(_) => "age",
         }
     }

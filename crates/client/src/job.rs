@@ -381,6 +381,9 @@ impl Client {
                     Err(err) => break Err(err),
                 }
             };
+            // The last frames may hold plaintext or a file key (a
+            // decryption's, a data key's, an unwrap's answer).
+            zeroize::Zeroize::zeroize(&mut payload);
             if result.is_err() {
                 stop_sending.notify_one();
             }
@@ -434,7 +437,9 @@ impl ExpectedHeader {
                 bytes.extend_from_slice(&params.salt);
             }
             (Operation::Encrypt, _) => bytes.extend_from_slice(b"Salted__"),
-            (Operation::Decrypt, _) => {}
+            // A data key's and an unwrap's answers start with the file
+            // key: checked by the caller (crate::by_name).
+            (Operation::Decrypt | Operation::DataKey | Operation::Unwrap, _) => {}
         }
         ExpectedHeader {
             bytes,

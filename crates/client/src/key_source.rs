@@ -65,10 +65,15 @@ use aesd_cipher::stream::{SALT_LEN, SALTED_MAGIC};
 
 /// A rewrap asked of a password or age job: rewrap is by name only
 /// ([`crate::by_name`]).
-pub(crate) fn rewrap_is_by_name() -> ClientError {
+pub(crate) fn by_name_only(operation: Operation) -> ClientError {
+    let reason = match operation {
+        Operation::DataKey => "a data key is by name only (key source 5: Client::data_key)",
+        Operation::Unwrap => "unwrap is by name only (key source 5: Client::unwrap_header)",
+        _ => "rewrap is by name only (key source 5: Client::rewrap_header)",
+    };
     ClientError::Request(aesd_proto::ProtoError::Malformed {
         kind: "begin",
-        reason: "rewrap is by name only (key source 5: Client::rewrap_header)",
+        reason,
     })
 }
 
@@ -133,7 +138,9 @@ pub(crate) async fn choose<R: AsyncRead + Unpin>(
     let (salt, read_ahead) = match spec.operation {
         Operation::Encrypt => (Some(fresh_salt()?), Vec::new()),
         Operation::Decrypt => salt_from_input(input).await?,
-        Operation::Rewrap => return Err(rewrap_is_by_name()),
+        Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
+            return Err(by_name_only(spec.operation));
+        }
     };
     let params = match salt {
         Some(salt) => derive_off_thread(spec, salt).await?,

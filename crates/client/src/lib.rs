@@ -19,7 +19,10 @@
 //! * [`armor_io`]: ASCII-armored age files (`age -a`) read and written as
 //!   streams.
 //! * [`by_name`]: by-name jobs (key source 5) under a key of the
-//!   server's keyring, the keyring token, header-only rewrap.
+//!   server's keyring, the keyring token, header-only rewrap, data keys
+//!   and unwrapping a header's file key.
+//! * [`local`]: by-name files encrypted and decrypted on this machine,
+//!   only their header sent ([`Client::encrypt_locally`]).
 //! * [`key_source`]: which key source a job uses; the client's own
 //!   PBKDF2 (key source 2: the password never leaves the client).
 //! * [`tls`]: TLS to servers started with `--tls-cert` ([`ConnectOptions`]).
@@ -41,12 +44,15 @@ pub mod connection;
 pub mod error;
 pub mod job;
 pub mod key_source;
+pub mod local;
 pub mod printable;
 mod rewrap;
 pub mod tls;
 
 pub use age_job::AgeSpec;
+pub use by_name::{DataKey, Unwrapped};
 pub use connection::{Client, ConnectOptions};
 pub use error::ClientError;
 pub use job::{DEFAULT_ITERATIONS, JobEvent, JobReport, JobSpec};
 pub use key_source::KeyDerivation;
+pub use local::LocalReport;

@@ -25,7 +25,9 @@ pub const STANZA_TYPE: &str = "aesd-key";
 pub trait NamedKeys: Send + Sync + fmt::Debug {
     /// Whether `token` (the connection's keyring token, if it sent one)
     /// may run `operation` on the key `name`: the keyring's own policy
-    /// check (`update` on `transit/encrypt|decrypt|rewrap/NAME`).
+    /// check (`update` on `transit/encrypt|decrypt|rewrap/NAME`; a data
+    /// key on `transit/datakey/plaintext/NAME`, an unwrap on
+    /// `transit/decrypt/NAME`).
     fn authorize(
         &self,
         token: Option<&[u8]>,
@@ -138,6 +140,21 @@ pub fn write_header(
     let header = header::write_stanzas(file_key, &[stanza])
         .expect("write_stanzas refuses only an empty list of stanzas");
     Ok((header, version))
+}
+
+/// A data key's answer (operation 4): `file_key` followed by the whole
+/// by-name header that wraps it with the latest version of `name`, in
+/// wiped memory; and that version.
+pub fn data_key_answer(
+    keys: &dyn NamedKeys,
+    name: &str,
+    file_key: &FileKey,
+) -> Result<(Zeroizing<Vec<u8>>, u32), NamedKeyError> {
+    let (header, version) = write_header(keys, name, file_key)?;
+    let mut answer = Zeroizing::new(Vec::with_capacity(file_key.as_bytes().len() + header.len()));
+    answer.extend_from_slice(file_key.as_bytes());
+    answer.extend_from_slice(&header);
+    Ok((answer, version))
 }
 
 /// The key name and version a by-name header's one stanza names, and its

@@ -93,6 +93,14 @@ pub enum Operation {
     /// A by-name file's header in, the same header re-wrapped by the
     /// key's latest version out (format 2, key source 5 only).
     Rewrap,
+    /// No input; a fresh 16-byte file key and the by-name header that
+    /// wraps it with the key's latest version out, for a client that
+    /// encrypts the payload itself (format 2, key source 5 only).
+    DataKey,
+    /// A by-name file's header in (its MAC verified), its 16-byte file
+    /// key out, for a client that decrypts the payload itself (format 2,
+    /// key source 5 only).
+    Unwrap,
 }
 
 impl Operation {
@@ -102,6 +110,8 @@ impl Operation {
             Operation::Encrypt => "encrypt",
             Operation::Decrypt => "decrypt",
             Operation::Rewrap => "rewrap",
+            Operation::DataKey => "datakey",
+            Operation::Unwrap => "unwrap",
         }
     }
 
@@ -111,6 +121,8 @@ impl Operation {
             Operation::Encrypt => 1,
             Operation::Decrypt => 2,
             Operation::Rewrap => 3,
+            Operation::DataKey => 4,
+            Operation::Unwrap => 5,
         }
     }
 }
@@ -569,6 +581,8 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
         1 => Operation::Encrypt,
         2 => Operation::Decrypt,
         3 => Operation::Rewrap,
+        4 => Operation::DataKey,
+        5 => Operation::Unwrap,
         other => return Err(ProtoError::UnknownOperation(other)),
     };
     let format = match cursor.u8()? {
@@ -675,7 +689,7 @@ fn check_format_and_key(begin: &Begin) -> Result<(), ProtoError> {
     } else {
         Err(ProtoError::Malformed {
             kind: "begin",
-            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt, 4 to decrypt, 5 (a key name) for either and to rewrap",
+            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt, 4 to decrypt, 5 (a key name) for either, to rewrap, for a data key and to unwrap",
         })
     }
 }
@@ -895,6 +909,32 @@ mod tests {
     }
 
     #[test]
+    fn by_name_operations_round_trip_with_their_wire_numbers_and_names() {
+        for (operation, wire, name) in [
+            (Operation::Encrypt, 1, "encrypt"),
+            (Operation::Decrypt, 2, "decrypt"),
+            (Operation::Rewrap, 3, "rewrap"),
+            (Operation::DataKey, 4, "datakey"),
+            (Operation::Unwrap, 5, "unwrap"),
+        ] {
+            assert_eq!((operation.wire(), operation.name()), (wire, name));
+            let begin = Message::Begin(Begin {
+                operation,
+                format: Format::Age,
+                key: KeySource::KeyName("files".into()),
+            });
+            round_trip(begin.clone());
+            let bytes = begin.to_bytes().expect("encodes");
+            assert_eq!(bytes[HEADER_LEN], wire, "{operation:?} on the wire");
+        }
+        let payload = [6, 2, 5, 0, 1, b'k'];
+        assert_eq!(
+            Message::decode(FrameKind::Begin, &payload),
+            Err(ProtoError::UnknownOperation(6))
+        );
+    }
+
+    #[test]
     fn age_begins_round_trip_and_mismatched_formats_and_key_sources_are_refused() {
         round_trip(Message::Begin(Begin {
             operation: Operation::Encrypt,
@@ -934,6 +974,17 @@ mod tests {
                     iterations: 1,
                     password: Password::new(b"pw".to_vec()),
                 },
+            ),
+            // Data keys and unwrapping are by name only.
+            (
+                Operation::DataKey,
+                Format::Age,
+                KeySource::AgeRecipients(vec![[1; 32]]),
+            ),
+            (
+                Operation::Unwrap,
+                Format::Age,
+                KeySource::AgeFileKey(AgeFileKey(zeroize::Zeroizing::new([3; 16]))),
             ),
         ];
         for (operation, format, key) in mismatched {

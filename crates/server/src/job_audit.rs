@@ -3,7 +3,8 @@
 //! token is checked or any key used, and a `response` line when it ends.
 //! Each names the time, the client's address, the token's accessor and
 //! policies (never the token), the key, the operation (`encrypt`,
-//! `decrypt`, `rewrap`) and its Transit path; the response line adds the
+//! `decrypt`, `rewrap`, `datakey`, `unwrap`) and the Transit path its
+//! token was checked for ([`transit_path`]); the response line adds the
 //! key version used (`key_version`; a rewrap's new one in
 //! `new_key_version`), the bytes in and out and the error code (null on
 //! success). No plaintext, key or token is written.
@@ -28,6 +29,7 @@ use zeroize::Zeroizing;
 use crate::audit_file::AuditFile;
 use crate::keyring_state::{KeyringState, StateError, now};
 use crate::metrics::Metrics;
+use crate::named_keys::transit_path;
 
 /// A connection's by-name jobs, audited.
 pub struct AuditedKeys {
@@ -53,9 +55,9 @@ struct JobRecord {
     caller: Value,
     key: String,
     operation: Operation,
-    /// The version that opened the file (decrypt, rewrap).
+    /// The version that opened the file (decrypt, rewrap, unwrap).
     opened_with: Option<u32>,
-    /// The version that wrapped the new file key (encrypt, rewrap).
+    /// The version that wrapped the new file key (encrypt, rewrap, datakey).
     wrapped_with: Option<u32>,
 }
 
@@ -93,7 +95,7 @@ impl AuditedKeys {
             "remote_port": self.peer.port(),
             "port": "job",
             "operation": job.operation.name(),
-            "path": format!("transit/{}/{}", job.operation.name(), job.key),
+            "path": transit_path(job.operation, &job.key),
             "key": job.key,
         })
     }
@@ -125,8 +127,8 @@ impl AuditedKeys {
         };
         let mut line = self.common("response", &job);
         let (version, new_version) = match job.operation {
-            Operation::Encrypt => (job.wrapped_with, None),
-            Operation::Decrypt => (job.opened_with, None),
+            Operation::Encrypt | Operation::DataKey => (job.wrapped_with, None),
+            Operation::Decrypt | Operation::Unwrap => (job.opened_with, None),
             Operation::Rewrap => (job.opened_with, job.wrapped_with),
         };
         line["key_version"] = json!(version);

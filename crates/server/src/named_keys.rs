@@ -82,6 +82,21 @@ impl KeyringKeys {
     }
 }
 
+/// The Transit path whose `update` capability a by-name `operation` on
+/// the key `name` needs (and that its audit lines name): OpenBao's path
+/// for the same operation. An unwrap reveals what a decryption would, so
+/// it needs the decryption's path; a data key needs OpenBao's path for a
+/// plaintext data key.
+pub fn transit_path(operation: Operation, name: &str) -> String {
+    match operation {
+        Operation::Encrypt | Operation::Decrypt | Operation::Rewrap => {
+            format!("transit/{}/{name}", operation.name())
+        }
+        Operation::DataKey => format!("transit/datakey/plaintext/{name}"),
+        Operation::Unwrap => format!("transit/decrypt/{name}"),
+    }
+}
+
 /// The error a sealed (or failing) keyring gives a by-name job.
 fn state_error(err: StateError) -> NamedKeyError {
     match err {
@@ -134,7 +149,7 @@ impl NamedKeys for KeyringKeys {
         operation: Operation,
     ) -> Result<(), NamedKeyError> {
         let state = self.state()?;
-        let path = format!("transit/{}/{name}", operation.name());
+        let path = transit_path(operation, name);
         let token = token.map(|token| std::str::from_utf8(token).unwrap_or("\u{fffd}"));
         Ok(state.read(|open| {
             check_token(open, token, &path, &[Capability::Update])

@@ -12,6 +12,10 @@
 //! file key with the keyring key's latest version into the header's
 //! `aesd-key` stanza, unwraps it from there to decrypt, and to rewrap
 //! takes the header alone and answers it re-wrapped by the latest version.
+//! For clients that encrypt and decrypt the payload themselves: a data key
+//! takes no input and answers a fresh file key followed by the by-name
+//! header that wraps it; an unwrap takes the header alone and answers its
+//! file key (both wiped wherever they are held).
 //!
 //! Memory: at most one 64 KiB chunk pending and, while decrypting, a
 //! header of up to [`aesd_age::MAX_HEADER_LEN`] bytes until it is complete.
@@ -47,14 +51,36 @@ enum State {
     },
     /// Decrypting the payload.
     Payload(PayloadDecryptor),
-    /// Rewrapping a by-name header, not complete yet.
-    Rewrap {
+    /// Taking a by-name header alone (rewrap, unwrap), not complete yet.
+    HeaderOnly {
         reader: HeaderReader,
         keys: Arc<dyn NamedKeys>,
         name: String,
+        answer: HeaderAnswer,
     },
-    /// The new header is out: no more input is taken.
-    Rewrapped,
+    /// A data key: the file key and its header, held until the end; no
+    /// input is taken.
+    DataKey(Zeroizing<Vec<u8>>),
+    /// The answer is out: no more input is taken.
+    Answered(Operation),
+}
+
+/// What a header-only job answers.
+#[derive(Clone, Copy)]
+enum HeaderAnswer {
+    /// The header re-wrapped by the key's latest version.
+    Rewrap,
+    /// The header's 16-byte file key.
+    FileKey,
+}
+
+impl HeaderAnswer {
+    fn operation(self) -> Operation {
+        match self {
+            HeaderAnswer::Rewrap => Operation::Rewrap,
+            HeaderAnswer::FileKey => Operation::Unwrap,
+        }
+    }
 }
 
 /// Where a decryption's file key comes from.
@@ -85,6 +111,7 @@ impl AgeJob {
                 header: Some(header),
                 ..
             } => header.len(),
+            State::DataKey(answer) => answer.len(),
             _ => 0,
         };
         let chunks = input_len / CHUNK_LEN + 2;
@@ -115,11 +142,24 @@ impl AgeJob {
                         reader: HeaderReader::new(),
                         key: HeaderKey::Named { keys, name },
                     },
-                    Operation::Rewrap => State::Rewrap {
+                    Operation::Rewrap => State::HeaderOnly {
                         reader: HeaderReader::new(),
                         keys,
                         name,
+                        answer: HeaderAnswer::Rewrap,
                     },
+                    Operation::Unwrap => State::HeaderOnly {
+                        reader: HeaderReader::new(),
+                        keys,
+                        name,
+                        answer: HeaderAnswer::FileKey,
+                    },
+                    Operation::DataKey => {
+                        let file_key = FileKey::new(random()?);
+                        let (answer, _version) =
+                            named_key::data_key_answer(keys.as_ref(), &name, &file_key)?;
+                        State::DataKey(answer)
+                    }
                 }
             }
             (Operation::Encrypt, KeySource::AgeRecipients(keys)) => {
@@ -179,22 +219,38 @@ impl AgeJob {
                 self.state = State::Payload(payload);
             }
             State::Payload(payload) => payload.push(input, out)?,
-            State::Rewrap { reader, keys, name } => {
+            State::HeaderOnly {
+                reader,
+                keys,
+                name,
+                answer,
+            } => {
                 let Some((header, used)) = reader.push(input)? else {
                     return Ok(());
                 };
+                let operation = answer.operation();
                 if used < input.len() {
-                    return Err(header_only(input.len() - used).into());
+                    return Err(no_more_input(operation, input.len() - used).into());
                 }
                 let file_key = named_key::open_header(keys.as_ref(), name, &header)?;
-                let (new_header, _version) =
-                    named_key::write_header(keys.as_ref(), name, &file_key)?;
-                out.extend_from_slice(&new_header);
-                self.state = State::Rewrapped;
+                match answer {
+                    HeaderAnswer::Rewrap => {
+                        let (new_header, _version) =
+                            named_key::write_header(keys.as_ref(), name, &file_key)?;
+                        out.extend_from_slice(&new_header);
+                    }
+                    HeaderAnswer::FileKey => out.extend_from_slice(file_key.as_bytes()),
+                }
+                self.state = State::Answered(operation);
             }
-            State::Rewrapped => {
+            State::DataKey(_) => {
                 if !input.is_empty() {
-                    return Err(header_only(input.len()).into());
+                    return Err(no_more_input(Operation::DataKey, input.len()).into());
+                }
+            }
+            State::Answered(operation) => {
+                if !input.is_empty() {
+                    return Err(no_more_input(*operation, input.len()).into());
                 }
             }
         }
@@ -212,24 +268,34 @@ impl AgeJob {
                 }
                 payload.finish(out)?;
             }
-            State::Header { reader, .. } | State::Rewrap { reader, .. } => {
+            State::Header { reader, .. } | State::HeaderOnly { reader, .. } => {
                 return Err(reader.finish().into());
             }
             State::Payload(payload) => payload.finish(out)?,
-            State::Rewrapped => {}
+            State::DataKey(answer) => out.extend_from_slice(&answer),
+            State::Answered(_) => {}
         }
         Ok(self.bytes_in)
     }
 }
 
-/// A rewrap's input went on past the header's MAC line.
-fn header_only(extra: usize) -> NamedKeyError {
-    NamedKeyError::new(
-        ErrorCode::BadCiphertext,
+/// A header-only job's input went on past the header's MAC line, or a
+/// data key's input was not empty.
+fn no_more_input(operation: Operation, extra: usize) -> NamedKeyError {
+    let message = if operation == Operation::DataKey {
+        format!("a datakey job takes no input; {extra} bytes came")
+    } else {
         format!(
-            "a rewrap takes the file's header only (up to its MAC line); {extra} more bytes came"
-        ),
-    )
+            "{} {} takes the file's header only (up to its MAC line); {extra} more bytes came",
+            if operation == Operation::Unwrap {
+                "an"
+            } else {
+                "a"
+            },
+            operation.name()
+        )
+    };
+    NamedKeyError::new(ErrorCode::BadCiphertext, message)
 }
 
 #[cfg(test)]

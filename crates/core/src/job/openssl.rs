@@ -93,10 +93,16 @@ impl OpensslJob {
     /// Builds key schedules: run it on a worker.
     pub fn start(begin: Begin) -> Result<Start, JobError> {
         let Begin { operation, key, .. } = begin;
-        if operation == Operation::Rewrap {
+        let by_name_only = match operation {
+            Operation::Encrypt | Operation::Decrypt => None,
+            Operation::Rewrap => Some("rewrap belongs to format 2 (age) with key source 5"),
+            Operation::DataKey => Some("datakey belongs to format 2 (age) with key source 5"),
+            Operation::Unwrap => Some("unwrap belongs to format 2 (age) with key source 5"),
+        };
+        if let Some(reason) = by_name_only {
             return Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
                 kind: "begin",
-                reason: "rewrap belongs to format 2 (age) with key source 5",
+                reason,
             }));
         }
         match key {
@@ -111,7 +117,10 @@ impl OpensslJob {
                         salt: random_salt().map_err(JobError::Cipher)?,
                         iterations,
                     }),
-                    Operation::Decrypt | Operation::Rewrap => Start::Ready {
+                    Operation::Decrypt
+                    | Operation::Rewrap
+                    | Operation::DataKey
+                    | Operation::Unwrap => Start::Ready {
                         job: OpensslJob::Decrypt(Decryption::new(DecryptStream::new(
                             &password, iterations,
                         ))),
@@ -128,14 +137,16 @@ impl OpensslJob {
                         header: Some(header),
                     }
                 }
-                Operation::Decrypt | Operation::Rewrap => Start::Ready {
-                    job: OpensslJob::Decrypt(Decryption::new(DecryptStream::with_key(
-                        &params.key,
-                        &params.iv,
-                        &params.salt,
-                    ))),
-                    header: None,
-                },
+                Operation::Decrypt | Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
+                    Start::Ready {
+                        job: OpensslJob::Decrypt(Decryption::new(DecryptStream::with_key(
+                            &params.key,
+                            &params.iv,
+                            &params.salt,
+                        ))),
+                        header: None,
+                    }
+                }
             }),
             // Format 2's key sources: its jobs run as `super::age::AgeJob`,
             // and the protocol decoder refuses them with format 1.
@@ -352,6 +363,26 @@ mod tests {
             );
         }
         assert!(LIMITS.check(&begin(Operation::Encrypt, 10)).is_ok());
+    }
+
+    #[test]
+    fn by_name_operations_are_refused_in_format_1_naming_their_format() {
+        for (operation, name) in [
+            (Operation::Rewrap, "rewrap"),
+            (Operation::DataKey, "datakey"),
+            (Operation::Unwrap, "unwrap"),
+        ] {
+            let Err(err) = OpensslJob::start(begin(operation, 20)) else {
+                panic!("{name} started in format 1");
+            };
+            assert_eq!(err.code(), aesd_proto::ErrorCode::Malformed, "{name}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "malformed begin frame: {name} belongs to format 2 (age) with key source 5"
+                )
+            );
+        }
     }
 
     #[test]

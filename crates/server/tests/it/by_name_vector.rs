@@ -1,11 +1,14 @@
 //! PROTOCOL.md's by-name file vector (`file-by-name-abc-*`), made here
 //! and checked both ways: the keyring (aes256-gcm96, a fixed key and
 //! nonce) and core's `aesd-key` header code write exactly those bytes, and
-//! core's by-name decryption reads `abc` back from them.
+//! core's by-name decryption reads `abc` back from them. Likewise the data
+//! key and unwrap vectors (`datakey-files-answer`, `unwrap-files-answer`):
+//! core's data key answer for the fixed file key, and core's unwrap job
+//! on the vector's header.
 
 use std::sync::{Arc, Mutex};
 
-use aesd_age::{FileKey, PayloadEncryptor};
+use aesd_age::{FileKey, HeaderReader, PayloadEncryptor};
 use aesd_core::job::AgeJob;
 use aesd_core::named_key::{self, NamedAccess, NamedKeyError, NamedKeys};
 use aesd_keyring::{Entropy, KeyType, Keyring, KeyringError};
@@ -62,6 +65,40 @@ impl NamedKeys for VectorKeys {
         key.copy_from_slice(&plain);
         Ok(key)
     }
+}
+
+/// A `hex` block of PROTOCOL.md, decoded.
+fn hex_block(name: &str) -> Vec<u8> {
+    let text: String = block("hex", name)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    hex::decode(text).expect("hex")
+}
+
+/// Runs a by-name `operation` on `input` (in pieces of 7 bytes) under
+/// `keys`: the output.
+fn run(
+    keys: &Arc<VectorKeys>,
+    operation: Operation,
+    input: &[u8],
+) -> Result<Vec<u8>, aesd_core::job::JobError> {
+    let access = NamedAccess {
+        keys: Some(Arc::clone(keys) as Arc<dyn NamedKeys>),
+        token: None,
+    };
+    let begin = Begin {
+        operation,
+        format: Format::Age,
+        key: KeySource::KeyName("files".into()),
+    };
+    let mut job = AgeJob::start(begin, Some(&access))?;
+    let mut out = Vec::new();
+    for piece in input.chunks(7) {
+        job.update(piece, &mut out)?;
+    }
+    job.finish(&mut out)?;
+    Ok(out)
 }
 
 /// A block of PROTOCOL.md: ```` ```KIND NAME ```` up to its fence.
@@ -121,4 +158,58 @@ fn the_by_name_vector_is_what_the_keyring_and_core_write_and_read() {
     }
     job.finish(&mut out).expect("ends");
     assert_eq!(out, b"abc");
+}
+
+#[test]
+fn the_data_key_and_unwrap_vectors_are_what_core_answers() {
+    let mut ring = Keyring::new();
+    ring.create("files", KeyType::Aes256Gcm96, 0, &mut FixedEntropy)
+        .expect("key");
+    let keys = Arc::new(VectorKeys(Mutex::new(ring)));
+    let file_key = FileKey::new(core::array::from_fn(|i| i as u8));
+    // The data key answer for the vector's file key: the key, then the
+    // by-name file vector's header.
+    let (answer, version) =
+        named_key::data_key_answer(keys.as_ref(), "files", &file_key).expect("answer");
+    assert_eq!(version, 1);
+    let header = block("text", "file-by-name-abc-header");
+    assert_eq!(
+        hex::encode(answer.as_slice()),
+        hex::encode(hex_block("datakey-files-answer")),
+        "PROTOCOL.md's data key vector (right) and core's answer (left)"
+    );
+    assert_eq!(&answer[16..], header.as_bytes());
+    // Unwrap of that header answers the file key.
+    let unwrapped = run(&keys, Operation::Unwrap, header.as_bytes()).expect("unwraps");
+    assert_eq!(unwrapped, hex_block("unwrap-files-answer"));
+    assert_eq!(unwrapped, file_key.as_bytes());
+
+    // The data key job (its file key drawn fresh): a key, then a header
+    // for `files` version 1 whose MAC it verifies, which unwraps to it.
+    let answer = run(&keys, Operation::DataKey, b"").expect("data key");
+    let (key, rest) = answer.split_at(16);
+    let (parsed, used) = HeaderReader::new()
+        .push(rest)
+        .expect("a header")
+        .expect("complete");
+    assert_eq!(used, rest.len(), "nothing after the header");
+    assert_eq!(parsed.stanzas[0].args, ["aesd-key", "files", "1"]);
+    let fresh = FileKey::new(key.try_into().expect("16 bytes"));
+    parsed.verify_mac(&fresh).expect("the MAC verifies");
+    assert_ne!(fresh, file_key, "a fresh file key");
+    assert_eq!(run(&keys, Operation::Unwrap, rest).expect("unwraps"), key);
+    // Refusals: input to a data key, a payload after an unwrap's header,
+    // a changed MAC: typed, and no key out.
+    let err = run(&keys, Operation::DataKey, b"x").expect_err("input");
+    assert_eq!(err.code(), ErrorCode::BadCiphertext);
+    assert!(err.to_string().contains("takes no input"), "{err}");
+    let mut with_payload = header.clone().into_bytes();
+    with_payload.push(0);
+    let err = run(&keys, Operation::Unwrap, &with_payload).expect_err("payload");
+    assert_eq!(err.code(), ErrorCode::BadCiphertext);
+    assert!(err.to_string().contains("header only"), "{err}");
+    let changed = header.replacen("--- 3", "--- 4", 1);
+    let err = run(&keys, Operation::Unwrap, changed.as_bytes()).expect_err("MAC");
+    assert_eq!(err.code(), ErrorCode::DecryptFailed);
+    assert!(err.to_string().contains("MAC"), "{err}");
 }

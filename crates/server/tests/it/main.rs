@@ -17,6 +17,7 @@ mod bad_input;
 mod bao_cli;
 mod by_name;
 mod by_name_vector;
+mod data_keys;
 mod etcd_fleet;
 mod fairness;
 mod fd_limit;

@@ -74,7 +74,7 @@ made here, whose stanza aescrypt replaces by the passphrase's). A work factor \
 above 2^22 (age's own limit) is refused before any work; aescrypt writes \
 2^18, as age does.
 
-By name (--key NAME, with the keyring token in --token-file): the server keeps the key (its keyring, administered with the bao CLI). encrypt writes an age v1 file whose header holds one `-> aesd-key NAME VERSION` stanza: a fresh file key wrapped by the key's latest version. decrypt sends the whole file; rewrap sends the header only and writes the new header (wrapped by the latest version) followed by the payload bytes unchanged. The token's policies must grant update on transit/encrypt/NAME, transit/decrypt/NAME or transit/rewrap/NAME. Refusals: sealed, unknown_key, key_version_retired (below min_decryption_version), key_version_not_created, permission_denied, bad_key_token (a missing, wrong, revoked or expired token), audit_failed (the server's --audit-log cannot be written: no by-name job runs until it can). With --key, --token-file is the keyring token, not the port's access token (a port that requires both is not supported yet).
+By name (--key NAME, with the keyring token in --token-file): the server keeps the key (its keyring, administered with the bao CLI). encrypt writes an age v1 file whose header holds one `-> aesd-key NAME VERSION` stanza: a fresh file key wrapped by the key's latest version. decrypt sends the whole file; rewrap sends the header only and writes the new header (wrapped by the latest version) followed by the payload bytes unchanged. The token's policies must grant update on transit/encrypt/NAME, transit/decrypt/NAME or transit/rewrap/NAME. Refusals: sealed, unknown_key, key_version_retired (below min_decryption_version), key_version_not_created, permission_denied, bad_key_token (a missing, wrong, revoked or expired token), audit_failed (the server's --audit-log cannot be written: no by-name job runs until it can). With --key, --token-file is the keyring token, not the port's access token (a port that requires both is not supported yet). With --local (encrypt and decrypt), only the header crosses the network: encrypt asks the server for a data key (a fresh file key and its by-name header; the token needs update on transit/datakey/plaintext/NAME) and encrypts the payload here; decrypt sends the file's header to be unwrapped (transit/decrypt/NAME) and decrypts the payload here. The files are the same format either way, so a file made with --local decrypts without it and the other way round. Use it over a slow link or for a large file; the trade-off: the file key is on this machine while the file is processed.
 
 Example:
   aescrypt encrypt --server 127.0.0.1:7878 -i big.bin -o big.bin.enc     # prompts twice
@@ -87,7 +87,8 @@ Example:
   aescrypt encrypt --server 127.0.0.1:7878 --format age --pass file:pw.txt -i s.txt -o s.age
   aescrypt decrypt --server 127.0.0.1:7878 -i s.age -o s.txt    # age -p files too: prompts
   aescrypt encrypt --server 127.0.0.1:7878 --key payroll --token-file tok -i a.bin -o a.bin.age
-  aescrypt rewrap --server 127.0.0.1:7878 --key payroll --token-file tok -i a.bin.age -o a.new"
+  aescrypt rewrap --server 127.0.0.1:7878 --key payroll --token-file tok -i a.bin.age -o a.new
+  aescrypt encrypt --server 127.0.0.1:7878 --key payroll --token-file tok --local -i a.bin -o a.bin.age"
 )]
 pub(crate) struct Args {
     /// encrypt, decrypt or rewrap (rewrap: by name, --key)
@@ -157,6 +158,17 @@ pub(crate) struct Args {
     )]
     #[arg(long = "identity", value_name = "FILE")]
     pub(crate) identities: Vec<PathBuf>,
+    /// By name: encrypt or decrypt the payload here; only the header crosses the network
+    #[arg(
+        long_help = "By name (--key): encrypt or decrypt the payload on this machine; only the header \
+                       crosses the network (encrypt: a data key from the server, which needs update on \
+                       transit/datakey/plaintext/NAME; decrypt: the header's file key unwrapped by the \
+                       server, which needs update on transit/decrypt/NAME). The file is the same as without \
+                       --local. For a slow link or a large file; the trade-off: the file key is on this \
+                       machine while the file is processed"
+    )]
+    #[arg(long, hide_short_help = true)]
+    pub(crate) local: bool,
     /// PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt
     #[arg(long_help = "PBKDF2 iterations (openssl -iter; at least 1); must match on decrypt")]
     #[arg(long = "iter", value_name = "N", default_value_t = DEFAULT_ITERATIONS,
@@ -232,7 +244,15 @@ pub(crate) fn file_format(args: &Args) -> Result<FileFormat, String> {
         if args.keys.token_file.is_none() {
             return Err("--key needs the keyring token: --token-file FILE".into());
         }
+        if args.local && matches!(args.mode, Mode::Rewrap) {
+            return Err(
+                "--local is for encrypt and decrypt: a rewrap sends only the header already".into(),
+            );
+        }
         return Ok(FileFormat::Age);
+    }
+    if args.local {
+        return Err("--local is by name: --key NAME --token-file FILE".into());
     }
     match (format, args.mode) {
         (_, Mode::Rewrap) => Err("rewrap is by name: --key NAME --token-file FILE".into()),
@@ -315,6 +335,7 @@ mod tests {
             "--key-derivation",
             "--tls-server-name",
             "--generate",
+            "--local",
         ];
         let problems = aesd_cli::help::summary_problems(Args::command(), &long_only);
         assert!(problems.is_empty(), "{problems:#?}");

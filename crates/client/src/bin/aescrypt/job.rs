@@ -23,6 +23,7 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
             operation: operation(args.mode),
             name,
             token,
+            local: args.local,
         },
     };
     let mut input: Box<dyn AsyncRead + Unpin> = if is_stdio(&args.input) {
@@ -55,13 +56,25 @@ pub(crate) async fn run(args: &Args, output: OutputPath, key: JobKey) -> Result<
     if let Spec::ByName { token, .. } = &spec {
         client.send_key_token(token.as_bytes()).await?;
     }
-    let report = if output.is_stdout() {
+    let ran = if output.is_stdout() {
         let mut stdout = tokio::io::stdout();
         spec.run(&mut client, &mut input, &mut stdout).await?
     } else {
         write_via(&output, &mut client, &spec, &mut input).await?
     };
     client.close().await;
+    let report = match ran {
+        Ran::Server(report) => report,
+        Ran::Local(local) => {
+            if args.verbose {
+                eprintln!(
+                    "aescrypt: --local: {} bytes in, {} bytes out on this machine; the key job:",
+                    local.bytes_in, local.bytes_out
+                );
+            }
+            local.key_job
+        }
+    };
     if args.verbose {
         eprintln!(
             "aescrypt: {} bytes in, {} bytes out; total {:.6} s = queue {:.6} s + processing {:.6} s + network {:.6} s",
@@ -84,18 +97,26 @@ async fn write_via(
     client: &mut Client,
     spec: &Spec,
     input: &mut (dyn AsyncRead + Unpin),
-) -> Result<aesd_client::JobReport> {
+) -> Result<Ran> {
     let (pending, file) = output.open()?.into_file();
     let file = file.context("the output has no file")?;
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
-    let report = spec.run(client, &mut &mut *input, &mut writer).await?;
+    let ran = spec.run(client, &mut &mut *input, &mut writer).await?;
     writer
         .flush()
         .await
         .with_context(|| format!("cannot write {}", output.path().display()))?;
     let file = writer.into_inner().into_std().await;
     pending.commit(Some(file))?;
-    Ok(report)
+    Ok(ran)
+}
+
+/// What ran: a job on the server, or a file processed here (--local).
+enum Ran {
+    /// The job's figures.
+    Server(aesd_client::JobReport),
+    /// The local figures and the key job's.
+    Local(aesd_client::LocalReport),
 }
 
 /// The job to run, in its format.
@@ -106,6 +127,8 @@ enum Spec {
         operation: aesd_proto::Operation,
         name: String,
         token: aesd_proto::Secret,
+        /// --local: the payload is encrypted or decrypted here.
+        local: bool,
     },
 }
 
@@ -115,20 +138,39 @@ impl Spec {
         client: &mut Client,
         input: &mut R,
         output: &mut W,
-    ) -> Result<aesd_client::JobReport, aesd_client::ClientError>
+    ) -> Result<Ran, aesd_client::ClientError>
     where
         R: AsyncRead + Unpin,
         W: tokio::io::AsyncWrite + Unpin,
     {
-        match self {
-            Spec::Openssl(spec) => client.run_job(spec, input, output).await,
+        use aesd_proto::Operation;
+        let report = match self {
+            Spec::Openssl(spec) => client.run_job(spec, input, output).await?,
             Spec::Age(spec) => {
                 client
                     .run_age_job_observed(spec, input, output, |_| {})
-                    .await
+                    .await?
             }
             Spec::ByName {
-                operation: aesd_proto::Operation::Rewrap,
+                operation: Operation::Encrypt,
+                name,
+                local: true,
+                ..
+            } => {
+                let local = client.encrypt_locally(name, input, output).await?;
+                return Ok(Ran::Local(local));
+            }
+            Spec::ByName {
+                operation: Operation::Decrypt,
+                name,
+                local: true,
+                ..
+            } => {
+                let local = client.decrypt_locally(name, input, output).await?;
+                return Ok(Ran::Local(local));
+            }
+            Spec::ByName {
+                operation: Operation::Rewrap,
                 name,
                 ..
             } => {
@@ -148,15 +190,16 @@ impl Spec {
                 tokio::io::copy(input, output)
                     .await
                     .map_err(aesd_client::ClientError::Output)?;
-                Ok(rewrapped.report)
+                rewrapped.report
             }
             Spec::ByName {
                 operation, name, ..
             } => {
                 client
                     .run_by_name_job_observed(*operation, name, input, output, |_| {})
-                    .await
+                    .await?
             }
-        }
+        };
+        Ok(Ran::Server(report))
     }
 }
