@@ -6,88 +6,12 @@
 //! token, a wrong or missing token, a changed header or payload with no
 //! plaintext returned, sealed).
 
-use crate::bao_support::{Aesd, raw, request};
+use crate::bao_support::Aesd;
+use crate::by_name_support::{admin, connect, job, stanza, token_for};
 
-use aesd_age::HeaderReader;
-use aesd_client::{Client, ClientError};
+use aesd_client::Client;
 use aesd_proto::{ErrorCode, Operation};
 use aesd_testkit::pattern_bytes;
-use serde_json::{Value, json};
-
-/// `method path` with the root token must succeed: its JSON answer.
-fn admin(aesd: &Aesd, method: &str, path: &str, body: &str) -> Value {
-    let (code, answer) = raw(aesd, &request(method, path, Some("root"), body));
-    assert!(
-        (200..300).contains(&code),
-        "{method} {path}: {code} {answer}"
-    );
-    serde_json::from_str(&answer).unwrap_or(Value::Null)
-}
-
-/// A token with the policy `name` granting update on `paths`.
-fn token_for(aesd: &Aesd, name: &str, paths: &[&str]) -> String {
-    let rules: String = paths
-        .iter()
-        .map(|path| format!("path \"{path}\" {{ capabilities = [\"update\"] }}\n"))
-        .collect();
-    admin(
-        aesd,
-        "PUT",
-        &format!("/v1/sys/policies/acl/{name}"),
-        &json!({ "policy": rules }).to_string(),
-    );
-    let made = admin(
-        aesd,
-        "POST",
-        "/v1/auth/token/create",
-        &json!({ "policies": [name] }).to_string(),
-    );
-    made["auth"]["client_token"]
-        .as_str()
-        .expect("client_token")
-        .to_owned()
-}
-
-async fn connect(aesd: &Aesd, token: &str) -> Client {
-    let addr = aesd.listen.expect("the job port").to_string();
-    let mut client = Client::connect(&addr).await.expect("connect");
-    client
-        .send_key_token(token.as_bytes())
-        .await
-        .expect("key token");
-    client
-}
-
-/// Runs a by-name job: its output, or the error and what came out.
-async fn job(
-    client: &mut Client,
-    operation: Operation,
-    key: &str,
-    input: &[u8],
-) -> Result<Vec<u8>, (ErrorCode, Vec<u8>)> {
-    let mut out = Vec::new();
-    match client
-        .run_by_name_job_observed(operation, key, &mut &input[..], &mut out, |_| {})
-        .await
-    {
-        Ok(report) => {
-            assert_eq!(report.bytes_received, out.len() as u64);
-            Ok(out)
-        }
-        Err(ClientError::Server(frame)) => Err((frame.code, out)),
-        Err(other) => panic!("{operation:?} {key}: {other}"),
-    }
-}
-
-/// The header's length and its stanza's arguments.
-fn stanza(file: &[u8]) -> (usize, Vec<String>) {
-    let (header, used) = HeaderReader::new()
-        .push(file)
-        .expect("a header")
-        .expect("complete");
-    assert_eq!(header.stanzas.len(), 1, "one stanza");
-    (used, header.stanzas[0].args.clone())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_by_key_name_encrypt_decrypt_rotate_rewrap_and_every_refusal() {

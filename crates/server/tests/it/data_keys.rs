@@ -7,88 +7,16 @@
 //! serves on; the audit lines and the metrics' operation labels; the file
 //! key never in the audit log.
 
-use crate::bao_support::{Aesd, raw, request};
+use crate::bao_support::Aesd;
+use crate::by_name_support::{admin, connect, job, stanza, token_for};
 
 use std::time::Duration;
 
-use aesd_age::HeaderReader;
-use aesd_client::{Client, ClientError};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_testkit::pattern_bytes;
 use base64ct::{Base64Unpadded, Encoding};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn admin(aesd: &Aesd, method: &str, path: &str, body: &str) -> Value {
-    let (code, answer) = raw(aesd, &request(method, path, Some("root"), body));
-    assert!(
-        (200..300).contains(&code),
-        "{method} {path}: {code} {answer}"
-    );
-    serde_json::from_str(&answer).unwrap_or(Value::Null)
-}
-
-/// A token whose policy `name` grants update on `paths`.
-fn token_for(aesd: &Aesd, name: &str, paths: &[&str]) -> String {
-    let rules: String = paths
-        .iter()
-        .map(|path| format!("path \"{path}\" {{ capabilities = [\"update\"] }}\n"))
-        .collect();
-    admin(
-        aesd,
-        "PUT",
-        &format!("/v1/sys/policies/acl/{name}"),
-        &json!({ "policy": rules }).to_string(),
-    );
-    let made = admin(
-        aesd,
-        "POST",
-        "/v1/auth/token/create",
-        &json!({ "policies": [name] }).to_string(),
-    );
-    made["auth"]["client_token"]
-        .as_str()
-        .expect("client_token")
-        .to_owned()
-}
-
-async fn connect(aesd: &Aesd, token: &str) -> Client {
-    let addr = aesd.listen.expect("the job port").to_string();
-    let mut client = Client::connect(&addr).await.expect("connect");
-    client
-        .send_key_token(token.as_bytes())
-        .await
-        .expect("key token");
-    client
-}
-
-/// Runs a by-name job: its output, or the error code and what came out.
-async fn job(
-    client: &mut Client,
-    operation: Operation,
-    key: &str,
-    input: &[u8],
-) -> Result<Vec<u8>, (ErrorCode, Vec<u8>)> {
-    let mut out = Vec::new();
-    match client
-        .run_by_name_job_observed(operation, key, &mut &input[..], &mut out, |_| {})
-        .await
-    {
-        Ok(_) => Ok(out),
-        Err(ClientError::Server(frame)) => Err((frame.code, out)),
-        Err(other) => panic!("{operation:?} {key}: {other}"),
-    }
-}
-
-/// The length of `file`'s header and its one stanza's arguments.
-fn stanza(file: &[u8]) -> (usize, Vec<String>) {
-    let (header, used) = HeaderReader::new()
-        .push(file)
-        .expect("a header")
-        .expect("complete");
-    assert_eq!(header.stanzas.len(), 1, "one stanza");
-    (used, header.stanzas[0].args.clone())
-}
 
 async fn scrape(addr: std::net::SocketAddr) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");

@@ -4,6 +4,7 @@
 //! Run one group with `cargo test -p aesd-server --test it MODULE::`.
 
 mod bao_support;
+mod by_name_support;
 mod common;
 mod etcd_support;
 
