@@ -3,12 +3,15 @@
 # from the host with the real `bao` CLI (OpenBao's HTTP API on the guest's
 # port 8200) and aescrypt (by-name jobs on the job port):
 #   boot 1: bao operator init (2 shares, both needed), unseal, a transit
-#           key, a file encrypted by name;
+#           key, a file encrypted by name; Transit's data endpoints: bao
+#           write transit/encrypt, hvac's encrypt_data (each answer in
+#           OpenBao's vault:v1: form);
 #   between: the keyring's files on the powered-off disk (debugfs);
 #   boot 2: bao status says sealed (exit 2), a by-name job is refused
 #           `sealed`, a wrong share is refused and the board stays sealed,
 #           the two shares unseal it, the file from boot 1 decrypts by name
-#           to its original bytes.
+#           to its original bytes, and boot 1's Transit ciphertexts decrypt
+#           (bao write transit/decrypt, hvac's decrypt_data) to theirs.
 # Each failed check calls fail (smoke.sh). Reads $bao, $aescrypt, $run,
 # $disk, the network (net.sh: $net_exec, $board_host) and the ports.
 
@@ -41,6 +44,44 @@ bao_said() { tr -s '\n' ' ' <"$kr/bao.out"; }
 by_name() {
 	timeout 120 "${net_exec[@]}" "$aescrypt" "$1" --server "$board_host:$port_aesd" --key "$KEYRING_KEY" \
 		--token-file "$kr/root-token" -i "$2" -o "$3" >"$kr/aescrypt.err" 2>&1
+}
+
+# hvac_on_board encrypt|decrypt FILE: hvac (the Python client, in bao's
+# venv) against the board's HTTP API with the root token: encrypt FILE's
+# bytes (the ciphertext to stdout), or decrypt the ciphertext in FILE (the
+# plaintext's bytes to stdout); errors in $run/keyring/hvac.err.
+hvac_on_board() {
+	local python
+	python="$(dirname "$bao")/python3"
+	[[ -x "$python" ]] || fail "no python3 beside the bao CLI ($python): hvac is installed in bao's venv (scripts/bao-cli.sh)"
+	"${net_exec[@]}" env NO_PROXY='*' no_proxy='*' "$python" - "$1" "$2" "http://$board_host:$port_http" \
+		"$(cat "$kr/root-token")" "$KEYRING_KEY" 2>"$kr/hvac.err" <<-'EOF'
+			import base64, sys
+			import hvac
+			mode, path, url, token, key = sys.argv[1:]
+			transit = hvac.Client(url=url, token=token).secrets.transit
+			data = open(path, "rb").read()
+			if mode == "encrypt":
+			    answer = transit.encrypt_data(name=key, plaintext=base64.b64encode(data).decode())
+			    sys.stdout.write(answer["data"]["ciphertext"])
+			else:
+			    answer = transit.decrypt_data(name=key, ciphertext=data.decode())
+			    sys.stdout.buffer.write(base64.b64decode(answer["data"]["plaintext"]))
+		EOF
+}
+
+# transit_with_bao encrypt|decrypt FILE: bao write transit/MODE/KEY with
+# FILE's bytes (base64) or the ciphertext in FILE; the answer's field
+# (ciphertext, or the plaintext's bytes) to stdout.
+transit_with_bao() {
+	local field arg
+	if [[ "$1" == encrypt ]]; then
+		field=ciphertext arg="plaintext=$(base64 -w0 "$2")"
+	else
+		field=plaintext arg="ciphertext=$(cat "$2")"
+	fi
+	bao_on_board write -field="$field" "transit/$1/$KEYRING_KEY" "$arg" || return 1
+	if [[ "$1" == encrypt ]]; then cat "$kr/bao.out"; else base64 -d "$kr/bao.out"; fi
 }
 
 # share N: the Nth unseal share (base64) sys/init gave.
@@ -79,8 +120,18 @@ keyring_first_boot() {
 		fail "aescrypt encrypt --key $KEYRING_KEY on the unsealed board failed: $(tr '\n' ' ' <"$kr/aescrypt.err")"
 	head -c 21 "$kr/plain.bin.age" | grep -q '^age-encryption.org/v1' ||
 		fail "aescrypt encrypt --key $KEYRING_KEY wrote no age file"
+	head -c 1000 /dev/urandom >"$kr/transit-bao.bin"
+	head -c 777 /dev/urandom >"$kr/transit-hvac.bin"
+	transit_with_bao encrypt "$kr/transit-bao.bin" >"$kr/transit-bao.ct" ||
+		fail "bao write transit/encrypt/$KEYRING_KEY failed: $(bao_said)"
+	hvac_on_board encrypt "$kr/transit-hvac.bin" >"$kr/transit-hvac.ct" ||
+		fail "hvac's transit encrypt_data against the board failed: $(tr '\n' ' ' <"$kr/hvac.err")"
+	local ct
+	for ct in "$kr/transit-bao.ct" "$kr/transit-hvac.ct"; do
+		grep -Eq '^vault:v1:[A-Za-z0-9+/=]+$' "$ct" || fail "a Transit ciphertext from the board is not vault:v1:...: $(head -c 100 "$ct")"
+	done
 	t_keyring1="$(since "$t0")"
-	say "keyring, boot 1 ($t_keyring1 s): bao operator init (2 shares, threshold 2), unsealed, transit/keys/$KEYRING_KEY made, $KEYRING_FILE_BYTES bytes encrypted by name ($(stat -c %s "$kr/plain.bin.age") bytes)"
+	say "keyring, boot 1 ($t_keyring1 s): bao operator init (2 shares, threshold 2), unsealed, transit/keys/$KEYRING_KEY made, $KEYRING_FILE_BYTES bytes encrypted by name ($(stat -c %s "$kr/plain.bin.age") bytes), 1000 and 777 bytes through transit/encrypt with bao and hvac"
 }
 
 # Between the boots: the keyring's files on the powered-off disk.
@@ -132,6 +183,12 @@ keyring_after_reboot() {
 	by_name decrypt "$kr/plain.bin.age" "$kr/plain.back" ||
 		fail "aescrypt decrypt --key $KEYRING_KEY of boot 1's file after the reboot failed: $(tr '\n' ' ' <"$kr/aescrypt.err")"
 	cmp -s "$kr/plain.bin" "$kr/plain.back" || fail "boot 1's file decrypted after the reboot differs from the original"
+	transit_with_bao decrypt "$kr/transit-bao.ct" >"$kr/transit-bao.back" ||
+		fail "bao write transit/decrypt/$KEYRING_KEY of boot 1's ciphertext failed: $(bao_said)"
+	hvac_on_board decrypt "$kr/transit-hvac.ct" >"$kr/transit-hvac.back" ||
+		fail "hvac's transit decrypt_data of boot 1's ciphertext failed: $(tr '\n' ' ' <"$kr/hvac.err")"
+	cmp -s "$kr/transit-bao.bin" "$kr/transit-bao.back" || fail "boot 1's Transit ciphertext (bao) decrypted to other bytes"
+	cmp -s "$kr/transit-hvac.bin" "$kr/transit-hvac.back" || fail "boot 1's Transit ciphertext (hvac) decrypted to other bytes"
 	t_keyring2="$(since "$t0")"
-	say "keyring, boot 2 ($t_keyring2 s): sealed (bao status exit 2), by-name job refused sealed, a wrong share refused (still sealed, progress 0/2), unsealed with the 2 shares, boot 1's file decrypted by name: the same $KEYRING_FILE_BYTES bytes"
+	say "keyring, boot 2 ($t_keyring2 s): sealed (bao status exit 2), by-name job refused sealed, a wrong share refused (still sealed, progress 0/2), unsealed with the 2 shares, boot 1's file decrypted by name: the same $KEYRING_FILE_BYTES bytes; boot 1's Transit ciphertexts decrypted with bao and hvac: the same bytes"
 }

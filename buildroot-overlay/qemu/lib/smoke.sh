@@ -258,9 +258,9 @@ report() {
 		  aesload:   $verified/$transfers transfers verified, $bytes bytes, $mbps MB/s (EMULATED, $(net_desc))
 		  metrics:   aesd_jobs_total ok = $jobs_ok, resident ${rss:-?} bytes
 		  keyring:   on the disk, $disk_desc
-		             boot 1 ($t_keyring1 s): bao operator init, unseal, a transit key, a file encrypted by name
+		             boot 1 ($t_keyring1 s): bao operator init, unseal, a transit key, a file encrypted by name, transit/encrypt with bao and hvac
 		  reboot:    init scripts done $t_booted s after qemu started again; /metrics answering at $t_serving s
-		             keyring ($t_keyring2 s): sealed, by-name job refused, a wrong share refused, unsealed, the file decrypted to the same bytes
+		             keyring ($t_keyring2 s): sealed, by-name job refused, a wrong share refused, unsealed, the file and the Transit ciphertexts decrypted to the same bytes
 		  poweroff:  S50aesd stopped aesd, S10disk unmounted the disk, guest powered off in $t_off s
 		  total:     $(since "$t_begin") s from the first boot to the second poweroff
 	EOF
