@@ -5,7 +5,9 @@
 //! reply and every buffer that held the token or a key wiped. Enough for
 //! OpenBao's JSON replies (a `Content-Length` body or one that ends with
 //! the connection). `https://` addresses go over TLS (rustls, the server's
-//! certificate checked against a CA file: [`HttpTls`]).
+//! certificate checked against a CA file: [`HttpTls`]); rustls's own
+//! record buffers, which hold the request and reply in the clear for a
+//! moment, are not wiped (they are freed when the connection drops).
 
 mod address;
 
