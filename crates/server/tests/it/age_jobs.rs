@@ -5,15 +5,12 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use aesd_age::{HeaderReader, Identity};
 use aesd_client::{AgeSpec, Client};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_server::ConfigLayer;
 use aesd_testkit::pattern_bytes;
-use common::start_server;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use common::{scrape, start_server};
 
 fn spec(operation: Operation, identity: &Identity) -> AgeSpec {
     AgeSpec {
@@ -23,20 +20,6 @@ fn spec(operation: Operation, identity: &Identity) -> AgeSpec {
         passphrase: None,
         armor: false,
     }
-}
-
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
-        .await
-        .expect("send");
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
-        .await
-        .expect("in time")
-        .expect("read");
-    String::from_utf8_lossy(&response).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

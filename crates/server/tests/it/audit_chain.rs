@@ -11,11 +11,12 @@
 //! order and are caught out of order.
 
 use crate::bao_support::{Aesd, raw, request};
+use crate::by_name_support::job;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use aesd_client::{Client, ClientError};
+use aesd_client::Client;
 use aesd_proto::{ErrorCode, Operation};
 use aesd_testkit::{aesd_binary, pattern_bytes};
 use serde_json::{Value, json};
@@ -216,23 +217,6 @@ fn a_chain_across_a_restart_verifies_and_each_tampering_is_named() {
     aesd.stop();
 }
 
-async fn by_name(
-    client: &mut Client,
-    operation: Operation,
-    key: &str,
-    input: &[u8],
-) -> Result<Vec<u8>, (ErrorCode, Vec<u8>)> {
-    let mut out = Vec::new();
-    match client
-        .run_by_name_job_observed(operation, key, &mut &input[..], &mut out, |_| {})
-        .await
-    {
-        Ok(_) => Ok(out),
-        Err(ClientError::Server(frame)) => Err((frame.code, out)),
-        Err(other) => panic!("{operation:?} {key}: {other}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -258,14 +242,14 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
         .await
         .expect("connect");
     client.send_key_token(root.as_bytes()).await.expect("token");
-    let sealed = by_name(&mut client, Operation::Encrypt, "jobs", &plain)
+    let sealed = job(&mut client, Operation::Encrypt, "jobs", &plain)
         .await
         .expect("encrypt");
-    let opened = by_name(&mut client, Operation::Decrypt, "jobs", &sealed)
+    let opened = job(&mut client, Operation::Decrypt, "jobs", &sealed)
         .await
         .expect("decrypt");
     assert_eq!(opened, plain);
-    let (code, _) = by_name(&mut client, Operation::Encrypt, "absent", &plain)
+    let (code, _) = job(&mut client, Operation::Encrypt, "absent", &plain)
         .await
         .expect_err("unknown key");
     assert_eq!(code, ErrorCode::UnknownKey);
@@ -320,7 +304,7 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
     // The log's path becomes a directory: the job is refused, counted.
     std::fs::rename(&log, dir.path().join("audit.log.1")).expect("rename");
     std::fs::create_dir(&log).expect("mkdir");
-    let (code, out) = by_name(&mut client, Operation::Encrypt, "jobs", &plain)
+    let (code, out) = job(&mut client, Operation::Encrypt, "jobs", &plain)
         .await
         .expect_err("refused");
     assert_eq!((code, out.len()), (ErrorCode::AuditFailed, 0));
@@ -331,7 +315,7 @@ async fn by_name_jobs_are_audited_and_an_unwritable_log_refuses_them() {
     );
     // The same connection runs the next job once the log can be written.
     std::fs::remove_dir(&log).expect("rmdir");
-    by_name(&mut client, Operation::Encrypt, "jobs", &plain)
+    job(&mut client, Operation::Encrypt, "jobs", &plain)
         .await
         .expect("encrypt again");
     let fresh = std::fs::read_to_string(&log).expect("new log");

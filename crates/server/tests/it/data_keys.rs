@@ -9,28 +9,12 @@
 
 use crate::bao_support::Aesd;
 use crate::by_name_support::{admin, connect, job, stanza, token_for};
-
-use std::time::Duration;
+use crate::common::scrape;
 
 use aesd_proto::{ErrorCode, Operation};
 use aesd_testkit::pattern_bytes;
 use base64ct::{Base64Unpadded, Encoding};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
-        .await
-        .expect("send");
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
-        .await
-        .expect("in time")
-        .expect("read");
-    String::from_utf8_lossy(&response).into_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() {

@@ -60,3 +60,23 @@ pub async fn encrypt_verified(
     sink.finish().map_err(|err| format!("verify: {err}"))?;
     Ok(report)
 }
+
+/// The text a metrics endpoint at `addr` answers to `GET /metrics`
+/// (within 10 s), the status line and headers included.
+pub async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: aesd\r\n\r\n")
+        .await
+        .expect("send");
+    let mut response = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut response),
+    )
+    .await
+    .expect("in time")
+    .expect("read");
+    String::from_utf8_lossy(&response).into_owned()
+}
