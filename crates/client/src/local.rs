@@ -11,7 +11,7 @@
 //! processed (in wiped memory), and the server never sees the payload,
 //! so its audit log counts no payload bytes.
 
-use aesd_age::{CHUNK_LEN, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, TAG_LEN};
+use aesd_age::{AgeError, CHUNK_LEN, NONCE_LEN, PayloadDecryptor, PayloadEncryptor, TAG_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
@@ -52,35 +52,21 @@ impl Client {
         let data_key = self.data_key(name).await?;
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|err| ClientError::Randomness(err.to_string()))?;
-        let mut payload = PayloadEncryptor::new(&data_key.file_key, nonce);
+        let payload = PayloadEncryptor::new(&data_key.file_key, nonce);
         output
             .write_all(&data_key.header)
             .await
             .map_err(ClientError::Output)?;
-        let mut bytes_out = data_key.header.len() as u64;
+        let header_len = data_key.header.len() as u64;
         let mut plain = Zeroizing::new(vec![0u8; READ_LEN]);
         // Ciphertext only: no wiping needed.
         let mut sealed = Vec::with_capacity(NONCE_LEN + 2 * (CHUNK_LEN + TAG_LEN) + READ_LEN);
-        let mut bytes_in = 0u64;
-        loop {
-            let n = input
-                .read(&mut plain[..])
-                .await
-                .map_err(ClientError::Input)?;
-            if n == 0 {
-                break;
-            }
-            bytes_in += n as u64;
-            payload.push(&plain[..n], &mut sealed)?;
-            bytes_out += write_out(output, &mut sealed).await?;
-        }
-        payload.finish(&mut sealed)?;
-        bytes_out += write_out(output, &mut sealed).await?;
-        output.flush().await.map_err(ClientError::Output)?;
+        let (bytes_in, streamed) =
+            stream_payload(payload, input, output, &mut plain[..], &mut sealed).await?;
         Ok(LocalReport {
             key_job: data_key.report,
             bytes_in,
-            bytes_out,
+            bytes_out: header_len + streamed,
         })
     }
 
@@ -107,28 +93,75 @@ impl Client {
         let mut plain = Zeroizing::new(Vec::with_capacity(
             2 * CHUNK_LEN + READ_LEN.max(payload_start.len()),
         ));
-        let mut bytes_in = (header_len + payload_start.len()) as u64;
         payload.push(&payload_start, &mut plain)?;
-        let mut bytes_out = write_out(output, &mut plain).await?;
+        let first = write_out(output, &mut plain).await?;
         let mut sealed = vec![0u8; READ_LEN];
-        loop {
-            let n = input.read(&mut sealed).await.map_err(ClientError::Input)?;
-            if n == 0 {
-                break;
-            }
-            bytes_in += n as u64;
-            payload.push(&sealed[..n], &mut plain)?;
-            bytes_out += write_out(output, &mut plain).await?;
-        }
-        payload.finish(&mut plain)?;
-        bytes_out += write_out(output, &mut plain).await?;
-        output.flush().await.map_err(ClientError::Output)?;
+        let (streamed_in, streamed_out) =
+            stream_payload(payload, input, output, &mut sealed, &mut plain).await?;
         Ok(LocalReport {
             key_job: unwrapped.report,
-            bytes_in,
-            bytes_out,
+            bytes_in: (header_len + payload_start.len()) as u64 + streamed_in,
+            bytes_out: first + streamed_out,
         })
     }
+}
+
+/// The age payload's encryptor or decryptor, as [`stream_payload`] drives
+/// it.
+trait Payload {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), AgeError>;
+    fn finish(self, out: &mut Vec<u8>) -> Result<(), AgeError>;
+}
+
+impl Payload for PayloadEncryptor {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), AgeError> {
+        PayloadEncryptor::push(self, input, out)
+    }
+
+    fn finish(self, out: &mut Vec<u8>) -> Result<(), AgeError> {
+        PayloadEncryptor::finish(self, out)
+    }
+}
+
+impl Payload for PayloadDecryptor {
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), AgeError> {
+        PayloadDecryptor::push(self, input, out)
+    }
+
+    fn finish(self, out: &mut Vec<u8>) -> Result<(), AgeError> {
+        PayloadDecryptor::finish(self, out)
+    }
+}
+
+/// Reads `input` to its end through `read_buf`, passes it through
+/// `payload` into `out` and writes that to `output` as it comes, then the
+/// payload's end, and flushes: the bytes read and written.
+async fn stream_payload<P, R, W>(
+    mut payload: P,
+    input: &mut R,
+    output: &mut W,
+    read_buf: &mut [u8],
+    out: &mut Vec<u8>,
+) -> Result<(u64, u64), ClientError>
+where
+    P: Payload,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
+    loop {
+        let n = input.read(read_buf).await.map_err(ClientError::Input)?;
+        if n == 0 {
+            break;
+        }
+        bytes_in += n as u64;
+        payload.push(&read_buf[..n], out)?;
+        bytes_out += write_out(output, out).await?;
+    }
+    payload.finish(out)?;
+    bytes_out += write_out(output, out).await?;
+    output.flush().await.map_err(ClientError::Output)?;
+    Ok((bytes_in, bytes_out))
 }
 
 /// Writes `bytes` out and empties it (keeping its capacity); how many.
