@@ -21,22 +21,29 @@ fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join("aesd-cert.pem"), dir.join("aesd-key.pem"))
 }
 
-/// `bao args` against `addr` with the root token and, if given, the CA.
-fn bao_at(addr: &str, ca: Option<&Path>, args: &[&str]) -> Output {
-    let mut command = Command::new(bao_binary());
+/// `command` as a client of the API at `addr`: the root token and, if
+/// given, `ca` as `BAO_CACERT`; nothing from the environment's own
+/// `BAO_*`/`VAULT_*` settings.
+fn as_client_of<'c>(command: &'c mut Command, addr: &str, ca: Option<&Path>) -> &'c mut Command {
     command
-        .args(args)
         .env("BAO_ADDR", addr)
         .env("BAO_TOKEN", "root")
         .env_remove("BAO_CACERT")
         .env_remove("VAULT_CACERT")
         .env_remove("VAULT_ADDR")
-        .env_remove("VAULT_TOKEN")
-        .env("HOME", std::env::temp_dir());
+        .env_remove("VAULT_TOKEN");
     if let Some(ca) = ca {
         command.env("BAO_CACERT", ca);
     }
-    command.output().expect("run bao")
+    command
+}
+
+/// `bao args` against `addr` with the root token and, if given, the CA.
+fn bao_at(addr: &str, ca: Option<&Path>, args: &[&str]) -> Output {
+    as_client_of(Command::new(bao_binary()).args(args), addr, ca)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run bao")
 }
 
 #[test]
@@ -100,20 +107,15 @@ fn the_api_serves_https_with_the_job_ports_certificate() {
 /// `aesd verify-audit FILE` against `addr` (root token) with `ca` as
 /// `BAO_CACERT`: exit code and what it printed.
 fn verify_audit_at(addr: &str, ca: Option<&Path>, log: &Path) -> (Option<i32>, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_aesd"));
-    command
-        .arg("verify-audit")
-        .arg(log)
-        .env("BAO_ADDR", addr)
-        .env("BAO_TOKEN", "root")
-        .env_remove("BAO_CACERT")
-        .env_remove("VAULT_CACERT")
-        .env_remove("VAULT_ADDR")
-        .env_remove("VAULT_TOKEN");
-    if let Some(ca) = ca {
-        command.env("BAO_CACERT", ca);
-    }
-    let out = command.output().expect("run aesd verify-audit");
+    let out = as_client_of(
+        Command::new(env!("CARGO_BIN_EXE_aesd"))
+            .arg("verify-audit")
+            .arg(log),
+        addr,
+        ca,
+    )
+    .output()
+    .expect("run aesd verify-audit");
     (
         out.status.code(),
         format!("{}{}", text(&out.stdout), text(&out.stderr)),
