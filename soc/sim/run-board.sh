@@ -7,11 +7,14 @@
 # COMMAND inside the namespace and stops, or keeps the board running until
 # interrupted (its console: VARIANT/console.log; type into VARIANT/console.in).
 #
-# Usage: soc/sim/run-board.sh [--cores 1|2] [--no-aes] [--build] [-- COMMAND...]
-#   --build   run soc/sim/build-board.sh first
+# Usage: soc/sim/run-board.sh [--cores 1|2] [--no-aes] [--build]
+#                             [--boot-wait SECONDS] [-- COMMAND...]
+#   --build      run soc/sim/build-board.sh first
+#   --boot-wait  wall seconds to wait for aesd accepting (default 5400)
 # Example: soc/sim/run-board.sh -- soc/sim/probe.py 192.168.1.50 echo 65536
-# Wall time: about 4 min from start to aesd accepting (about 0.5 M simulated
-# cycles per wall second; Linux reaches /init after about 90 M cycles).
+# Wall time: about 0.5 M simulated cycles per wall second; the board's own
+# initramfs reaches /init after about 11 min and aesd starts well after it
+# (docs/board-rtl.md).
 # Exit status: COMMAND's; 0 interrupted; 1 the boot failed; 2 bad usage.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,6 +24,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cores=1
 aes=1
 build=0
+boot_wait=5400
 while (($#)); do
   case "$1" in
     --cores)
@@ -29,12 +33,16 @@ while (($#)); do
       ;;
     --no-aes) aes=0 ;;
     --build) build=1 ;;
+    --boot-wait)
+      boot_wait="${2:-}"
+      shift
+      ;;
     --)
       shift
       break
       ;;
     -h | --help)
-      sed -n '2,15s/^# \{0,1\}//p' "$0"
+      sed -n '2,17s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -44,6 +52,10 @@ while (($#)); do
   esac
   shift
 done
+[[ "$boot_wait" =~ ^[1-9][0-9]*$ ]] || {
+  echo "run-board.sh: --boot-wait needs a positive number of seconds, not '$boot_wait'" >&2
+  exit 2
+}
 [[ "$cores" == 1 || "$cores" == 2 ]] || {
   echo "run-board.sh: --cores must be 1 or 2, not '$cores'" >&2
   exit 2
@@ -60,7 +72,7 @@ trap 'exit 0' INT TERM
 start=$SECONDS
 board_start "$variant"
 echo "booting $variant in namespace $board_ns (console: $board_console)" >&2
-board_wait_ready 1800 || exit 1
+board_wait_ready "$boot_wait" || exit 1
 echo "aesd accepting at $board_ready_cycles guest cycles ($((SECONDS - start)) s of wall time)" >&2
 if (($#)); then
   board_exec "$@"
