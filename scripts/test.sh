@@ -127,6 +127,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# aesd without the keyring and its HTTP API (the keyless board build,
+# docs/performance.md): it must build and stay lint-clean too.
+cargo clippy --locked -p aesd-server --no-default-features --bin aesd -- -D warnings
 
 step "cargo test"
 # The tests that run another crate's binary (aesd, aescrypt, aesload) take

@@ -253,6 +253,24 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Config {
+    /// The first setting (with `cli`'s `--dev`) that needs the keyring or
+    /// its HTTP API, as its flag: what an aesd built without the cargo
+    /// feature `http-api` refuses. `None` when none is given.
+    pub fn keyring_setting(&self, cli: &Cli) -> Option<&'static str> {
+        [
+            (cli.dev, "--dev"),
+            (self.keyring.is_some(), "--keyring"),
+            (self.http_listen.is_some(), "--http-listen"),
+            (self.audit_log.is_some(), "--audit-log"),
+            (
+                self.seal_transit_address.is_some(),
+                "--seal-transit-address",
+            ),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     /// Reads the files the settings name (`tls-cert` and `tls-key`,
     /// `token-file`): the resolution checked the settings alone, this
     /// step reads the secrets. An error names the setting whose file
@@ -484,6 +502,26 @@ mod tests {
                 .find(|(key, _)| *key == name)
                 .map(|(_, value)| (*value).to_owned())
         }
+    }
+
+    #[test]
+    fn the_settings_that_need_the_keyring_are_named() {
+        let named = |args: &[&str]| {
+            let mut argv = vec!["aesd"];
+            argv.extend_from_slice(args);
+            let cli = Cli::try_parse_from(argv).expect("flags");
+            let config = Config::resolve(cli.settings.clone()).expect("valid");
+            config.keyring_setting(&cli)
+        };
+        assert_eq!(named(&[]), None);
+        assert_eq!(named(&["--workers", "2"]), None);
+        assert_eq!(named(&["--dev"]), Some("--dev"));
+        assert_eq!(named(&["--keyring", "/var/lib/aesd"]), Some("--keyring"));
+        assert_eq!(
+            named(&["--http-listen", "127.0.0.1:8200"]),
+            Some("--http-listen")
+        );
+        assert_eq!(named(&["--audit-log", "/tmp/a.log"]), Some("--audit-log"));
     }
 
     #[test]

@@ -90,6 +90,9 @@
 //! * `http`: the HTTP/1.1 API (`--http-listen`) with OpenBao's endpoints
 //!   for init, unseal, policies, tokens and transit keys (the `bao` CLI
 //!   administers aesd).
+//! * `api_start`: starting the keyring and its HTTP API from the
+//!   settings (cargo feature `http-api`, the default; without it
+//!   `api_absent.rs` takes its place and refuses those settings).
 //! * `readiness`: telling a supervisor aesd listens (`--pid-file`,
 //!   systemd's `NOTIFY_SOCKET`).
 //! * `audit_file`, `audit_chain`: the audit log's file (`--audit-log`,
@@ -98,8 +101,20 @@
 //!   with the running aesd (`bao_client`: its HTTP API, as `BAO_ADDR`
 //!   and `BAO_TOKEN` name it).
 
+// Without the cargo feature `http-api` nothing starts the keyring, its
+// HTTP API or their stores (`api_absent.rs` refuses their settings), and
+// what only they use is unreachable: the linker drops it. Such a build is
+// for the keyless board and for measuring what the API costs; it is
+// checked in the test command but not linted for dead code.
+#![cfg_attr(not(feature = "http-api"), allow(dead_code, unused_imports))]
+
 mod accept;
 mod admission;
+#[cfg(not(feature = "http-api"))]
+#[path = "api_absent.rs"]
+mod api_start;
+#[cfg(feature = "http-api")]
+mod api_start;
 mod audit_chain;
 mod audit_file;
 mod auth;

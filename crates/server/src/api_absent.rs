@@ -1,0 +1,30 @@
+//! In place of `api_start.rs` in an aesd built without the cargo feature
+//! `http-api` (`--no-default-features`): no keyring and no HTTP API, so
+//! the settings that ask for them are refused at start with the reason.
+//! Such a build is the keyless service (every client holds its secret),
+//! smaller by what the API and the keyring cost (docs/performance.md).
+
+use crate::Server;
+use crate::config::{Cli, Config};
+use crate::tls::TlsIdentity;
+
+/// Refuses the settings that need the keyring or its API
+/// ([`Config::keyring_setting`]), before aesd binds anything.
+pub fn available(cli: &Cli, config: &Config) -> Result<(), String> {
+    match config.keyring_setting(cli) {
+        Some(flag) => Err(format!(
+            "{flag}: this aesd was built without the keyring and its HTTP API (cargo feature http-api); build it with the default features"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Nothing to start: [`available`] refused every setting that would ask.
+pub async fn start(
+    _cli: &Cli,
+    _config: &Config,
+    _server: &Server,
+    _tls: Option<TlsIdentity>,
+) -> Result<(), String> {
+    Ok(())
+}
