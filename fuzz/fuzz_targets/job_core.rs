@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
             let plain = decrypt_buffer(PASSWORD, ITERATIONS, &output, 16).expect("decrypts");
             assert_eq!(plain, input);
         }
-        Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
+        Operation::Rewrap | Operation::DataKey | Operation::Unwrap | Operation::DataKeyWrapped => {
             unreachable!("only encrypt and decrypt are fuzzed here")
         }
         Operation::Decrypt => {

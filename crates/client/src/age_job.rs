@@ -78,9 +78,10 @@ impl Client {
                     read_ahead,
                 })
             }
-            Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
-                Err(crate::key_source::by_name_only(spec.operation))
-            }
+            Operation::Rewrap
+            | Operation::DataKey
+            | Operation::Unwrap
+            | Operation::DataKeyWrapped => Err(crate::key_source::by_name_only(spec.operation)),
         }
     }
 
@@ -137,9 +138,10 @@ impl Client {
                 self.run_prepared(spec.operation, key, &mut input, output, observe)
                     .await
             }
-            Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
-                Err(crate::key_source::by_name_only(spec.operation))
-            }
+            Operation::Rewrap
+            | Operation::DataKey
+            | Operation::Unwrap
+            | Operation::DataKeyWrapped => Err(crate::key_source::by_name_only(spec.operation)),
         }
     }
 }

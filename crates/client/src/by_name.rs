@@ -9,7 +9,10 @@
 //! data key ([`Client::data_key`]) is a fresh file key and the by-name
 //! header that wraps it; an unwrap ([`Client::unwrap_header`]) is the file
 //! key of a header. Both answers are held in wiped memory here and
-//! checked against each other (the header's MAC under the file key).
+//! checked against each other (the header's MAC under the file key). A
+//! wrapped-only data key ([`Client::data_key_wrapped`]) is the header
+//! alone, for a client that must not see the file key: it prepares
+//! headers that another client, allowed to unwrap them, encrypts under.
 
 use std::io;
 use std::pin::Pin;
@@ -60,6 +63,18 @@ impl std::fmt::Debug for DataKey {
             .field("header_len", &self.header.len())
             .finish_non_exhaustive()
     }
+}
+
+/// A wrapped-only data key: the by-name header that wraps a fresh file
+/// key with the key's latest version; the file key stayed on the server.
+/// An unwrap of the header ([`Client::unwrap_header`], by a token allowed
+/// to) gives the file key to encrypt the payload with.
+#[derive(Debug)]
+pub struct WrappedDataKey {
+    /// The whole by-name header, up to and including its MAC line.
+    pub header: Vec<u8>,
+    /// The job's figures (no bytes sent).
+    pub report: JobReport,
 }
 
 /// An unwrapped header's file key.
@@ -185,6 +200,32 @@ impl Client {
         })
     }
 
+    /// Asks the server for a wrapped-only data key under the latest
+    /// version of `name` (operation 6; the token needs `update` on
+    /// `transit/datakey/wrapped/NAME`): the header alone. The answer is
+    /// checked to be one whole by-name header for `name` (its MAC cannot
+    /// be checked here: that needs the file key).
+    pub async fn data_key_wrapped(&mut self, name: &str) -> Result<WrappedDataKey, ClientError> {
+        let mut answer = KeyAnswer::new(MAX_HEADER_LEN);
+        let report = self
+            .run_prepared(
+                Operation::DataKeyWrapped,
+                by_name(name),
+                &mut tokio::io::empty(),
+                &mut answer,
+                |_| {},
+            )
+            .await?;
+        check_by_name_header(&answer.bytes, name).map_err(|_| ClientError::BadKeyAnswer {
+            operation: "datakey-wrapped",
+            what: "not one by-name header for the key asked",
+        })?;
+        Ok(WrappedDataKey {
+            header: answer.bytes.to_vec(),
+            report,
+        })
+    }
+
     /// Has the server unwrap the file key of the by-name `header` (the
     /// whole header, up to its MAC line, and nothing else) under the key
     /// `name` (operation 5; the token needs `update` on
@@ -235,7 +276,8 @@ fn by_name(name: &str) -> ChosenKey {
 
 /// A job's output that holds a file key: wiped when dropped, and never
 /// reallocated (its capacity is fixed: more is an error), so no unwiped
-/// copy is left behind.
+/// copy is left behind. A wrapped-only data key's header goes here too,
+/// for the same bound on what the server may send.
 struct KeyAnswer {
     bytes: Zeroizing<Vec<u8>>,
 }
@@ -258,7 +300,7 @@ impl AsyncWrite for KeyAnswer {
         if this.bytes.capacity() - this.bytes.len() < data.len() {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "the server's answer is longer than a file key and a header",
+                "the server's answer is longer than a key job's answer may be",
             )));
         }
         this.bytes.extend_from_slice(data);

@@ -192,10 +192,11 @@ pub enum ClientError {
     KeyDerivation(String),
     /// A data key's or an unwrap's answer is not what was asked for (a
     /// file key, and for a data key a by-name header for the key named
-    /// that this file key opens): nothing was written with it.
+    /// that this file key opens; for a wrapped-only data key that header
+    /// alone): nothing was written with it.
     #[error("the server's {operation} answer is unusable: {what}")]
     BadKeyAnswer {
-        /// `datakey` or `unwrap`.
+        /// `datakey`, `datakey-wrapped` or `unwrap`.
         operation: &'static str,
         /// What is wrong with it.
         what: &'static str,

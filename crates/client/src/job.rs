@@ -428,7 +428,7 @@ impl ExpectedHeader {
         let mut bytes = Vec::new();
         match (operation, key) {
             (Operation::Encrypt, KeySource::AgeRecipients(_) | KeySource::KeyName(_))
-            | (Operation::Rewrap, _) => {
+            | (Operation::Rewrap | Operation::DataKeyWrapped, _) => {
                 bytes.extend_from_slice(aesd_age::VERSION_LINE);
                 bytes.push(b'\n');
             }

@@ -69,6 +69,9 @@ pub(crate) fn by_name_only(operation: Operation) -> ClientError {
     let reason = match operation {
         Operation::DataKey => "a data key is by name only (key source 5: Client::data_key)",
         Operation::Unwrap => "unwrap is by name only (key source 5: Client::unwrap_header)",
+        Operation::DataKeyWrapped => {
+            "a wrapped data key is by name only (key source 5: Client::data_key_wrapped)"
+        }
         _ => "rewrap is by name only (key source 5: Client::rewrap_header)",
     };
     ClientError::Request(aesd_proto::ProtoError::Malformed {
@@ -138,7 +141,7 @@ pub(crate) async fn choose<R: AsyncRead + Unpin>(
     let (salt, read_ahead) = match spec.operation {
         Operation::Encrypt => (Some(fresh_salt()?), Vec::new()),
         Operation::Decrypt => salt_from_input(input).await?,
-        Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
+        Operation::Rewrap | Operation::DataKey | Operation::Unwrap | Operation::DataKeyWrapped => {
             return Err(by_name_only(spec.operation));
         }
     };

@@ -50,7 +50,7 @@ mod rewrap;
 pub mod tls;
 
 pub use age_job::AgeSpec;
-pub use by_name::{DataKey, Unwrapped};
+pub use by_name::{DataKey, Unwrapped, WrappedDataKey};
 pub use connection::{Client, ConnectOptions};
 pub use error::ClientError;
 pub use job::{DEFAULT_ITERATIONS, JobEvent, JobReport, JobSpec};

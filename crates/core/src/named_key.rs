@@ -26,7 +26,8 @@ pub trait NamedKeys: Send + Sync + fmt::Debug {
     /// Whether `token` (the connection's keyring token, if it sent one)
     /// may run `operation` on the key `name`: the keyring's own policy
     /// check (`update` on `transit/encrypt|decrypt|rewrap/NAME`; a data
-    /// key on `transit/datakey/plaintext/NAME`, an unwrap on
+    /// key on `transit/datakey/plaintext/NAME`, a wrapped-only one on
+    /// `transit/datakey/wrapped/NAME`, an unwrap on
     /// `transit/decrypt/NAME`).
     fn authorize(
         &self,

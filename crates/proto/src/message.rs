@@ -101,6 +101,12 @@ pub enum Operation {
     /// key out, for a client that decrypts the payload itself (format 2,
     /// key source 5 only).
     Unwrap,
+    /// No input; only the by-name header that wraps a fresh file key with
+    /// the key's latest version out (the file key itself never leaves the
+    /// server): for a client that prepares headers another, allowed to
+    /// unwrap them, later encrypts or decrypts under (format 2, key
+    /// source 5 only).
+    DataKeyWrapped,
 }
 
 impl Operation {
@@ -112,6 +118,7 @@ impl Operation {
             Operation::Rewrap => "rewrap",
             Operation::DataKey => "datakey",
             Operation::Unwrap => "unwrap",
+            Operation::DataKeyWrapped => "datakey-wrapped",
         }
     }
 
@@ -123,6 +130,7 @@ impl Operation {
             Operation::Rewrap => 3,
             Operation::DataKey => 4,
             Operation::Unwrap => 5,
+            Operation::DataKeyWrapped => 6,
         }
     }
 }
@@ -583,6 +591,7 @@ fn decode_begin(cursor: &mut Cursor<'_>) -> Result<Begin, ProtoError> {
         3 => Operation::Rewrap,
         4 => Operation::DataKey,
         5 => Operation::Unwrap,
+        6 => Operation::DataKeyWrapped,
         other => return Err(ProtoError::UnknownOperation(other)),
     };
     let format = match cursor.u8()? {
@@ -689,7 +698,7 @@ fn check_format_and_key(begin: &Begin) -> Result<(), ProtoError> {
     } else {
         Err(ProtoError::Malformed {
             kind: "begin",
-            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt, 4 to decrypt, 5 (a key name) for either, to rewrap, for a data key and to unwrap",
+            reason: "format 1 takes key source 1 or 2; format 2 (age) takes key source 3 (1 to 32 recipients) to encrypt, 4 to decrypt, 5 (a key name) for either, to rewrap, for a data key (with or without its plaintext) and to unwrap",
         })
     }
 }
@@ -916,6 +925,7 @@ mod tests {
             (Operation::Rewrap, 3, "rewrap"),
             (Operation::DataKey, 4, "datakey"),
             (Operation::Unwrap, 5, "unwrap"),
+            (Operation::DataKeyWrapped, 6, "datakey-wrapped"),
         ] {
             assert_eq!((operation.wire(), operation.name()), (wire, name));
             let begin = Message::Begin(Begin {
@@ -927,11 +937,20 @@ mod tests {
             let bytes = begin.to_bytes().expect("encodes");
             assert_eq!(bytes[HEADER_LEN], wire, "{operation:?} on the wire");
         }
-        let payload = [6, 2, 5, 0, 1, b'k'];
+        // The next number is unknown; the known one with the same frame
+        // decodes (the operation byte is why).
+        let payload = [7, 2, 5, 0, 1, b'k'];
         assert_eq!(
             Message::decode(FrameKind::Begin, &payload),
-            Err(ProtoError::UnknownOperation(6))
+            Err(ProtoError::UnknownOperation(7))
         );
+        assert!(matches!(
+            Message::decode(FrameKind::Begin, &[6, 2, 5, 0, 1, b'k']),
+            Ok(Message::Begin(Begin {
+                operation: Operation::DataKeyWrapped,
+                ..
+            }))
+        ));
     }
 
     #[test]
@@ -985,6 +1004,16 @@ mod tests {
                 Operation::Unwrap,
                 Format::Age,
                 KeySource::AgeFileKey(AgeFileKey(zeroize::Zeroizing::new([3; 16]))),
+            ),
+            (
+                Operation::DataKeyWrapped,
+                Format::Age,
+                KeySource::AgeRecipients(vec![[1; 32]]),
+            ),
+            (
+                Operation::DataKeyWrapped,
+                Format::OpensslSaltedPbkdf2,
+                KeySource::KeyName("files".into()),
             ),
         ];
         for (operation, format, key) in mismatched {

@@ -114,6 +114,11 @@ fn expected(name: &str) -> Option<Message> {
             format: Format::Age,
             key: KeySource::KeyName("files".into()),
         }),
+        "frame-begin-datakey-wrapped" => Message::Begin(Begin {
+            operation: Operation::DataKeyWrapped,
+            format: Format::Age,
+            key: KeySource::KeyName("files".into()),
+        }),
         "frame-key-token" => Message::KeyToken(aesd_proto::Secret::new(b"root".to_vec())),
         "frame-data" => Message::Data(b"abc".to_vec()),
         "frame-end" => Message::End,
@@ -137,7 +142,7 @@ fn every_frame_vector_matches_the_codec() {
         .iter()
         .filter(|(name, _)| name.starts_with("frame-"))
         .collect();
-    assert_eq!(frames.len(), 23, "PROTOCOL.md lost a frame vector");
+    assert_eq!(frames.len(), 24, "PROTOCOL.md lost a frame vector");
     for (name, bytes) in frames {
         if name == "frame-hello" {
             assert_eq!(&Hello::current().encode()[..], &bytes[..], "{name}");

@@ -3,11 +3,11 @@
 //! token is checked or any key used, and a `response` line when it ends.
 //! Each names the time, the client's address, the token's accessor and
 //! policies (never the token), the key, the operation (`encrypt`,
-//! `decrypt`, `rewrap`, `datakey`, `unwrap`) and the Transit path its
-//! token was checked for ([`transit_path`]); the response line adds the
-//! key version used (`key_version`; a rewrap's new one in
-//! `new_key_version`), the bytes in and out and the error code (null on
-//! success). No plaintext, key or token is written.
+//! `decrypt`, `rewrap`, `datakey`, `unwrap`, `datakey-wrapped`) and the
+//! Transit path its token was checked for ([`transit_path`]); the
+//! response line adds the key version used (`key_version`; a rewrap's
+//! new one in `new_key_version`), the bytes in and out and the error code
+//! (null on success). No plaintext, key or token is written.
 //!
 //! A request line that cannot be written refuses the job with
 //! `audit_failed` (counted in `aesd_errors_total{kind="audit_write"}`),
@@ -57,7 +57,8 @@ struct JobRecord {
     operation: Operation,
     /// The version that opened the file (decrypt, rewrap, unwrap).
     opened_with: Option<u32>,
-    /// The version that wrapped the new file key (encrypt, rewrap, datakey).
+    /// The version that wrapped the new file key (encrypt, rewrap, datakey,
+    /// datakey-wrapped).
     wrapped_with: Option<u32>,
 }
 
@@ -127,7 +128,9 @@ impl AuditedKeys {
         };
         let mut line = self.common("response", &job);
         let (version, new_version) = match job.operation {
-            Operation::Encrypt | Operation::DataKey => (job.wrapped_with, None),
+            Operation::Encrypt | Operation::DataKey | Operation::DataKeyWrapped => {
+                (job.wrapped_with, None)
+            }
             Operation::Decrypt | Operation::Unwrap => (job.opened_with, None),
             Operation::Rewrap => (job.opened_with, job.wrapped_with),
         };

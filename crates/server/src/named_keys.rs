@@ -86,13 +86,15 @@ impl KeyringKeys {
 /// the key `name` needs (and that its audit lines name): OpenBao's path
 /// for the same operation. An unwrap reveals what a decryption would, so
 /// it needs the decryption's path; a data key needs OpenBao's path for a
-/// plaintext data key.
+/// plaintext data key, a wrapped-only one OpenBao's path for a wrapped
+/// data key.
 pub fn transit_path(operation: Operation, name: &str) -> String {
     match operation {
         Operation::Encrypt | Operation::Decrypt | Operation::Rewrap => {
             format!("transit/{}/{name}", operation.name())
         }
         Operation::DataKey => format!("transit/datakey/plaintext/{name}"),
+        Operation::DataKeyWrapped => format!("transit/datakey/wrapped/{name}"),
         Operation::Unwrap => format!("transit/decrypt/{name}"),
     }
 }

@@ -14,8 +14,9 @@
 //! takes the header alone and answers it re-wrapped by the latest version.
 //! For clients that encrypt and decrypt the payload themselves: a data key
 //! takes no input and answers a fresh file key followed by the by-name
-//! header that wraps it; an unwrap takes the header alone and answers its
-//! file key (both wiped wherever they are held).
+//! header that wraps it (a wrapped-only data key answers the header alone:
+//! its file key is wiped here unseen); an unwrap takes the header alone
+//! and answers its file key (both wiped wherever they are held).
 //!
 //! Memory: at most one 64 KiB chunk pending and, while decrypting, a
 //! header of up to [`aesd_age::MAX_HEADER_LEN`] bytes until it is complete.
@@ -58,9 +59,13 @@ enum State {
         name: String,
         answer: HeaderAnswer,
     },
-    /// A data key: the file key and its header, held until the end; no
-    /// input is taken.
-    DataKey(Zeroizing<Vec<u8>>),
+    /// A data key: its answer (the file key and its header, or the
+    /// header alone for a wrapped-only one), held until the end; no input
+    /// is taken.
+    DataKey {
+        operation: Operation,
+        answer: Zeroizing<Vec<u8>>,
+    },
     /// The answer is out: no more input is taken.
     Answered(Operation),
 }
@@ -111,7 +116,7 @@ impl AgeJob {
                 header: Some(header),
                 ..
             } => header.len(),
-            State::DataKey(answer) => answer.len(),
+            State::DataKey { answer, .. } => answer.len(),
             _ => 0,
         };
         let chunks = input_len / CHUNK_LEN + 2;
@@ -158,7 +163,18 @@ impl AgeJob {
                         let file_key = FileKey::new(random()?);
                         let (answer, _version) =
                             named_key::data_key_answer(keys.as_ref(), &name, &file_key)?;
-                        State::DataKey(answer)
+                        State::DataKey { operation, answer }
+                    }
+                    Operation::DataKeyWrapped => {
+                        // `file_key` is wiped when dropped, at the end of
+                        // this arm: only its wrapped form leaves.
+                        let file_key = FileKey::new(random()?);
+                        let (header, _version) =
+                            named_key::write_header(keys.as_ref(), &name, &file_key)?;
+                        State::DataKey {
+                            operation,
+                            answer: Zeroizing::new(header),
+                        }
                     }
                 }
             }
@@ -243,9 +259,9 @@ impl AgeJob {
                 }
                 self.state = State::Answered(operation);
             }
-            State::DataKey(_) => {
+            State::DataKey { operation, .. } => {
                 if !input.is_empty() {
-                    return Err(no_more_input(Operation::DataKey, input.len()).into());
+                    return Err(no_more_input(*operation, input.len()).into());
                 }
             }
             State::Answered(operation) => {
@@ -272,7 +288,7 @@ impl AgeJob {
                 return Err(reader.finish().into());
             }
             State::Payload(payload) => payload.finish(out)?,
-            State::DataKey(answer) => out.extend_from_slice(&answer),
+            State::DataKey { answer, .. } => out.extend_from_slice(&answer),
             State::Answered(_) => {}
         }
         Ok(self.bytes_in)
@@ -282,8 +298,11 @@ impl AgeJob {
 /// A header-only job's input went on past the header's MAC line, or a
 /// data key's input was not empty.
 fn no_more_input(operation: Operation, extra: usize) -> NamedKeyError {
-    let message = if operation == Operation::DataKey {
-        format!("a datakey job takes no input; {extra} bytes came")
+    let message = if matches!(operation, Operation::DataKey | Operation::DataKeyWrapped) {
+        format!(
+            "a {} job takes no input; {extra} bytes came",
+            operation.name()
+        )
     } else {
         format!(
             "{} {} takes the file's header only (up to its MAC line); {extra} more bytes came",

@@ -98,6 +98,9 @@ impl OpensslJob {
             Operation::Rewrap => Some("rewrap belongs to format 2 (age) with key source 5"),
             Operation::DataKey => Some("datakey belongs to format 2 (age) with key source 5"),
             Operation::Unwrap => Some("unwrap belongs to format 2 (age) with key source 5"),
+            Operation::DataKeyWrapped => {
+                Some("datakey-wrapped belongs to format 2 (age) with key source 5")
+            }
         };
         if let Some(reason) = by_name_only {
             return Err(JobError::Begin(aesd_proto::ProtoError::Malformed {
@@ -120,7 +123,8 @@ impl OpensslJob {
                     Operation::Decrypt
                     | Operation::Rewrap
                     | Operation::DataKey
-                    | Operation::Unwrap => Start::Ready {
+                    | Operation::Unwrap
+                    | Operation::DataKeyWrapped => Start::Ready {
                         job: OpensslJob::Decrypt(Decryption::new(DecryptStream::new(
                             &password, iterations,
                         ))),
@@ -137,16 +141,18 @@ impl OpensslJob {
                         header: Some(header),
                     }
                 }
-                Operation::Decrypt | Operation::Rewrap | Operation::DataKey | Operation::Unwrap => {
-                    Start::Ready {
-                        job: OpensslJob::Decrypt(Decryption::new(DecryptStream::with_key(
-                            &params.key,
-                            &params.iv,
-                            &params.salt,
-                        ))),
-                        header: None,
-                    }
-                }
+                Operation::Decrypt
+                | Operation::Rewrap
+                | Operation::DataKey
+                | Operation::Unwrap
+                | Operation::DataKeyWrapped => Start::Ready {
+                    job: OpensslJob::Decrypt(Decryption::new(DecryptStream::with_key(
+                        &params.key,
+                        &params.iv,
+                        &params.salt,
+                    ))),
+                    header: None,
+                },
             }),
             // Format 2's key sources: its jobs run as `super::age::AgeJob`,
             // and the protocol decoder refuses them with format 1.
@@ -371,6 +377,7 @@ mod tests {
             (Operation::Rewrap, "rewrap"),
             (Operation::DataKey, "datakey"),
             (Operation::Unwrap, "unwrap"),
+            (Operation::DataKeyWrapped, "datakey-wrapped"),
         ] {
             let Err(err) = OpensslJob::start(begin(operation, 20)) else {
                 panic!("{name} started in format 1");

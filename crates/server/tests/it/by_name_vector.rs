@@ -2,9 +2,10 @@
 //! and checked both ways: the keyring (aes256-gcm96, a fixed key and
 //! nonce) and core's `aesd-key` header code write exactly those bytes, and
 //! core's by-name decryption reads `abc` back from them. Likewise the data
-//! key and unwrap vectors (`datakey-files-answer`, `unwrap-files-answer`):
-//! core's data key answer for the fixed file key, and core's unwrap job
-//! on the vector's header.
+//! key, wrapped-only data key and unwrap vectors (`datakey-files-answer`,
+//! `datakey-wrapped-files-answer`, `unwrap-files-answer`): core's data key
+//! answer and header for the fixed file key, and core's unwrap job on the
+//! vector's header.
 
 use std::sync::{Arc, Mutex};
 
@@ -212,4 +213,59 @@ fn the_data_key_and_unwrap_vectors_are_what_core_answers() {
     let err = run(&keys, Operation::Unwrap, changed.as_bytes()).expect_err("MAC");
     assert_eq!(err.code(), ErrorCode::DecryptFailed);
     assert!(err.to_string().contains("MAC"), "{err}");
+}
+
+#[test]
+fn the_wrapped_data_key_vector_is_the_header_alone_and_the_job_answers_no_key() {
+    let mut ring = Keyring::new();
+    ring.create("files", KeyType::Aes256Gcm96, 0, &mut FixedEntropy)
+        .expect("key");
+    let keys = Arc::new(VectorKeys(Mutex::new(ring)));
+    let file_key = FileKey::new(core::array::from_fn(|i| i as u8));
+    // The header core writes for the vector's file key (what the
+    // datakey-wrapped job answers): the data key vector without its key.
+    let (header, version) =
+        named_key::write_header(keys.as_ref(), "files", &file_key).expect("header");
+    assert_eq!(version, 1);
+    let wrapped = hex_block("datakey-wrapped-files-answer");
+    assert_eq!(
+        hex::encode(&header),
+        hex::encode(&wrapped),
+        "PROTOCOL.md's wrapped data key vector (right) and core's header (left)"
+    );
+    assert_eq!(wrapped, hex_block("datakey-files-answer")[16..]);
+    assert_eq!(
+        run(&keys, Operation::Unwrap, &wrapped).expect("unwraps"),
+        file_key.as_bytes()
+    );
+
+    // The job (its file key drawn fresh): one header for `files` version
+    // 1 and nothing else, whose file key an unwrap gives and whose MAC
+    // that key verifies.
+    let answer = run(&keys, Operation::DataKeyWrapped, b"").expect("wrapped data key");
+    let (parsed, used) = HeaderReader::new()
+        .push(&answer)
+        .expect("a header")
+        .expect("complete");
+    assert_eq!(used, answer.len(), "the header alone: no file key after it");
+    assert!(
+        answer.starts_with(b"age-encryption.org/v1\n"),
+        "no key first"
+    );
+    assert_eq!(parsed.stanzas[0].args, ["aesd-key", "files", "1"]);
+    let key = run(&keys, Operation::Unwrap, &answer).expect("unwraps");
+    let fresh = FileKey::new(key.as_slice().try_into().expect("16 bytes"));
+    parsed.verify_mac(&fresh).expect("the MAC verifies");
+    assert_ne!(fresh, file_key, "a fresh file key");
+    assert!(
+        !answer.windows(16).any(|w| w == key.as_slice()),
+        "the file key is not in the answer"
+    );
+    // Input to it: typed, naming the operation, nothing out.
+    let err = run(&keys, Operation::DataKeyWrapped, b"x").expect_err("input");
+    assert_eq!(err.code(), ErrorCode::BadCiphertext);
+    assert_eq!(
+        err.to_string(),
+        "a datakey-wrapped job takes no input; 1 bytes came"
+    );
 }

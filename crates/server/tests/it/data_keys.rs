@@ -1,8 +1,10 @@
-//! Data keys and unwrapping on the binary port (operations 4 and 5, key
-//! source 5) against an `aesd --dev` process: a file encrypted here with
-//! a data key decrypts on the server by name and a server-made file
+//! Data keys and unwrapping on the binary port (operations 4, 5 and 6,
+//! key source 5) against an `aesd --dev` process: a file encrypted here
+//! with a data key decrypts on the server by name and a server-made file
 //! decrypts here after an unwrap (same bytes both ways, only the header
-//! sent); the policies (`transit/datakey/plaintext/NAME`,
+//! sent); a wrapped-only data key is a header alone that a consumer
+//! unwraps and fills with a payload encrypted here; the policies
+//! (`transit/datakey/plaintext/NAME`, `transit/datakey/wrapped/NAME`,
 //! `transit/decrypt/NAME`); every refusal typed on a connection that
 //! serves on; the audit lines and the metrics' operation labels; the file
 //! key never in the audit log.
@@ -11,6 +13,8 @@ use crate::bao_support::Aesd;
 use crate::by_name_support::{admin, connect, job, stanza, token_for};
 use crate::common::scrape;
 
+use aesd_age::PayloadEncryptor;
+use aesd_client::{Client, ClientError};
 use aesd_proto::{ErrorCode, Operation};
 use aesd_testkit::pattern_bytes;
 use base64ct::{Base64Unpadded, Encoding};
@@ -235,4 +239,188 @@ async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() 
             "a file key is in the audit log"
         );
     }
+}
+
+/// The file key `bytes` is nowhere in the audit log `text`: not raw, hex
+/// or base64.
+fn assert_key_not_in(text: &str, bytes: &[u8]) {
+    let hex = hex::encode(bytes);
+    let b64 = Base64Unpadded::encode_string(bytes);
+    assert!(
+        !text.as_bytes().windows(bytes.len()).any(|w| w == bytes)
+            && !text.contains(&hex)
+            && !text.contains(&b64[..20]),
+        "a file key is in the audit log"
+    );
+}
+
+/// A by-name job's refusal: its code and message (no output allowed).
+async fn refusal(client: &mut Client, operation: Operation, input: &[u8]) -> (ErrorCode, String) {
+    let mut out = Vec::new();
+    let err = client
+        .run_by_name_job_observed(operation, "files", &mut &input[..], &mut out, |_| {})
+        .await
+        .expect_err("refused");
+    assert!(out.is_empty(), "{operation:?} refused after output");
+    match err {
+        ClientError::Server(frame) => (frame.code, frame.message),
+        other => panic!("{operation:?}: not the server's refusal: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrapped_data_key_is_a_header_alone_that_unwraps_and_makes_a_by_name_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("audit.log");
+    let aesd = Aesd::start_with(&[
+        "--dev",
+        "--dev-root-token-id",
+        "root",
+        "--audit-log",
+        log.to_str().expect("utf-8"),
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    admin(&aesd, "POST", "/v1/transit/keys/files", "{}");
+    // Version 2 is the latest: the header must name it.
+    admin(&aesd, "POST", "/v1/transit/keys/files/rotate", "");
+    let producer_token = token_for(&aesd, "files-wrapped", &["transit/datakey/wrapped/files"]);
+    let consumer_token = token_for(&aesd, "files-consumer", &["transit/decrypt/files"]);
+    let plaintext_token = token_for(
+        &aesd,
+        "files-plaintext",
+        &["transit/datakey/plaintext/files"],
+    );
+    let plain = pattern_bytes(29, 100_000);
+
+    // The producer's answer: exactly one by-name header for `files`
+    // version 2, nothing before or after it (no file key).
+    let mut producer = connect(&aesd, &producer_token).await;
+    let wrapped = producer
+        .data_key_wrapped("files")
+        .await
+        .expect("wrapped data key");
+    let (header_len, args) = stanza(&wrapped.header);
+    assert_eq!(args, ["aesd-key", "files", "2"]);
+    assert_eq!(header_len, wrapped.header.len(), "no trailing bytes");
+    assert!(wrapped.header.starts_with(b"age-encryption.org/v1\n"));
+    assert_eq!(wrapped.report.bytes_sent, 0);
+    assert_eq!(wrapped.report.bytes_received, header_len as u64);
+    // The same through the raw job: the answer is the header alone.
+    let raw = job(&mut producer, Operation::DataKeyWrapped, "files", b"")
+        .await
+        .expect("raw wrapped data key");
+    let (raw_len, raw_args) = stanza(&raw);
+    assert_eq!((raw_len, raw_args), (raw.len(), args.clone()));
+    assert_ne!(raw, wrapped.header, "a fresh file key each time");
+
+    // The consumer unwraps it (op 5; the client checks the MAC with the
+    // key), encrypts a payload here after the header: the server
+    // decrypts that file by name to the same bytes.
+    let mut consumer = connect(&aesd, &consumer_token).await;
+    let unwrapped = consumer
+        .unwrap_header("files", &wrapped.header)
+        .await
+        .expect("unwrap");
+    let mut file = wrapped.header.clone();
+    let mut payload = PayloadEncryptor::new(&unwrapped.file_key, [7; 16]);
+    payload.push(&plain, &mut file).expect("payload");
+    payload.finish(&mut file).expect("payload end");
+    assert!(job(&mut consumer, Operation::Decrypt, "files", &file).await == Ok(plain.clone()));
+    // A wrong file key's payload after the same header does not decrypt
+    // (negative control: the unwrapped key is why the file opens).
+    let mut wrong = wrapped.header.clone();
+    let mut other = PayloadEncryptor::new(&aesd_age::FileKey::new([9; 16]), [7; 16]);
+    other.push(&plain, &mut wrong).expect("payload");
+    other.finish(&mut wrong).expect("payload end");
+    let (code, out) = job(&mut consumer, Operation::Decrypt, "files", &wrong)
+        .await
+        .expect_err("another key's payload");
+    assert_eq!((code, out.len()), (ErrorCode::DecryptFailed, 0));
+
+    // Policies, each refusal typed, and each connection serves on. The
+    // plaintext data key's path does not grant a wrapped one...
+    let mut plaintext_only = connect(&aesd, &plaintext_token).await;
+    let (code, message) = refusal(&mut plaintext_only, Operation::DataKeyWrapped, b"").await;
+    assert_eq!(code, ErrorCode::PermissionDenied, "{message}");
+    assert!(
+        message.contains("transit/datakey/wrapped/files"),
+        "{message}"
+    );
+    let err = plaintext_only
+        .data_key_wrapped("files")
+        .await
+        .expect_err("plaintext grant, wrapped data key");
+    assert_eq!(
+        err.server_code(),
+        Some(ErrorCode::PermissionDenied),
+        "{err}"
+    );
+    plaintext_only
+        .data_key("files")
+        .await
+        .expect("its own grant: a plaintext data key");
+    // ...nor the wrapped one a plaintext data key or an unwrap.
+    let (code, message) = refusal(&mut producer, Operation::DataKey, b"").await;
+    assert_eq!(code, ErrorCode::PermissionDenied, "{message}");
+    assert!(
+        message.contains("transit/datakey/plaintext/files"),
+        "{message}"
+    );
+    let err = producer
+        .unwrap_header("files", &wrapped.header)
+        .await
+        .expect_err("wrapped grant unwraps");
+    assert_eq!(
+        err.server_code(),
+        Some(ErrorCode::PermissionDenied),
+        "{err}"
+    );
+    assert!(err.to_string().contains("transit/decrypt/files"), "{err}");
+    // Input to it: the typed error naming the operation.
+    let (code, message) = refusal(&mut producer, Operation::DataKeyWrapped, b"xy").await;
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            ErrorCode::BadCiphertext,
+            "a datakey-wrapped job takes no input; 2 bytes came"
+        )
+    );
+    let again = producer
+        .data_key_wrapped("files")
+        .await
+        .expect("serves on after the refusals");
+    assert_eq!(stanza(&again.header).1, args);
+
+    // The metrics count it under its own operation label.
+    let metrics = scrape(aesd.metrics.expect("metrics")).await;
+    for line in [
+        "aesd_jobs_total{operation=\"datakey-wrapped\",format=\"age\",outcome=\"ok\"} 3",
+        "aesd_jobs_total{operation=\"datakey-wrapped\",format=\"age\",outcome=\"bad_ciphertext\"} 1",
+        "aesd_jobs_total{operation=\"datakey-wrapped\",format=\"age\",outcome=\"permission_denied\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+
+    // The audit log: the request and response lines name the operation,
+    // its Transit path and the wrapping version; no file key anywhere.
+    let text = std::fs::read_to_string(&log).expect("audit log");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    let jobs: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["port"] == "job" && l["operation"] == "datakey-wrapped")
+        .collect();
+    let (request, response) = (jobs[0], jobs[1]);
+    assert_eq!(request["type"], "request", "{request}");
+    assert_eq!(request["path"], "transit/datakey/wrapped/files");
+    assert_eq!(response["type"], "response", "{response}");
+    assert_eq!(response["path"], "transit/datakey/wrapped/files");
+    assert_eq!(response["key_version"], 2);
+    assert_eq!(response["bytes_in"], 0);
+    assert_eq!(response["bytes_out"], header_len);
+    assert_eq!(response["error"], Value::Null);
+    assert_key_not_in(&text, unwrapped.file_key.as_bytes());
 }
