@@ -20,10 +20,10 @@ use aesd_testkit::pattern_bytes;
 use base64ct::{Base64Unpadded, Encoding};
 use serde_json::Value;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("audit.log");
+/// `aesd --dev` (root token `root`) with its audit log in `dir` and
+/// metrics, and the key `files` made: the server and the log's path.
+fn dev_aesd_with_files_key(dir: &std::path::Path) -> (Aesd, std::path::PathBuf) {
+    let log = dir.join("audit.log");
     let aesd = Aesd::start_with(&[
         "--dev",
         "--dev-root-token-id",
@@ -34,6 +34,13 @@ async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() 
         "127.0.0.1:0",
     ]);
     admin(&aesd, "POST", "/v1/transit/keys/files", "{}");
+    (aesd, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (aesd, log) = dev_aesd_with_files_key(dir.path());
     admin(&aesd, "POST", "/v1/transit/keys/other", "{}");
     let local_token = token_for(
         &aesd,
@@ -271,17 +278,7 @@ async fn refusal(client: &mut Client, operation: Operation, input: &[u8]) -> (Er
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrapped_data_key_is_a_header_alone_that_unwraps_and_makes_a_by_name_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("audit.log");
-    let aesd = Aesd::start_with(&[
-        "--dev",
-        "--dev-root-token-id",
-        "root",
-        "--audit-log",
-        log.to_str().expect("utf-8"),
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ]);
-    admin(&aesd, "POST", "/v1/transit/keys/files", "{}");
+    let (aesd, log) = dev_aesd_with_files_key(dir.path());
     // Version 2 is the latest: the header must name it.
     admin(&aesd, "POST", "/v1/transit/keys/files/rotate", "");
     let producer_token = token_for(&aesd, "files-wrapped", &["transit/datakey/wrapped/files"]);
