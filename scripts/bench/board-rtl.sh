@@ -10,6 +10,8 @@
 #                          (openssl format, key derived by aesload, result
 #                          verified), the cycles between two counter reads
 #                          around it: the whole job end to end
+#   aesd-encrypt-aes-insn-2jobs  two such jobs at once (two clients, BYTES
+#                          each): the aggregate, for 2 cores against 1
 #   aesd-age               the same job in age format (--with-age)
 #   aesd-encrypt-soft      the job on a cluster without the AesPlugin
 #                          (--with-soft: a second build and boot)
@@ -68,7 +70,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,34s/^# \{0,1\}//p' "$0"
+      sed -n '2,36s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -108,11 +110,12 @@ row() {
     printf "%-24s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, c, b, y, y / b, b / y * 100, b / y * 150 }'
 }
 
-# aesd_job WORKLOAD FORMAT: one verified aesload job, counted in guest cycles.
+# aesd_job WORKLOAD FORMAT [CLIENTS]: verified aesload jobs of BYTES each,
+# CLIENTS (default 1) at once, counted together in guest cycles.
 aesd_job() {
-  local before after
+  local before after clients=${3:-1}
   before="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
-  board_exec "$aesload" --server "$guest:7878" --clients 1 --size "$bytes" --iter 1000 \
+  board_exec "$aesload" --server "$guest:7878" --clients "$clients" --size "$bytes" --iter 1000 \
     --pass pass:board-rtl --key-derivation client --format "$2" --timeout 3600 --quiet \
     >"$variant/aesload-$1.log" 2>&1 || {
     tail -n 20 "$variant/aesload-$1.log" >&2
@@ -120,7 +123,7 @@ aesd_job() {
     exit 1
   }
   after="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
-  row "$1" "$bytes" "$((after - before))"
+  row "$1" "$((bytes * clients))" "$((after - before))"
 }
 
 # measure VARIANT_ARGS...: build, boot and measure one SoC variant.
@@ -147,6 +150,7 @@ measure() {
       row "tcp-$w" "$bytes" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
     done
     aesd_job aesd-encrypt-aes-insn openssl
+    aesd_job aesd-encrypt-aes-insn-2jobs openssl 2
     ((with_age == 0)) || aesd_job aesd-age age
     rss="$(board_exec "${probe[@]}" mem)"
     echo "aesd memory: $rss" >&2
