@@ -21,10 +21,13 @@
 #   5. Peak RSS (VmHWM) of each server over the whole run, and their ratio.
 # A benchmark, not a test: it prints figures and gates nothing.
 #
-# Usage: bash scripts/bench/by-name-host.sh [--files N] [--big BYTES] [--rewraps N] [--no-build]
+# Usage: bash scripts/bench/by-name-host.sh [--files N] [--big BYTES] [--rewraps N]
+#                                          [--chunk-size BYTES] [--no-build]
 #   --files N      16 MiB encryptions per server (default 16)
 #   --big BYTES    the large file's size (default 1073741824; it is deleted at the end)
 #   --rewraps N    rewraps of each file per round (default 20)
+#   --chunk-size B aesd's --chunk-size, its largest data frame (default: aesd's
+#                  own, 65536); aescrypt sends frames of that size
 #   --no-build     use target/release/aesd and aescrypt as they are
 # Env: AESD_BAO (a venv's bin/bao), TMPDIR (where the files go: BIG + 200 MB free).
 # Exit status: 0 done; 1 a build, start, job or check failed; 2 bad usage.
@@ -38,10 +41,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 files=16
 big=1073741824
 rewraps=20
+chunk_size=""
 build=1
 while (($#)); do
   case "$1" in
-    --files | --big | --rewraps)
+    --files | --big | --rewraps | --chunk-size)
       if (($# < 2)) || ! [[ "$2" =~ ^[1-9][0-9]*$ ]]; then
         echo "by-name-host.sh: $1 takes a positive number (try --help)" >&2
         exit 2
@@ -50,12 +54,13 @@ while (($#)); do
         --files) files="$2" ;;
         --big) big="$2" ;;
         --rewraps) rewraps="$2" ;;
+        --chunk-size) chunk_size="$2" ;;
       esac
       shift
       ;;
     --no-build) build=0 ;;
     -h | --help)
-      sed -n '2,30s/^# \{0,1\}//p' "$0"
+      sed -n '2,33s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -115,7 +120,7 @@ generate() {
 port="$(free_port)"
 hport="$(free_port)"
 "$bin/aesd" --dev --dev-root-token-id root --listen "127.0.0.1:$port" \
-  --http-listen "127.0.0.1:$hport" --log warn >"$work/aesd.out" 2>"$work/aesd.log" &
+  --http-listen "127.0.0.1:$hport" ${chunk_size:+--chunk-size "$chunk_size"} --log warn >"$work/aesd.out" 2>"$work/aesd.log" &
 aesd_pid="$!"
 wait_port "$port" 30
 wait_port "$hport" 30
