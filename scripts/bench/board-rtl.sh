@@ -14,19 +14,24 @@
 #                          each): the aggregate, for 2 cores against 1
 #   aesd-age               the same job in age format (--with-age)
 #   aesd-encrypt-soft      the job on a cluster without the AesPlugin
-#                          (--with-soft: a second build and boot)
-# plus the cycles from reset to aesd accepting jobs (S99ready's line) and
-# aesd's RSS after the jobs. Rows: workload, cores, bytes, cycles, cycles
-# per byte, MB/s at 100 MHz and at the study's 150 MHz.
+#                          (--with-soft: a second build and boot;
+#                          --soft-only: that variant alone)
+# plus the cycles from reset to aesd accepting jobs (S99ready's line), the
+# AES backend aesd reports (aesd_aes_backend_info, scraped from its metrics
+# port once it is up, before the rows) and aesd's RSS after the jobs.
+# Rows: workload, cores, bytes, cycles, cycles per byte, MB/s at 100 MHz and
+# at the study's 150 MHz.
 #
 # Usage: scripts/bench/board-rtl.sh [--bytes N] [--cores 1|2] [--with-age]
-#                                   [--with-soft] [--no-build] [--boot-wait S]
+#                                   [--with-soft | --soft-only] [--no-build]
+#                                   [--boot-wait S]
 #                                   [--json FILE]
 #   --bytes N   bytes per workload (default 262144; the simulator runs about
 #               0.5 M cycles per wall second, so 256 KiB is 1-2 min each)
 #   --cores N   VexRiscv-SMP cores (default 1)
 #   --no-build  boot what soc/sim/build-board.sh built last (its variant
 #               folder must exist)
+#   --with-soft also the cluster without the AesPlugin; --soft-only: it alone
 #   --boot-wait S  wall seconds to wait for aesd accepting (default 5400)
 #   --json FILE also write the rows and the boot figures as JSON
 # Wall time: the builds (soc/sim/build-board.sh: cold about 35 min, warm
@@ -64,13 +69,14 @@ while (($#)); do
       ;;
     --with-age) with_age=1 ;;
     --with-soft) with_soft=1 ;;
+    --soft-only) with_soft=2 ;;
     --no-build) build=0 ;;
     --boot-wait)
       boot_wait="${2:-}"
       shift
       ;;
     -h | --help)
-      sed -n '2,36s/^# \{0,1\}//p' "$0"
+      sed -n '2,41s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -96,7 +102,8 @@ done
 guest=192.168.1.50
 probe=("$root/soc/sim/probe.py" "$guest")
 rows="$(mktemp)"
-trap 'board_stop; rm -f "$rows"' EXIT
+backends="$(mktemp)"
+trap 'board_stop; rm -f "$rows" "$backends"' EXIT
 t0=$SECONDS
 
 step "aesload for the host"
@@ -141,6 +148,11 @@ measure() {
   board_wait_ready "$boot_wait" || exit 1
   say_boot="boot to aesd accepting: $board_ready_cycles cycles ($((SECONDS - booted)) s wall)"
   echo "$say_boot" >&2
+  local backend
+  backend="$(board_exec curl -fsS --max-time 300 "http://$guest:9878/metrics" |
+    sed -n 's/^aesd_aes_backend_info{backend="\([^"]*\)".*/\1/p')" || true
+  echo "aesd's AES backend: ${backend:-not reported}" >&2
+  printf '%s %s\n' "$(basename "$variant")" "${backend:-unknown}" >>"$backends"
   printf '%-24s %5s %9s %12s %8s %8s %8s\n' workload cores bytes cycles cyc/B MB/s@100 MB/s@150
   if (($# == 0)); then
     boot_cycles=$board_ready_cycles
@@ -160,14 +172,14 @@ measure() {
   board_stop
 }
 
-measure
+((with_soft == 2)) || measure
 ((with_soft == 0)) || measure --no-aes
 echo "wall time: $((SECONDS - t0)) s" >&2
 
 if [[ -n "$json" ]]; then
-  python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" <<'PY'
+  python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" <<'PY'
 import json, sys
-rows_file, out, boot, rss, wall = sys.argv[1:6]
+rows_file, out, boot, rss, wall, backends_file = sys.argv[1:7]
 rows = []
 for line in open(rows_file):
     w, c, b, y = line.split()
@@ -177,6 +189,7 @@ for line in open(rows_file):
                  "mb_s_100mhz": round(b / y * 100, 4), "mb_s_150mhz": round(b / y * 150, 4)})
 doc = {"rows": rows, "boot_to_accepting_cycles": int(boot) if boot else None,
        "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
+       "aes_backends": dict(line.split() for line in open(backends_file)),
        "note": "guest cycles from the guest's own counter (rtlprobe); integrated RAM, simulated PHY"}
 json.dump(doc, open(out, "w"), indent=2)
 PY
