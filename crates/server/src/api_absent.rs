@@ -8,10 +8,16 @@ use crate::Server;
 use crate::config::{Cli, Config};
 use crate::tls::TlsIdentity;
 
-/// Refuses the settings that need the keyring or its API
-/// ([`Config::keyring_setting`]), before aesd binds anything.
-pub fn available(cli: &Cli, config: &Config) -> Result<(), String> {
-    match config.keyring_setting(cli) {
+/// Refuses `--dev` (`dev`) and the settings that need the keyring or its
+/// API ([`Config::keyring_setting`]), before aesd binds anything (and in
+/// `--check-config`).
+pub fn available(dev: bool, config: &Config) -> Result<(), String> {
+    let flag = if dev {
+        Some("--dev")
+    } else {
+        config.keyring_setting()
+    };
+    match flag {
         Some(flag) => Err(format!(
             "{flag}: this aesd was built without the keyring and its HTTP API (cargo feature http-api); build it with the default features"
         )),

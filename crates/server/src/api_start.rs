@@ -12,7 +12,7 @@ use crate::config::{Cli, Config};
 use crate::tls::TlsIdentity;
 
 /// Every setting of the keyring and its API is served by this build.
-pub fn available(_cli: &Cli, _config: &Config) -> Result<(), String> {
+pub fn available(_dev: bool, _config: &Config) -> Result<(), String> {
     Ok(())
 }
 

@@ -45,7 +45,7 @@ pub fn main() -> ExitCode {
         }
     };
     // An aesd built without the keyring and its API refuses their settings.
-    if let Err(err) = crate::api_start::available(&cli, &config) {
+    if let Err(err) = crate::api_start::available(cli.dev, &config) {
         eprintln!("aesd: {err}");
         return ExitCode::from(2);
     }
@@ -228,7 +228,9 @@ fn tls_self_signed(dir: &std::path::Path) -> ExitCode {
 fn check_config(path: &std::path::Path) -> ExitCode {
     let checked = ConfigLayer::from_file(path)
         .and_then(Config::resolve)
-        .and_then(|config| config.load_secrets().map(|_| config));
+        .and_then(|config| config.load_secrets().map(|_| config))
+        .map_err(|err| err.to_string())
+        .and_then(|config| crate::api_start::available(false, &config).map(|()| config));
     match checked {
         Ok(config) => {
             println!("{}: ok", path.display());

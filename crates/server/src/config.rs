@@ -253,12 +253,12 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Config {
-    /// The first setting (with `cli`'s `--dev`) that needs the keyring or
-    /// its HTTP API, as its flag: what an aesd built without the cargo
-    /// feature `http-api` refuses. `None` when none is given.
-    pub fn keyring_setting(&self, cli: &Cli) -> Option<&'static str> {
+    /// The first setting that needs the keyring or its HTTP API, as its
+    /// flag: what an aesd built without the cargo feature `http-api`
+    /// refuses (with `--dev`, which is a flag only). `None` when none is
+    /// given.
+    pub fn keyring_setting(&self) -> Option<&'static str> {
         [
-            (cli.dev, "--dev"),
             (self.keyring.is_some(), "--keyring"),
             (self.http_listen.is_some(), "--http-listen"),
             (self.audit_log.is_some(), "--audit-log"),
@@ -510,12 +510,12 @@ mod tests {
             let mut argv = vec!["aesd"];
             argv.extend_from_slice(args);
             let cli = Cli::try_parse_from(argv).expect("flags");
-            let config = Config::resolve(cli.settings.clone()).expect("valid");
-            config.keyring_setting(&cli)
+            Config::resolve(cli.settings)
+                .expect("valid")
+                .keyring_setting()
         };
         assert_eq!(named(&[]), None);
-        assert_eq!(named(&["--workers", "2"]), None);
-        assert_eq!(named(&["--dev"]), Some("--dev"));
+        assert_eq!(named(&["--workers", "2", "--dev"]), None);
         assert_eq!(named(&["--keyring", "/var/lib/aesd"]), Some("--keyring"));
         assert_eq!(
             named(&["--http-listen", "127.0.0.1:8200"]),
