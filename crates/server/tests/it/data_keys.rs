@@ -37,6 +37,21 @@ fn dev_aesd_with_files_key(dir: &std::path::Path) -> (Aesd, std::path::PathBuf) 
     (aesd, log)
 }
 
+/// The audit log's lines (`text`), each parsed as JSON.
+fn audit_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect()
+}
+
+/// Asserts that one scrape of `aesd`'s metrics has every line of `lines`.
+async fn assert_metrics_contain(aesd: &Aesd, lines: &[&str]) {
+    let metrics = scrape(aesd.metrics.expect("metrics")).await;
+    for line in lines {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -204,22 +219,20 @@ async fn data_keys_and_unwrap_interoperate_with_by_name_jobs_and_refuse_typed() 
     local.data_key("files").await.expect("serves on");
 
     // The metrics count both operations under their own labels.
-    let metrics = scrape(aesd.metrics.expect("metrics")).await;
-    for line in [
-        "aesd_jobs_total{operation=\"datakey\",format=\"age\",outcome=\"ok\"} 5",
-        "aesd_jobs_total{operation=\"datakey\",format=\"age\",outcome=\"bad_ciphertext\"} 1",
-        "aesd_jobs_total{operation=\"unwrap\",format=\"age\",outcome=\"decrypt_failed\"} 3",
-    ] {
-        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
-    }
+    assert_metrics_contain(
+        &aesd,
+        &[
+            "aesd_jobs_total{operation=\"datakey\",format=\"age\",outcome=\"ok\"} 5",
+            "aesd_jobs_total{operation=\"datakey\",format=\"age\",outcome=\"bad_ciphertext\"} 1",
+            "aesd_jobs_total{operation=\"unwrap\",format=\"age\",outcome=\"decrypt_failed\"} 3",
+        ],
+    )
+    .await;
 
     // The audit log: each job's request and response lines, named by
     // operation and Transit path, with the version; no file key.
     let text = std::fs::read_to_string(&log).expect("audit log");
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("JSON"))
-        .collect();
+    let lines = audit_lines(&text);
     let jobs: Vec<&Value> = lines.iter().filter(|l| l["port"] == "job").collect();
     let first_datakey = jobs
         .iter()
@@ -390,22 +403,17 @@ async fn a_wrapped_data_key_is_a_header_alone_that_unwraps_and_makes_a_by_name_f
     assert_eq!(stanza(&again.header).1, args);
 
     // The metrics count it under its own operation label.
-    let metrics = scrape(aesd.metrics.expect("metrics")).await;
-    for line in [
+    assert_metrics_contain(&aesd, &[
         "aesd_jobs_total{operation=\"datakey-wrapped\",format=\"age\",outcome=\"ok\"} 3",
         "aesd_jobs_total{operation=\"datakey-wrapped\",format=\"age\",outcome=\"bad_ciphertext\"} 1",
         "aesd_jobs_total{operation=\"datakey-wrapped\",format=\"age\",outcome=\"permission_denied\"} 2",
-    ] {
-        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
-    }
+    ])
+    .await;
 
     // The audit log: the request and response lines name the operation,
     // its Transit path and the wrapping version; no file key anywhere.
     let text = std::fs::read_to_string(&log).expect("audit log");
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("JSON"))
-        .collect();
+    let lines = audit_lines(&text);
     let jobs: Vec<&Value> = lines
         .iter()
         .filter(|l| l["port"] == "job" && l["operation"] == "datakey-wrapped")
