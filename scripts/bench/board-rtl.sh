@@ -154,8 +154,9 @@ measure() {
   echo "aesd's AES backend: ${backend:-not reported}" >&2
   printf '%s %s\n' "$(basename "$variant")" "${backend:-unknown}" >>"$backends"
   printf '%-24s %5s %9s %12s %8s %8s %8s\n' workload cores bytes cycles cyc/B MB/s@100 MB/s@150
+  # The first variant's boot (the one with the plugin, unless --soft-only).
+  boot_cycles=${boot_cycles:-$board_ready_cycles}
   if (($# == 0)); then
-    boot_cycles=$board_ready_cycles
     local out
     for w in sink echo; do
       out="$(board_exec "${probe[@]}" "$w" "$bytes")" || exit 1
