@@ -170,15 +170,8 @@ impl Client {
     /// `transit/datakey/plaintext/NAME`). The answer is checked: a by-name
     /// header for `name` whose MAC the file key verifies.
     pub async fn data_key(&mut self, name: &str) -> Result<DataKey, ClientError> {
-        let mut answer = KeyAnswer::new(FILE_KEY_LEN + MAX_HEADER_LEN);
-        let report = self
-            .run_prepared(
-                Operation::DataKey,
-                by_name(name),
-                &mut tokio::io::empty(),
-                &mut answer,
-                |_| {},
-            )
+        let (answer, report) = self
+            .key_job(Operation::DataKey, name, b"", FILE_KEY_LEN + MAX_HEADER_LEN)
             .await?;
         let bad = |what| ClientError::BadKeyAnswer {
             operation: "datakey",
@@ -206,15 +199,8 @@ impl Client {
     /// checked to be one whole by-name header for `name` (its MAC cannot
     /// be checked here: that needs the file key).
     pub async fn data_key_wrapped(&mut self, name: &str) -> Result<WrappedDataKey, ClientError> {
-        let mut answer = KeyAnswer::new(MAX_HEADER_LEN);
-        let report = self
-            .run_prepared(
-                Operation::DataKeyWrapped,
-                by_name(name),
-                &mut tokio::io::empty(),
-                &mut answer,
-                |_| {},
-            )
+        let (answer, report) = self
+            .key_job(Operation::DataKeyWrapped, name, b"", MAX_HEADER_LEN)
             .await?;
         check_by_name_header(&answer.bytes, name).map_err(|_| ClientError::BadKeyAnswer {
             operation: "datakey-wrapped",
@@ -236,15 +222,8 @@ impl Client {
         name: &str,
         header: &[u8],
     ) -> Result<Unwrapped, ClientError> {
-        let mut answer = KeyAnswer::new(FILE_KEY_LEN);
-        let report = self
-            .run_prepared(
-                Operation::Unwrap,
-                by_name(name),
-                &mut &header[..],
-                &mut answer,
-                |_| {},
-            )
+        let (answer, report) = self
+            .key_job(Operation::Unwrap, name, header, FILE_KEY_LEN)
             .await?;
         let bad = |what| ClientError::BadKeyAnswer {
             operation: "unwrap",
@@ -260,6 +239,29 @@ impl Client {
             .verify_mac(&file_key)
             .map_err(|_| bad("the header's MAC does not verify under the file key"))?;
         Ok(Unwrapped { file_key, report })
+    }
+
+    /// Runs the key job `operation` (datakey, datakey-wrapped, unwrap) on
+    /// the key `name` with `input`, its answer collected in a [`KeyAnswer`]
+    /// of at most `capacity` bytes.
+    async fn key_job(
+        &mut self,
+        operation: Operation,
+        name: &str,
+        input: &[u8],
+        capacity: usize,
+    ) -> Result<(KeyAnswer, JobReport), ClientError> {
+        let mut answer = KeyAnswer::new(capacity);
+        let report = self
+            .run_prepared(
+                operation,
+                by_name(name),
+                &mut &input[..],
+                &mut answer,
+                |_| {},
+            )
+            .await?;
+        Ok((answer, report))
     }
 }
 

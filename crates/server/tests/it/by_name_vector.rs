@@ -114,13 +114,21 @@ fn block(kind: &str, name: &str) -> String {
     text[start..end].to_owned()
 }
 
-#[test]
-fn the_by_name_vector_is_what_the_keyring_and_core_write_and_read() {
+/// The vectors' keyring (the key `files`, version 1, from the fixed
+/// entropy) and their file key (bytes 0 to 15).
+fn vector_keys() -> (Arc<VectorKeys>, FileKey) {
     let mut ring = Keyring::new();
     ring.create("files", KeyType::Aes256Gcm96, 0, &mut FixedEntropy)
         .expect("key");
-    let keys = Arc::new(VectorKeys(Mutex::new(ring)));
-    let file_key = FileKey::new(core::array::from_fn(|i| i as u8));
+    (
+        Arc::new(VectorKeys(Mutex::new(ring))),
+        FileKey::new(core::array::from_fn(|i| i as u8)),
+    )
+}
+
+#[test]
+fn the_by_name_vector_is_what_the_keyring_and_core_write_and_read() {
+    let (keys, file_key) = vector_keys();
     let (header, version) =
         named_key::write_header(keys.as_ref(), "files", &file_key).expect("header");
     assert_eq!(version, 1);
@@ -163,11 +171,7 @@ fn the_by_name_vector_is_what_the_keyring_and_core_write_and_read() {
 
 #[test]
 fn the_data_key_and_unwrap_vectors_are_what_core_answers() {
-    let mut ring = Keyring::new();
-    ring.create("files", KeyType::Aes256Gcm96, 0, &mut FixedEntropy)
-        .expect("key");
-    let keys = Arc::new(VectorKeys(Mutex::new(ring)));
-    let file_key = FileKey::new(core::array::from_fn(|i| i as u8));
+    let (keys, file_key) = vector_keys();
     // The data key answer for the vector's file key: the key, then the
     // by-name file vector's header.
     let (answer, version) =
@@ -217,11 +221,7 @@ fn the_data_key_and_unwrap_vectors_are_what_core_answers() {
 
 #[test]
 fn the_wrapped_data_key_vector_is_the_header_alone_and_the_job_answers_no_key() {
-    let mut ring = Keyring::new();
-    ring.create("files", KeyType::Aes256Gcm96, 0, &mut FixedEntropy)
-        .expect("key");
-    let keys = Arc::new(VectorKeys(Mutex::new(ring)));
-    let file_key = FileKey::new(core::array::from_fn(|i| i as u8));
+    let (keys, file_key) = vector_keys();
     // The header core writes for the vector's file key (what the
     // datakey-wrapped job answers): the data key vector without its key.
     let (header, version) =
