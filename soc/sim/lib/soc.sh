@@ -5,9 +5,16 @@
 # device tree; the Verilator build. Needs run_logged (images.sh).
 
 # litex_args: litex_sim's arguments for this variant (cores, AES).
+# --with-wishbone-memory says up front what LiteX 2024.12 only decides when
+# it finalises the CPU (no LiteDRAM, so memory goes over the peripheral
+# bus): it sizes that bus when the CPU is created, at 32 bits unless told,
+# while the cluster it then generates has a bus as wide as its caches. With
+# 2 cores (64-bit caches) the two disagreed (32-bit data, addresses off by
+# a factor of two) and the cores never reached the BIOS; 1 core is 32 bits
+# either way.
 litex_args() {
   local args=(--cpu-type vexriscv_smp --cpu-variant linux --cpu-count "$cores" --with-rvc
-    --integrated-main-ram-size 0x4000000 --with-ethernet
+    --with-wishbone-memory --integrated-main-ram-size 0x4000000 --with-ethernet
     --ram-init "$variant_dir/boot.json" --output-dir "$variant_dir/litex"
     --no-compile-gateware --non-interactive)
   ((aes == 0)) || args+=(--aes-instruction True)
