@@ -5,6 +5,7 @@
 //! loopback or a trusted network). docs/aesd.md, "HTTP API", lists the
 //! endpoints.
 //!
+//! * `api_thread`: the API's own thread and single-threaded runtime.
 //! * `router`: a request's operation, token, policy check and route.
 //! * `sys`: init, unseal, seal, status, health, leader, ACL policies.
 //! * `auth`: tokens.
@@ -23,9 +24,11 @@
 //! connection, a body not complete within `http-body-timeout` gets 408
 //! and closes it; at most [`MAX_CONNECTIONS`] connections at once and
 //! `max-connections-per-client` from one client (an IPv4 address or an
-//! IPv6 prefix, as on the job port); more are closed at once. Handlers
-//! run on blocking threads (the store fsyncs).
+//! IPv6 prefix, as on the job port); more are closed at once. Small
+//! data requests are answered on the API's thread ([`runs_inline`]), the
+//! others on its runtime's blocking threads (the store fsyncs).
 
+mod api_thread;
 mod audit;
 mod auth;
 mod errors;
@@ -36,6 +39,7 @@ mod transit_fields;
 mod transit_keys;
 mod transit_random;
 
+pub use api_thread::ApiThread;
 pub(crate) use router::{Denied, check_token, request_id};
 
 use std::future::Future;
