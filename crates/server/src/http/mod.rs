@@ -14,6 +14,7 @@
 //! * `transit_random`: `transit/random` and `sys/tools/random`.
 //! * `transit_fields`: the data endpoints' fields, OpenBao's messages.
 //! * `errors`: OpenBao's `{"errors": [...]}` and status codes.
+//! * `json_out`: an answer's JSON text.
 //! * `audit`: the audit log's request and response lines
 //!   (`--audit-log`): a line that cannot be written refuses the request
 //!   with 500 before it is carried out (the request line) or before it is
@@ -32,6 +33,7 @@ mod api_thread;
 mod audit;
 mod auth;
 mod errors;
+mod json_out;
 mod router;
 mod sys;
 mod transit_data;
@@ -219,14 +221,13 @@ async fn handle(
             }
         }
     };
-    // Serialised straight into the buffer (`Value`'s `Display` goes through
+    // Written straight into the buffer (`Value`'s `Display` goes through
     // the formatter, several times slower on riscv32), sized for an answer
     // as long as the request (Transit's usual case) so that it is not
     // copied as it grows.
     let body = body.map(|json| {
         let mut out = Vec::with_capacity(bytes_in.saturating_add(512));
-        serde_json::to_writer(&mut out, &json)
-            .expect("a JSON value with string keys always serialises");
+        json_out::write(&mut out, &json);
         out
     });
     let bytes_out = body.as_ref().map_or(0, Vec::len);
