@@ -53,12 +53,14 @@ impl ApiRequest {
             return Ok(Map::new());
         }
         // Every value but the first follows a `,` or opens with `{`/`[`
-        // (counted inside strings too: an upper bound).
-        let values = self
+        // (counted inside strings too: an upper bound). Without a branch
+        // per byte, so that the compiler counts many bytes at once (a
+        // filter's branches made this a tenth of a batch's time).
+        let values: usize = self
             .body
             .iter()
-            .filter(|b| matches!(b, b',' | b'{' | b'['))
-            .count();
+            .map(|&b| usize::from((b == b',') | (b == b'{') | (b == b'[')))
+            .sum();
         if values > MAX_JSON_VALUES {
             return Err(ApiError::new(
                 413,
