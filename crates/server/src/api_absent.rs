@@ -25,12 +25,23 @@ pub fn available(dev: bool, config: &Config) -> Result<(), String> {
     }
 }
 
+/// No API, so no thread of its own ever runs.
+#[derive(Debug)]
+pub enum ApiThread {}
+
+impl ApiThread {
+    /// Never called: there is no such thread.
+    pub fn stop(self) {
+        match self {}
+    }
+}
+
 /// Nothing to start: [`available`] refused every setting that would ask.
 pub async fn start(
     _cli: &Cli,
     _config: &Config,
     _server: &Server,
     _tls: Option<TlsIdentity>,
-) -> Result<(), String> {
-    Ok(())
+) -> Result<Option<ApiThread>, String> {
+    Ok(None)
 }

@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use crate::Server;
 use crate::config::{Cli, Config};
+use crate::http::ApiThread;
 use crate::tls::TlsIdentity;
 
 /// Every setting of the keyring and its API is served by this build.
@@ -18,36 +19,36 @@ pub fn available(_dev: bool, _config: &Config) -> Result<(), String> {
 
 /// Opens the keyring the settings ask for, if any, attaches it (and the
 /// audit log) to `server`'s by-name jobs and serves the HTTP API on its own
-/// task. Nothing when no setting asks for the keyring.
+/// thread ([`ApiThread`]: the API stops when it is dropped). Nothing when
+/// no setting asks for the keyring.
 pub async fn start(
     cli: &Cli,
     config: &Config,
     server: &Server,
     tls: Option<TlsIdentity>,
-) -> Result<(), String> {
+) -> Result<Option<ApiThread>, String> {
     let Some(api) = start_http_api(cli, config, tls.is_some()).await? else {
-        return Ok(());
+        return Ok(None);
     };
     server.attach_keyring(std::sync::Arc::clone(&api.state));
     if let Some(file) = &api.audit {
         server.attach_audit(std::sync::Arc::clone(file));
     }
-    tokio::spawn(crate::http::serve(
-        api.listener,
-        api.state,
-        crate::http::HttpLimits {
-            max_request_size: config.http_max_request_size,
-            header_timeout: config.http_header_timeout,
-            body_timeout: config.http_body_timeout,
-            max_connections_per_client: config.max_connections_per_client,
-            client_ipv6_prefix: config.client_ipv6_prefix,
-        },
-        server.state().metrics(),
-        api.audit,
-        tls,
-        std::future::pending(),
-    ));
-    Ok(())
+    let limits = crate::http::HttpLimits {
+        max_request_size: config.http_max_request_size,
+        header_timeout: config.http_header_timeout,
+        body_timeout: config.http_body_timeout,
+        max_connections_per_client: config.max_connections_per_client,
+        client_ipv6_prefix: config.client_ipv6_prefix,
+    };
+    let (state, audit, metrics) = (api.state, api.audit, server.state().metrics());
+    ApiThread::start(api.listener, move |listener, stop| {
+        crate::http::serve(listener, state, limits, metrics, audit, tls, async {
+            let _ = stop.await;
+        })
+    })
+    .map(Some)
+    .map_err(|err| format!("cannot start the HTTP API's thread: {err}"))
 }
 
 /// The HTTP API's listener and the keyring it serves.

@@ -108,7 +108,10 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
+    // The HTTP API's own thread: stopped (and its handlers waited for)
+    // once the job port has shut down, before the runtime is.
+    let mut api_thread = None;
+    let code = runtime.block_on(async {
         // Installed before the port opens: a SIGTERM that arrives as soon
         // as aesd listens is a graceful shutdown, not a kill.
         let (stop, again) = shutdown_signals();
@@ -140,10 +143,13 @@ pub fn main() -> ExitCode {
             env!("CARGO_PKG_VERSION")
         );
         // The keyring and its HTTP API (--keyring, --dev, --http-listen).
-        if let Err(err) = crate::api_start::start(&cli, &config, &server, http_tls).await {
-            error!("{err}");
-            eprintln!("aesd: {err}");
-            return ExitCode::FAILURE;
+        match crate::api_start::start(&cli, &config, &server, http_tls).await {
+            Ok(thread) => api_thread = thread,
+            Err(err) => {
+                error!("{err}");
+                eprintln!("aesd: {err}");
+                return ExitCode::FAILURE;
+            }
         }
         let mut readiness = Readiness::from_env(cli.pid_file.clone());
         if let Err(err) = readiness.ready(server.local_addr(), server.metrics_addr()) {
@@ -164,7 +170,11 @@ pub fn main() -> ExitCode {
             )
             .await;
         ExitCode::SUCCESS
-    })
+    });
+    if let Some(thread) = api_thread {
+        thread.stop();
+    }
+    code
 }
 
 /// Raises the soft open-file limit to the hard one and lowers

@@ -5,6 +5,7 @@
 //! loopback or a trusted network). docs/aesd.md, "HTTP API", lists the
 //! endpoints.
 //!
+//! * `api_thread`: the API's own thread and single-threaded runtime.
 //! * `router`: a request's operation, token, policy check and route.
 //! * `sys`: init, unseal, seal, status, health, leader, ACL policies.
 //! * `auth`: tokens.
@@ -13,6 +14,7 @@
 //! * `transit_random`: `transit/random` and `sys/tools/random`.
 //! * `transit_fields`: the data endpoints' fields, OpenBao's messages.
 //! * `errors`: OpenBao's `{"errors": [...]}` and status codes.
+//! * `json_out`: an answer's JSON text.
 //! * `audit`: the audit log's request and response lines
 //!   (`--audit-log`): a line that cannot be written refuses the request
 //!   with 500 before it is carried out (the request line) or before it is
@@ -23,12 +25,15 @@
 //! connection, a body not complete within `http-body-timeout` gets 408
 //! and closes it; at most [`MAX_CONNECTIONS`] connections at once and
 //! `max-connections-per-client` from one client (an IPv4 address or an
-//! IPv6 prefix, as on the job port); more are closed at once. Handlers
-//! run on blocking threads (the store fsyncs).
+//! IPv6 prefix, as on the job port); more are closed at once. Small
+//! data requests are answered on the API's thread ([`runs_inline`]), the
+//! others on its runtime's blocking threads (the store fsyncs).
 
+mod api_thread;
 mod audit;
 mod auth;
 mod errors;
+mod json_out;
 mod router;
 mod sys;
 mod transit_data;
@@ -36,6 +41,7 @@ mod transit_fields;
 mod transit_keys;
 mod transit_random;
 
+pub use api_thread::ApiThread;
 pub(crate) use router::{Denied, check_token, request_id};
 
 use std::future::Future;
@@ -215,12 +221,16 @@ async fn handle(
             }
         }
     };
-    // Serialised straight into the buffer (`Value`'s `Display` goes through
-    // the formatter, several times slower on riscv32).
+    // Written straight into the buffer (`Value`'s `Display` goes through
+    // the formatter, several times slower on riscv32), sized for an answer
+    // as long as the request (Transit's usual case) so that it is not
+    // copied as it grows.
     let body = body.map(|json| {
-        serde_json::to_string(&json).expect("a JSON value with string keys always serialises")
+        let mut out = Vec::with_capacity(bytes_in.saturating_add(512));
+        json_out::write(&mut out, &json);
+        out
     });
-    let bytes_out = body.as_ref().map_or(0, String::len);
+    let bytes_out = body.as_ref().map_or(0, Vec::len);
     metrics.api_request(
         endpoint,
         status,
@@ -344,7 +354,7 @@ fn endpoint_label(path: &str) -> &'static str {
         .unwrap_or("other")
 }
 
-fn response(status: u16, body: Option<String>) -> Response<Full<Bytes>> {
+fn response(status: u16, body: Option<Vec<u8>>) -> Response<Full<Bytes>> {
     let has_body = body.is_some();
     let mut response = Response::new(Full::new(body.map_or_else(Bytes::new, Bytes::from)));
     *response.status_mut() =
@@ -415,8 +425,9 @@ async fn read_request(
                 ApiError::bad_request(format!("cannot read the request body: {err}"))
             }
         })?
-        .to_bytes()
-        .to_vec();
+        .to_bytes();
+    // Without a copy when the body is the only owner of its buffer.
+    let body = Vec::from(body);
     Ok(ApiRequest {
         operation,
         method: parts.method.to_string(),

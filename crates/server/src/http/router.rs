@@ -53,12 +53,20 @@ impl ApiRequest {
             return Ok(Map::new());
         }
         // Every value but the first follows a `,` or opens with `{`/`[`
-        // (counted inside strings too: an upper bound).
-        let values = self
+        // (counted inside strings too: an upper bound). Without a branch
+        // per byte, so that the compiler counts many bytes at once (a
+        // filter's branches made this a tenth of a batch's time).
+        // Counted in bytes per 128-byte chunk (at most 128 fits in a u8).
+        let values: usize = self
             .body
-            .iter()
-            .filter(|b| matches!(b, b',' | b'{' | b'['))
-            .count();
+            .chunks(128)
+            .map(|chunk| {
+                let marks = chunk.iter().fold(0u8, |n, &b| {
+                    n + u8::from((b == b',') | (b == b'{') | (b == b'['))
+                });
+                usize::from(marks)
+            })
+            .sum();
         if values > MAX_JSON_VALUES {
             return Err(ApiError::new(
                 413,
@@ -131,17 +139,26 @@ impl Reply {
             Reply::Raw(status, body) => (status, Some(body)),
             Reply::NoContent => (204, None),
             Reply::Envelope { data, auth, top } => {
+                // `data` is moved, not copied (a batch's is most of the
+                // answer); only a reply with both `data` and a copy of
+                // its fields at the top level pays a copy.
+                let (inner, top_fields) = match (auth.is_some(), top) {
+                    (false, false) => (data, None),
+                    (true, false) => (Value::Null, None),
+                    (true, true) => (Value::Null, Some(data)),
+                    (false, true) => (data.clone(), Some(data)),
+                };
                 let mut body = json!({
                     "request_id": request_id(),
                     "lease_id": "",
                     "renewable": false,
                     "lease_duration": 0,
-                    "data": if auth.is_some() { Value::Null } else { data.clone() },
+                    "data": inner,
                     "wrap_info": null,
                     "warnings": null,
                     "auth": auth,
                 });
-                if let (true, Value::Object(fields), Value::Object(out)) = (top, data, &mut body) {
+                if let (Some(Value::Object(fields)), Value::Object(out)) = (top_fields, &mut body) {
                     for (key, value) in fields {
                         out.entry(key).or_insert(value);
                     }
@@ -170,15 +187,16 @@ pub(crate) fn request_id() -> String {
     if getrandom::fill(&mut raw).is_err() {
         return String::new();
     }
-    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(36);
+    for (index, byte) in raw.iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            id.push('-');
+        }
+        id.push(char::from(HEX[usize::from(byte >> 4)]));
+        id.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+    id
 }
 
 /// The caller's token entry, if `capabilities` are all granted on
@@ -373,7 +391,22 @@ fn parse_duration(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, request_id};
+
+    /// A UUID's shape (8-4-4-4-12 lowercase hex digits), and two ids
+    /// differ.
+    #[test]
+    fn request_ids_are_uuid_shaped_and_random() {
+        let id = request_id();
+        let groups: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");
+        assert!(
+            id.chars()
+                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c)),
+            "{id}"
+        );
+        assert_ne!(id, request_id());
+    }
 
     #[test]
     fn durations_as_the_cli_and_hvac_send_them() {

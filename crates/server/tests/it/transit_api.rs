@@ -939,3 +939,49 @@ fn api_requests_are_counted_in_the_metrics() {
         "series of endpoints not used yet exist at 0"
     );
 }
+
+/// The API is served on its own thread (`aesd-http`, apart from the job
+/// port's runtime), and SIGTERM still ends aesd: the thread is told to
+/// stop and joined, so a stop that did not reach it would hang the exit.
+#[test]
+fn the_api_has_its_own_thread_and_stops_at_sigterm() {
+    let mut aesd = Aesd::start_with(&["--dev", "--dev-root-token-id", "root"]);
+    let body = r#"{"plaintext":"aGVsbG8="}"#;
+    let (code, answer) = raw(
+        &aesd,
+        &request("POST", "/v1/transit/encrypt/k", Some("root"), body),
+    );
+    assert_eq!(code, 200, "{answer}");
+    let pid = aesd.child.id();
+    let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("aesd's threads")
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    assert!(
+        names.iter().any(|name| name == "aesd-http"),
+        "no thread named aesd-http among {names:?}"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = aesd.child.try_wait().expect("wait for aesd") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "aesd still runs 30 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "aesd exited with {status}");
+    assert!(
+        try_raw_at(&aesd.http, &request("GET", "/v1/sys/health", None, "")).is_none(),
+        "the API still answers after aesd exited"
+    );
+}
