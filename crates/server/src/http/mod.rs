@@ -36,6 +36,7 @@ mod errors;
 mod json_out;
 mod router;
 mod sys;
+mod transit_body;
 mod transit_data;
 mod transit_fields;
 mod transit_keys;

@@ -44,13 +44,12 @@ pub struct ApiRequest {
 }
 
 impl ApiRequest {
-    /// The body as a JSON object (empty body: no fields). A body that
-    /// could hold more than [`MAX_JSON_VALUES`] values is refused (413)
-    /// before it is parsed: a parsed value takes tens of bytes however
-    /// short its text.
-    pub fn fields(&self) -> Result<Map<String, Value>, ApiError> {
+    /// The body to parse as JSON (`None` when it is only whitespace),
+    /// refused (413) when it could hold more than [`MAX_JSON_VALUES`]
+    /// values.
+    pub fn bounded_body(&self) -> Result<Option<&[u8]>, ApiError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Map::new());
+            return Ok(None);
         }
         // Every value but the first follows a `,` or opens with `{`/`[`
         // (counted inside strings too: an upper bound). Without a branch
@@ -75,7 +74,18 @@ impl ApiRequest {
                 ),
             ));
         }
-        match serde_json::from_slice::<Value>(&self.body) {
+        Ok(Some(&self.body))
+    }
+
+    /// The body as a JSON object (empty body: no fields). A body that
+    /// could hold more than [`MAX_JSON_VALUES`] values is refused (413)
+    /// before it is parsed: a parsed value takes tens of bytes however
+    /// short its text.
+    pub fn fields(&self) -> Result<Map<String, Value>, ApiError> {
+        let Some(body) = self.bounded_body()? else {
+            return Ok(Map::new());
+        };
+        match serde_json::from_slice::<Value>(body) {
             Ok(Value::Object(map)) => Ok(map),
             // `bao write -f` sends `null`.
             Ok(Value::Null) => Ok(Map::new()),

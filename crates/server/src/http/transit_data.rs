@@ -10,6 +10,8 @@
 //! `partial_failure_response_code` when some succeeded), rewrap 200
 //! whatever its items did: OpenBao 2.7.2's statuses.
 
+use std::borrow::Cow;
+
 use aesd_keyring::policy::Capability;
 use aesd_keyring::unseal::UnsealedKeyring;
 use aesd_keyring::{Entropy, KeyType, OsEntropy};
@@ -19,6 +21,7 @@ use zeroize::Zeroizing;
 use super::errors::ApiError;
 use super::router::{ApiRequest, Operation, Reply, authorize, bool_field, create_or_update};
 use super::router::{str_field, uint_field};
+use super::transit_body::{Batch, BatchEntry, ItemFields, Slot, TransitBody};
 use super::transit_fields::{
     Op, decode_aad, decode_secret, encode_secret, ignored, key_version, refusal, refused,
     required_str,
@@ -85,47 +88,50 @@ fn refuse_shape(state: &KeyringState, request: &ApiRequest) -> Result<Reply, Api
 }
 
 /// One item's inputs, checked before the keyring is locked.
-struct Item {
+struct Item<'a> {
     /// Plaintext (encrypt) or ciphertext (decrypt, rewrap); a plaintext
     /// that is not base64 fails only its item.
     input: Result<Zeroizing<Vec<u8>>, String>,
     aad: Zeroizing<Vec<u8>>,
     version: Option<u32>,
-    reference: Option<String>,
+    reference: Option<Cow<'a, str>>,
 }
 
-fn parse_item(
-    fields: &Map<String, Value>,
+fn parse_item<'a>(
+    fields: ItemFields<'a>,
     endpoint: Endpoint,
     batch: bool,
-) -> Result<Item, String> {
+) -> Result<Item<'a>, String> {
     let input = match endpoint {
         Endpoint::Encrypt => decode_secret(required_str(
-            fields,
+            &fields.plaintext,
             "plaintext",
             "missing plaintext to encrypt",
         )?),
         Endpoint::Decrypt | Endpoint::Rewrap => Ok(Zeroizing::new(
-            required_str(fields, "ciphertext", "missing ciphertext to decrypt")?
-                .as_bytes()
-                .to_vec(),
+            required_str(
+                &fields.ciphertext,
+                "ciphertext",
+                "missing ciphertext to decrypt",
+            )?
+            .as_bytes()
+            .to_vec(),
         )),
     };
     let aad = match endpoint {
         Endpoint::Rewrap => Zeroizing::new(Vec::new()),
-        _ => decode_aad(fields)?,
+        _ => decode_aad(&fields.associated_data)?,
     };
     let version = match endpoint {
         Endpoint::Decrypt => None,
-        _ => key_version(fields)?,
+        _ => key_version(&fields.key_version)?,
     };
     let reference = if batch {
-        Some(
-            str_field(fields, "reference")
-                .map_err(|err| err.messages.join("; "))?
-                .unwrap_or("")
-                .to_owned(),
-        )
+        fields.reference.text("reference")?;
+        Some(match fields.reference {
+            Slot::Str(text) => text,
+            _ => Cow::Borrowed(""),
+        })
     } else {
         None
     };
@@ -138,15 +144,19 @@ fn parse_item(
 }
 
 /// The items of a request: its `batch_input`, or the request itself.
-fn parse_items(fields: &Map<String, Value>, endpoint: Endpoint) -> Result<Vec<Item>, ApiError> {
-    let batch = match fields.get("batch_input") {
-        None | Some(Value::Null) => {
-            return parse_item(fields, endpoint, false)
+fn parse_items<'a>(
+    fields: &'a Map<String, Value>,
+    batch: Batch<'a>,
+    endpoint: Endpoint,
+) -> Result<Vec<Item<'a>>, ApiError> {
+    let batch = match batch {
+        Batch::Absent => {
+            return parse_item(ItemFields::of(fields), endpoint, false)
                 .map(|item| vec![item])
                 .map_err(ApiError::bad_request);
         }
-        Some(Value::Array(batch)) => batch,
-        Some(_) => {
+        Batch::Items(batch) => batch,
+        Batch::NotArray => {
             return Err(ApiError::bad_request(
                 "failed to parse batch input: batch_input must be an array",
             ));
@@ -165,10 +175,10 @@ fn parse_items(fields: &Map<String, Value>, endpoint: Endpoint) -> Result<Vec<It
         ));
     }
     batch
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(index, item)| {
-            let Value::Object(item) = item else {
+            let BatchEntry::Item(item) = item else {
                 return Err(format!("[{index}] expected a map"));
             };
             parse_item(item, endpoint, true).map_err(|err| format!("[{index}] {err}"))
@@ -186,17 +196,18 @@ fn items_endpoint(
     if request.operation != Operation::Write || name.contains('/') || name.is_empty() {
         return refuse_shape(state, request);
     }
-    let fields = request.fields()?;
+    let TransitBody { fields, batch } = TransitBody::parse(request)?;
+    let fields = &fields;
     let known = match endpoint {
         Endpoint::Encrypt => ENCRYPT_FIELDS,
         Endpoint::Decrypt => DECRYPT_FIELDS,
         Endpoint::Rewrap => REWRAP_FIELDS,
     };
-    let warnings = ignored(&fields, known);
+    let warnings = ignored(fields, known);
     // Bad fields are answered after the seal and token checks, as
     // OpenBao answers them.
-    let parsed = parse_items(&fields, endpoint).and_then(|items| {
-        let partial = partial_failure_code(&fields)?;
+    let parsed = parse_items(fields, batch, endpoint).and_then(|items| {
+        let partial = partial_failure_code(fields)?;
         Ok((items, partial))
     });
     let path = request.path.as_str();
@@ -208,7 +219,7 @@ fn items_endpoint(
     };
     let (items, partial, results) = match endpoint {
         Endpoint::Encrypt => {
-            let key_type = key_type_for_create(&fields);
+            let key_type = key_type_for_create(fields);
             let exists = state.read(|open| Ok::<_, ApiError>(open.keyring.read(name).is_ok()))?;
             if exists {
                 state.read(|open| {
@@ -461,7 +472,7 @@ fn datakey_fields(fields: &Map<String, Value>) -> Result<DatakeyFields, ApiError
         512 => 64,
         _ => return Err(ApiError::bad_request("invalid bit length")),
     };
-    let version = key_version(fields).map_err(ApiError::bad_request)?;
-    let aad = decode_aad(fields).map_err(ApiError::bad_request)?;
+    let version = key_version(&Slot::of(fields, "key_version")).map_err(ApiError::bad_request)?;
+    let aad = decode_aad(&Slot::of(fields, "associated_data")).map_err(ApiError::bad_request)?;
     Ok((len, version, aad))
 }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
 use super::errors::ApiError;
-use super::router::uint_field;
+use super::transit_body::Slot;
 
 /// Which operation a keyring refusal came from: OpenBao words a version
 /// above the latest differently for each.
@@ -34,12 +34,12 @@ pub fn encode_secret(bytes: &[u8]) -> String {
 }
 
 /// Associated data: base64 (not secret, but decoded the same way).
-pub fn decode_aad(fields: &Map<String, Value>) -> Result<Zeroizing<Vec<u8>>, String> {
-    match fields.get("associated_data") {
-        None | Some(Value::Null) => Ok(Zeroizing::new(Vec::new())),
-        Some(Value::String(text)) => decode_secret(text)
+pub fn decode_aad(slot: &Slot<'_>) -> Result<Zeroizing<Vec<u8>>, String> {
+    match slot {
+        Slot::Absent => Ok(Zeroizing::new(Vec::new())),
+        Slot::Str(text) => decode_secret(text)
             .map_err(|err| format!("unable to get associated_data from the request: {err}")),
-        Some(_) => Err("associated_data: not a string".to_owned()),
+        Slot::Number(_) | Slot::Other => Err("associated_data: not a string".to_owned()),
     }
 }
 
@@ -62,26 +62,19 @@ pub fn ignored(fields: &Map<String, Value>, known: &[&str]) -> Vec<String> {
 }
 
 /// `key_version` (absent or 0: the latest).
-pub fn key_version(fields: &Map<String, Value>) -> Result<Option<u32>, String> {
-    let version = uint_field(fields, "key_version").map_err(|err| err.messages.join("; "))?;
-    version
+pub fn key_version(slot: &Slot<'_>) -> Result<Option<u32>, String> {
+    slot.uint("key_version")?
         .map(|v| u32::try_from(v).map_err(|_| "key_version: too large".to_owned()))
         .transpose()
 }
 
 /// A required text field of a request or a batch item.
-pub fn required_str<'a>(
-    fields: &'a Map<String, Value>,
-    name: &str,
-    missing: &str,
-) -> Result<&'a str, String> {
-    match fields.get(name) {
-        None | Some(Value::Null) => Err(missing.to_owned()),
-        Some(Value::String(text)) if text.is_empty() && name == "ciphertext" => {
-            Err(missing.to_owned())
-        }
-        Some(Value::String(text)) => Ok(text),
-        Some(_) => Err(format!("{name}: not a string")),
+pub fn required_str<'s>(slot: &'s Slot<'_>, name: &str, missing: &str) -> Result<&'s str, String> {
+    match slot {
+        Slot::Absent => Err(missing.to_owned()),
+        Slot::Str(text) if text.is_empty() && name == "ciphertext" => Err(missing.to_owned()),
+        Slot::Str(text) => Ok(text),
+        Slot::Number(_) | Slot::Other => Err(format!("{name}: not a string")),
     }
 }
 
