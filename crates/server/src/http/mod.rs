@@ -40,6 +40,7 @@ mod transit_body;
 mod transit_data;
 mod transit_fields;
 mod transit_keys;
+mod transit_nonces;
 mod transit_random;
 
 pub use api_thread::ApiThread;

@@ -26,6 +26,7 @@ use super::transit_fields::{
     Op, decode_aad, decode_secret, encode_secret, ignored, key_version, refusal, refused,
     required_str,
 };
+use super::transit_nonces::NoncePool;
 use crate::keyring_state::{KeyringState, now};
 
 /// The most items one `batch_input` takes (413 above).
@@ -212,9 +213,11 @@ fn items_endpoint(
     });
     let path = request.path.as_str();
     let run = |open: &UnsealedKeyring, items: &[Item]| -> Vec<Result<Map<String, Value>, String>> {
+        // One read of the random source for all of the items' nonces.
+        let mut nonces = NoncePool::for_items(items.len());
         items
             .iter()
-            .map(|item| run_item(open, endpoint, name, item))
+            .map(|item| run_item(open, endpoint, name, item, &mut nonces))
             .collect()
     };
     let (items, partial, results) = match endpoint {
@@ -321,6 +324,7 @@ fn run_item(
     endpoint: Endpoint,
     name: &str,
     item: &Item,
+    nonces: &mut NoncePool,
 ) -> Result<Map<String, Value>, String> {
     let input = item.input.as_ref().map_err(Clone::clone)?;
     let keyring = &open.keyring;
@@ -328,7 +332,7 @@ fn run_item(
     match endpoint {
         Endpoint::Encrypt => {
             let text = keyring
-                .encrypt(name, item.version, input, &item.aad, &mut OsEntropy)
+                .encrypt(name, item.version, input, &item.aad, nonces)
                 .map_err(|err| refusal(&err, Op::Encrypt).1)?;
             out.insert("key_version".into(), json!(version_of(&text)));
             out.insert("ciphertext".into(), json!(text));
@@ -346,7 +350,7 @@ fn run_item(
                 .decrypt(name, text, &item.aad)
                 .map_err(|err| refusal(&err, Op::Decrypt).1)?;
             let text = keyring
-                .encrypt(name, item.version, &plain, &item.aad, &mut OsEntropy)
+                .encrypt(name, item.version, &plain, &item.aad, nonces)
                 .map_err(|err| refusal(&err, Op::Encrypt).1)?;
             out.insert("key_version".into(), json!(version_of(&text)));
             out.insert("ciphertext".into(), json!(text));
