@@ -28,7 +28,7 @@
 # cost against the echo's.
 #
 # Usage: scripts/bench/board-rtl.sh [--bytes N] [--small N] [--cores 1|2] [--with-age]
-#                                   [--with-soft | --soft-only] [--no-build]
+#                                   [--with-soft | --soft-only] [--dram] [--no-build]
 #                                   [--boot-wait S]
 #                                   [--json FILE]
 #   --bytes N   bytes per workload (default 262144; the simulator runs about
@@ -36,6 +36,9 @@
 #   --small N   the second, smaller size of every workload (default a quarter
 #               of --bytes; 0: none, and no marginal table)
 #   --cores N   VexRiscv-SMP cores (default 1)
+#   --dram      main RAM on LiteDRAM's DDR3 model (the Arty's chip, its
+#               controller, the cluster on its native port) instead of
+#               integrated one-cycle RAM (build-board.sh --dram)
 #   --no-build  boot what soc/sim/build-board.sh built last (its variant
 #               folder must exist)
 #   --with-soft also the cluster without the AesPlugin; --soft-only: it alone
@@ -59,6 +62,7 @@ cores=1
 json=""
 with_age=0
 with_soft=0
+dram=0
 build=1
 boot_wait=5400
 while (($#)); do
@@ -82,13 +86,14 @@ while (($#)); do
     --with-age) with_age=1 ;;
     --with-soft) with_soft=1 ;;
     --soft-only) with_soft=2 ;;
+    --dram) dram=1 ;;
     --no-build) build=0 ;;
     --boot-wait)
       boot_wait="${2:-}"
       shift
       ;;
     -h | --help)
-      sed -n '2,49s/^# \{0,1\}//p' "$0"
+      sed -n '2,51s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -161,14 +166,16 @@ aesd_job_of() {
   row "$1" "$((bytes * clients))" "$((after - before))"
 }
 
-# measure VARIANT_ARGS...: build, boot and measure one SoC variant.
+# measure [--no-aes]: build, boot and measure one SoC variant.
 boot_cycles=""
 rss=""
 measure() {
+  local args=(--cores "$cores" "$@")
+  ((dram == 0)) || args+=(--dram)
   if ((build)); then
-    variant="$("$root/soc/sim/build-board.sh" --cores "$cores" "$@" | tail -n 1)" || exit 1
+    variant="$("$root/soc/sim/build-board.sh" "${args[@]}" | tail -n 1)" || exit 1
   else
-    variant="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/board-${cores}c$( (($# == 0)) || echo -noaes)"
+    variant="$(board_variant_dir "$cores" "$(($# == 0))" "$dram")"
   fi
   step "booting $(basename "$variant") (at most $boot_wait s to aesd accepting)"
   local booted=$SECONDS
@@ -208,9 +215,10 @@ measure() {
 echo "wall time: $((SECONDS - t0)) s" >&2
 
 # The marginal table (from the two sizes of each workload), and the JSON.
-python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" <<'PY'
+python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" \
+  "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" <<'PY'
 import json, sys
-rows_file, out, boot, rss, wall, backends_file = sys.argv[1:7]
+rows_file, out, boot, rss, wall, backends_file, memory = sys.argv[1:8]
 rows = []
 for line in open(rows_file):
     w, c, b, y = line.split()
@@ -243,6 +251,7 @@ if out:
            "boot_to_accepting_cycles": int(boot) if boot else None,
            "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
            "aes_backends": dict(line.split() for line in open(backends_file)),
-           "note": "guest cycles from the guest's own counter (rtlprobe); integrated RAM, simulated PHY"}
+           "memory": memory,
+           "note": f"guest cycles from the guest's own counter (rtlprobe); {memory}, simulated PHY"}
     json.dump(doc, open(out, "w"), indent=2)
 PY
