@@ -20,15 +20,25 @@
 # AES backend aesd reports (aesd_aes_backend_info, scraped from its metrics
 # port once it is up, before the rows) and aesd's RSS after the jobs.
 # Rows: workload, cores, bytes, cycles, cycles per byte, MB/s at 100 MHz and
-# at the study's 150 MHz.
+# at the study's 150 MHz. Every workload runs at two sizes (--small and
+# --bytes), and a second table gives its marginal cycles per byte between
+# them, (cycles(BYTES) - cycles(SMALL)) / (BYTES - SMALL), and its fixed part
+# (connections, handshake, the counter reads): the per-byte cost without
+# the set-up, measured alike for the floors and aesd, and aesd's marginal
+# cost against the echo's.
 #
-# Usage: scripts/bench/board-rtl.sh [--bytes N] [--cores 1|2] [--with-age]
-#                                   [--with-soft | --soft-only] [--no-build]
+# Usage: scripts/bench/board-rtl.sh [--bytes N] [--small N] [--cores 1|2] [--with-age]
+#                                   [--with-soft | --soft-only] [--dram] [--no-build]
 #                                   [--boot-wait S]
 #                                   [--json FILE]
 #   --bytes N   bytes per workload (default 262144; the simulator runs about
 #               0.5 M cycles per wall second, so 256 KiB is 1-2 min each)
+#   --small N   the second, smaller size of every workload (default a quarter
+#               of --bytes; 0: none, and no marginal table)
 #   --cores N   VexRiscv-SMP cores (default 1)
+#   --dram      main RAM on LiteDRAM's DDR3 model (the Arty's chip, its
+#               controller, the cluster on its native port) instead of
+#               integrated one-cycle RAM (build-board.sh --dram)
 #   --no-build  boot what soc/sim/build-board.sh built last (its variant
 #               folder must exist)
 #   --with-soft also the cluster without the AesPlugin; --soft-only: it alone
@@ -47,16 +57,22 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 . "$root/soc/sim/lib/board.sh"
 
 bytes=262144
+small=""
 cores=1
 json=""
 with_age=0
 with_soft=0
+dram=0
 build=1
 boot_wait=5400
 while (($#)); do
   case "$1" in
     --bytes)
       bytes="${2:-}"
+      shift
+      ;;
+    --small)
+      small="${2:-}"
       shift
       ;;
     --cores)
@@ -70,13 +86,14 @@ while (($#)); do
     --with-age) with_age=1 ;;
     --with-soft) with_soft=1 ;;
     --soft-only) with_soft=2 ;;
+    --dram) dram=1 ;;
     --no-build) build=0 ;;
     --boot-wait)
       boot_wait="${2:-}"
       shift
       ;;
     -h | --help)
-      sed -n '2,41s/^# \{0,1\}//p' "$0"
+      sed -n '2,51s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -90,6 +107,13 @@ done
   echo "board-rtl.sh: --bytes needs a positive number, not '$bytes'" >&2
   exit 2
 }
+small="${small:-$((bytes / 4))}"
+if ! [[ "$small" =~ ^[0-9]+$ ]] || ((small >= bytes)); then
+  echo "board-rtl.sh: --small needs a number of bytes below --bytes ($bytes), not '$small'" >&2
+  exit 2
+fi
+sizes=("$bytes")
+((small == 0)) || sizes=("$small" "$bytes")
 [[ "$boot_wait" =~ ^[1-9][0-9]*$ ]] || {
   echo "board-rtl.sh: --boot-wait needs a positive number of seconds, not '$boot_wait'" >&2
   exit 2
@@ -117,15 +141,24 @@ row() {
     printf "%-24s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, c, b, y, y / b, b / y * 100, b / y * 150 }'
 }
 
-# aesd_job WORKLOAD FORMAT [CLIENTS]: verified aesload jobs of BYTES each,
+# aesd_job WORKLOAD FORMAT [CLIENTS]: verified aesload jobs of each size,
 # CLIENTS (default 1) at once, counted together in guest cycles.
 aesd_job() {
-  local before after clients=${3:-1}
+  local size
+  for size in "${sizes[@]}"; do
+    aesd_job_of "$size" "$@"
+  done
+}
+
+# aesd_job_of SIZE WORKLOAD FORMAT [CLIENTS]: one such measurement.
+aesd_job_of() {
+  local bytes=$1 before after clients=${4:-1}
+  shift
   before="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
   board_exec "$aesload" --server "$guest:7878" --clients "$clients" --size "$bytes" --iter 1000 \
     --pass pass:board-rtl --key-derivation client --format "$2" --timeout 3600 --quiet \
-    >"$variant/aesload-$1.log" 2>&1 || {
-    tail -n 20 "$variant/aesload-$1.log" >&2
+    >"$variant/aesload-$1-$bytes.log" 2>&1 || {
+    tail -n 20 "$variant/aesload-$1-$bytes.log" >&2
     echo "board-rtl.sh: the aesload job ($1) failed" >&2
     exit 1
   }
@@ -133,14 +166,16 @@ aesd_job() {
   row "$1" "$((bytes * clients))" "$((after - before))"
 }
 
-# measure VARIANT_ARGS...: build, boot and measure one SoC variant.
+# measure [--no-aes]: build, boot and measure one SoC variant.
 boot_cycles=""
 rss=""
 measure() {
+  local args=(--cores "$cores" "$@")
+  ((dram == 0)) || args+=(--dram)
   if ((build)); then
-    variant="$("$root/soc/sim/build-board.sh" --cores "$cores" "$@" | tail -n 1)" || exit 1
+    variant="$("$root/soc/sim/build-board.sh" "${args[@]}" | tail -n 1)" || exit 1
   else
-    variant="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/board-${cores}c$( (($# == 0)) || echo -noaes)"
+    variant="$(board_variant_dir "$cores" "$(($# == 0))" "$dram")"
   fi
   step "booting $(basename "$variant") (at most $boot_wait s to aesd accepting)"
   local booted=$SECONDS
@@ -157,10 +192,12 @@ measure() {
   # The first variant's boot (the one with the plugin, unless --soft-only).
   boot_cycles=${boot_cycles:-$board_ready_cycles}
   if (($# == 0)); then
-    local out
+    local out size
     for w in sink echo; do
-      out="$(board_exec "${probe[@]}" "$w" "$bytes")" || exit 1
-      row "tcp-$w" "$bytes" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
+      for size in "${sizes[@]}"; do
+        out="$(board_exec "${probe[@]}" "$w" "$size")" || exit 1
+        row "tcp-$w" "$size" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
+      done
     done
     aesd_job aesd-encrypt-aes-insn openssl
     aesd_job aesd-encrypt-aes-insn-2jobs openssl 2
@@ -177,10 +214,11 @@ measure() {
 ((with_soft == 0)) || measure --no-aes
 echo "wall time: $((SECONDS - t0)) s" >&2
 
-if [[ -n "$json" ]]; then
-  python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" <<'PY'
+# The marginal table (from the two sizes of each workload), and the JSON.
+python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" \
+  "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" <<'PY'
 import json, sys
-rows_file, out, boot, rss, wall, backends_file = sys.argv[1:7]
+rows_file, out, boot, rss, wall, backends_file, memory = sys.argv[1:8]
 rows = []
 for line in open(rows_file):
     w, c, b, y = line.split()
@@ -188,10 +226,32 @@ for line in open(rows_file):
     rows.append({"workload": w, "cores": int(c), "bytes": b, "cycles": y,
                  "cycles_per_byte": round(y / b, 2),
                  "mb_s_100mhz": round(b / y * 100, 4), "mb_s_150mhz": round(b / y * 150, 4)})
-doc = {"rows": rows, "boot_to_accepting_cycles": int(boot) if boot else None,
-       "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
-       "aes_backends": dict(line.split() for line in open(backends_file)),
-       "note": "guest cycles from the guest's own counter (rtlprobe); integrated RAM, simulated PHY"}
-json.dump(doc, open(out, "w"), indent=2)
+marginal = []
+for w in dict.fromkeys(r["workload"] for r in rows):
+    sizes = sorted((r for r in rows if r["workload"] == w), key=lambda r: r["bytes"])
+    if len(sizes) != 2 or sizes[0]["bytes"] == sizes[1]["bytes"]:
+        continue
+    small, big = sizes
+    per_byte = (big["cycles"] - small["cycles"]) / (big["bytes"] - small["bytes"])
+    marginal.append({"workload": w, "cores": big["cores"], "bytes_small": small["bytes"],
+                     "bytes": big["bytes"], "marginal_cycles_per_byte": round(per_byte, 2),
+                     "fixed_cycles": round(small["cycles"] - small["bytes"] * per_byte),
+                     "mb_s_100mhz": round(100 / per_byte, 4) if per_byte > 0 else None})
+if marginal:
+    echo = next((m for m in marginal if m["workload"] == "tcp-echo"), None)
+    print(f"\n{'marginal (between the two sizes)':<34} {'cyc/B':>8} {'fixed cycles':>13} {'MB/s@100':>9} {'x echo':>7}")
+    for m in marginal:
+        ratio = m["marginal_cycles_per_byte"] / echo["marginal_cycles_per_byte"] if echo else None
+        m["times_echo"] = round(ratio, 3) if ratio else None
+        mbs = f"{m['mb_s_100mhz']:9.3f}" if m["mb_s_100mhz"] else f"{'-':>9}"
+        times = f"{ratio:7.2f}" if ratio else f"{'-':>7}"
+        print(f"{m['workload']:<34} {m['marginal_cycles_per_byte']:8.1f} {m['fixed_cycles']:13d} {mbs} {times}")
+if out:
+    doc = {"rows": rows, "marginal": marginal,
+           "boot_to_accepting_cycles": int(boot) if boot else None,
+           "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
+           "aes_backends": dict(line.split() for line in open(backends_file)),
+           "memory": memory,
+           "note": f"guest cycles from the guest's own counter (rtlprobe); {memory}, simulated PHY"}
+    json.dump(doc, open(out, "w"), indent=2)
 PY
-fi

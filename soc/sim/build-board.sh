@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Builds the board itself in simulation (issue 41): LiteX 2024.12's
 # litex_sim with the VexRiscv-SMP cluster (AesPlugin, RVC; 1 or 2 cores),
-# LiteEth on the simulated PHY and 64 MiB of integrated main RAM, preloaded
+# LiteEth on the simulated PHY and 64 MiB of integrated main RAM (or, with
+# --dram, the Arty's 256 MiB DDR3 behind LiteDRAM's controller, on LiteDRAM's
+# DDR3 model, the cluster on LiteDRAM's native port as on the board), preloaded
 # with OpenSBI 1.6 (fw_jump, the two VexRiscv changes, device tree
 # embedded), Debian's Linux 6.1 with the LiteX drivers, and an initramfs
 # with the board's own userland (BusyBox, S50aesd, aesd.toml, the riscv32
 # aesd of the board profile) plus rtlprobe, the guest's cycle meter.
 # soc/sim/run-board.sh boots it; scripts/bench/board-rtl.sh measures it.
 #
-# Usage: soc/sim/build-board.sh [--cores 1|2] [--no-aes] [--jobs N]
+# Usage: soc/sim/build-board.sh [--cores 1|2] [--no-aes] [--dram] [--jobs N]
 #   --cores N   VexRiscv-SMP cores (default 1)
 #   --no-aes    the cluster without the AesPlugin (aesd's software AES)
+#   --dram      main RAM on LiteDRAM's DDR3 model (MT41K128M16, 16 bits, as
+#               the Arty's) instead of integrated one-cycle RAM
 #   --jobs N    parallel make jobs (default $AESD_JOBS or 2)
-# Prints the variant's folder: ${AESD_RTL_CACHE:-~/.cache/aesd-rtl}/board-<N>c[-noaes]/
+# Prints the variant's folder: ${AESD_RTL_CACHE:-~/.cache/aesd-rtl}/board-<N>c[-noaes][-ddr3]/
 # (litex/ holds the SoC, litex/gateware/obj_dir/Vsim the simulator).
 # Wall time on 2 busy cores, cold: kernel 8-12 min (cached after), cluster
 # generator 2-3 min (cached), aesd 5 min (cached by cargo), litex_sim's two
@@ -30,9 +34,12 @@ repo="$(cd "$here/../.." && pwd)"
 . "$here/lib/images.sh"
 # shellcheck source=soc/sim/lib/soc.sh
 . "$here/lib/soc.sh"
+# shellcheck source=soc/sim/lib/board.sh
+. "$here/lib/board.sh"
 
 cores=1
 aes=1
+dram=0
 jobs="${AESD_JOBS:-2}"
 while (($#)); do
   case "$1" in
@@ -41,12 +48,13 @@ while (($#)); do
       shift
       ;;
     --no-aes) aes=0 ;;
+    --dram) dram=1 ;;
     --jobs)
       jobs="${2:-}"
       shift
       ;;
     -h | --help)
-      sed -n '2,23s/^# \{0,1\}//p' "$0"
+      sed -n '2,27s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -69,7 +77,7 @@ done
 say() { printf '[board-rtl] %s\n' "$*" >&2; }
 rtl_cache="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}"
 kernel_home="$rtl_cache/kernel"
-variant_dir="$rtl_cache/board-${cores}c$( ((aes)) || echo -noaes)"
+variant_dir="$(board_variant_dir "$cores" "$aes" "$dram")"
 logs="$variant_dir/logs"
 mkdir -p "$logs"
 venv="${AESD_SOC_VENV:-$repo/soc/.venv}"

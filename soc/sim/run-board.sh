@@ -7,8 +7,9 @@
 # COMMAND inside the namespace and stops, or keeps the board running until
 # interrupted (its console: VARIANT/console.log; type into VARIANT/console.in).
 #
-# Usage: soc/sim/run-board.sh [--cores 1|2] [--no-aes] [--build]
+# Usage: soc/sim/run-board.sh [--cores 1|2] [--no-aes] [--dram] [--build]
 #                             [--boot-wait SECONDS] [-- COMMAND...]
+#   --cores, --no-aes, --dram  the variant (as soc/sim/build-board.sh's)
 #   --build      run soc/sim/build-board.sh first
 #   --boot-wait  wall seconds to wait for aesd accepting (default 5400)
 # Example: soc/sim/run-board.sh -- soc/sim/probe.py 192.168.1.50 echo 65536
@@ -23,6 +24,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 cores=1
 aes=1
+dram=0
 build=0
 boot_wait=5400
 while (($#)); do
@@ -32,6 +34,7 @@ while (($#)); do
       shift
       ;;
     --no-aes) aes=0 ;;
+    --dram) dram=1 ;;
     --build) build=1 ;;
     --boot-wait)
       boot_wait="${2:-}"
@@ -42,7 +45,7 @@ while (($#)); do
       break
       ;;
     -h | --help)
-      sed -n '2,17s/^# \{0,1\}//p' "$0"
+      sed -n '2,19s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -60,10 +63,11 @@ done
   echo "run-board.sh: --cores must be 1 or 2, not '$cores'" >&2
   exit 2
 }
-variant="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}/board-${cores}c$( ((aes)) || echo -noaes)"
+variant="$(board_variant_dir "$cores" "$aes" "$dram")"
 if ((build)); then
   args=(--cores "$cores")
   ((aes)) || args+=(--no-aes)
+  ((dram == 0)) || args+=(--dram)
   "$here/build-board.sh" "${args[@]}" >/dev/null
 fi
 

@@ -6,6 +6,8 @@
 # (the LiteUART) is a log file; its input a FIFO held open, so a background
 # run never sees end-of-file.
 #
+# board_variant_dir CORES AES DRAM: a variant's folder in the RTL cache
+#   (board-<CORES>c, -noaes when AES is 0, -ddr3 when DRAM is 1).
 # board_start VARIANT_DIR: boots; sets board_ns, board_pid, board_console.
 # board_wait_ready SECONDS: waits for S99ready's line; sets board_ready_cycles.
 # board_exec CMD...: runs CMD in the board's namespace.
@@ -16,6 +18,11 @@ board_pid=""
 board_console=""
 board_ready_cycles=""
 board_input=""
+
+board_variant_dir() {
+  local cache="${AESD_RTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aesd-rtl}"
+  printf '%s/board-%sc%s%s\n' "$cache" "$1" "$( (($2)) || echo -noaes)" "$( (($3 == 0)) || echo -ddr3)"
+}
 
 board_start() {
   local variant=$1 gw="$1/litex/gateware"

@@ -1,22 +1,31 @@
 # shellcheck shell=bash disable=SC2154 # sourced by soc/sim/build-board.sh: its globals
 # The SoC in simulation: LiteX 2024.12's litex_sim with the VexRiscv-SMP
 # cluster (AesPlugin, RVC), LiteEth on the simulated PHY and 64 MiB of
-# integrated main RAM preloaded with OpenSBI, Linux and the initramfs; its
-# device tree; the Verilator build. Needs run_logged (images.sh).
+# integrated main RAM (or LiteDRAM's DDR3 model, --dram) preloaded with
+# OpenSBI, Linux and the initramfs; its device tree; the Verilator build.
+# Needs run_logged (images.sh).
 
-# litex_args: litex_sim's arguments for this variant (cores, AES).
-# --with-wishbone-memory says up front what LiteX 2024.12 only decides when
-# it finalises the CPU (no LiteDRAM, so memory goes over the peripheral
-# bus): it sizes that bus when the CPU is created, at 32 bits unless told,
-# while the cluster it then generates has a bus as wide as its caches. With
-# 2 cores (64-bit caches) the two disagreed (32-bit data, addresses off by
-# a factor of two) and the cores never reached the BIOS; 1 core is 32 bits
-# either way.
+# litex_args: litex_sim's arguments for this variant (cores, AES, memory).
+# Integrated RAM: --with-wishbone-memory says up front what LiteX 2024.12
+# only decides when it finalises the CPU (no LiteDRAM, so memory goes over
+# the peripheral bus): it sizes that bus when the CPU is created, at 32 bits
+# unless told, while the cluster it then generates has a bus as wide as its
+# caches. With 2 cores (64-bit caches) the two disagreed (32-bit data,
+# addresses off by a factor of two) and the cores never reached the BIOS;
+# 1 core is 32 bits either way. --dram: LiteDRAM's controller on its DDR3
+# model (the Arty's MT41K128M16, 16 bits: a 128-bit native port at 1:4),
+# the cluster on that port as on the board (`_Ldw128`); the RAM image is
+# loaded into the model, and the BIOS, seeing it, skips its memory test.
 litex_args() {
   local args=(--cpu-type vexriscv_smp --cpu-variant linux --cpu-count "$cores" --with-rvc
-    --with-wishbone-memory --integrated-main-ram-size 0x4000000 --with-ethernet
-    --ram-init "$variant_dir/boot.json" --output-dir "$variant_dir/litex"
-    --no-compile-gateware --non-interactive)
+    --with-ethernet --output-dir "$variant_dir/litex" --no-compile-gateware --non-interactive)
+  if ((dram)); then
+    args+=(--with-sdram --sdram-module MT41K128M16 --sdram-data-width 16
+      --sdram-init "$variant_dir/boot.json")
+  else
+    args+=(--with-wishbone-memory --integrated-main-ram-size 0x4000000
+      --ram-init "$variant_dir/boot.json")
+  fi
   ((aes == 0)) || args+=(--aes-instruction True)
   printf '%s\n' "${args[@]}"
 }
@@ -89,7 +98,9 @@ compile_sim() {
 # build_soc: both passes (the first only for csr.json, with a placeholder
 # for OpenSBI), the device tree, OpenSBI, the simulator.
 build_soc() {
-  step "litex_sim: VexRiscv-SMP ${cores}c$( ((aes)) && echo ' + AesPlugin'), RVC, LiteEth, 64 MiB RAM (generate)"
+  local memory="64 MiB integrated RAM"
+  ((dram == 0)) || memory="256 MiB DDR3 (LiteDRAM's model)"
+  step "litex_sim: VexRiscv-SMP ${cores}c$( ((aes)) && echo ' + AesPlugin'), RVC, LiteEth, $memory (generate)"
   : >"$logs/litex.log"
   : >"$logs/dts.log"
   : >"$logs/verilator.log"
