@@ -12,8 +12,10 @@
 #   --json FILE   also write the rows as JSON
 # The BIOS ROM is empty without a Vivado build (soc/aesd_soc.py compiles the
 # BIOS only with --build), so Yosys removes it: a 64 KiB BIOS adds 16 RAMB36.
-# Wall time: 8-21 min per row at nice 19 on 2 cores shared with other builds
-# (481 s and 1262 s measured for the 1-core rows; one Yosys at a time).
+# Wall time: 2.5-21 min per row at nice 19 on 2 cores shared with other
+# work (measured: 481 s and 1262 s for the 1-core rows beside heavy builds,
+# 153-233 s for the 2- and 4-core rows beside a simulation; one Yosys at a
+# time).
 # Yosys's warnings go to ~/.cache/aesd-rtl/resources/<variant>/yosys.warnings.
 # Exit status: 0 done; 1 a generation or synthesis failed; 2 bad usage.
 set -euo pipefail
@@ -34,7 +36,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,18s/^# \{0,1\}//p' "$0"
+      sed -n '2,20s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
