@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
 use super::errors::ApiError;
+use super::transit_body::Slot;
 use super::{auth, sys, transit_data, transit_keys, transit_random};
 use crate::keyring_state::{KeyringState, now};
 
@@ -308,21 +309,9 @@ pub fn route(state: &KeyringState, request: &ApiRequest) -> Result<Reply, ApiErr
 
 /// A number field given as a JSON number or a decimal string.
 pub fn uint_field(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, ApiError> {
-    match fields.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| ApiError::bad_request(format!("{name}: not a non-negative integer"))),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| ApiError::bad_request(format!("{name}: not a non-negative integer"))),
-        Some(_) => Err(ApiError::bad_request(format!(
-            "{name}: not a non-negative integer"
-        ))),
-    }
+    Slot::of(fields, name)
+        .uint(name)
+        .map_err(ApiError::bad_request)
 }
 
 /// A boolean field given as JSON or as "true"/"false".

@@ -45,7 +45,8 @@ impl<'a> Slot<'a> {
     }
 
     /// `key_version`-like fields: a non-negative integer, as a number or
-    /// a string (absent: `None`); the message of `router::uint_field`.
+    /// a string (absent: `None`); `router::uint_field` reads a parsed
+    /// map's fields through it.
     pub fn uint(&self, name: &str) -> Result<Option<u64>, String> {
         let bad = || format!("{name}: not a non-negative integer");
         match self {
