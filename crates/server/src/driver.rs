@@ -246,8 +246,12 @@ where
     /// closed it (its errors are reported), else the driver's own error
     /// (not yet reported).
     async fn run(&mut self) -> Result<(), ConnectionError> {
+        // One clock read per turn of the loop: the instant an event was
+        // handled serves the turn after it (nothing awaits in between).
+        // On riscv32 Linux the clock is a system call, and a payload
+        // arriving a packet at a time turns this loop once per packet.
+        let mut now = Instant::now();
         loop {
-            let now = Instant::now();
             self.act(now)?;
             if !self.out.is_busy()
                 && let Some(transmit) = self.connection.poll_transmit(now)
@@ -265,10 +269,11 @@ where
                     // frame's body (short, under the read deadline).
                     Some(Read::Hello) => {
                         self.read_hello(now).await?;
+                        now = Instant::now();
                         continue;
                     }
                     Some(Read::Body(header)) => {
-                        self.read_body(header).await?;
+                        now = self.read_body(header).await?;
                         continue;
                     }
                     Some(Read::Payload(header, buf)) => {
@@ -284,7 +289,7 @@ where
                     None => {}
                 }
             }
-            self.wait(wanted).await?;
+            now = self.wait(wanted, now).await?;
         }
     }
 
@@ -446,7 +451,9 @@ where
         Ok(())
     }
 
-    async fn read_body(&mut self, header: FrameHeader) -> Result<(), ConnectionError> {
+    /// Reads a control frame's body and hands it on; returns the instant
+    /// it was handled.
+    async fn read_body(&mut self, header: FrameHeader) -> Result<Instant, ConnectionError> {
         let deadline = self.deadline();
         let read = self.reader.read_body(header);
         let body = match deadline {
@@ -457,9 +464,9 @@ where
         match body {
             None => self.connection.on_timeout(now),
             Some(Ok(message)) => self.connection.on_message(now, message),
-            Some(Err(err)) => return self.read_failed(err),
+            Some(Err(err)) => self.read_failed(err)?,
         }
-        Ok(())
+        Ok(now)
     }
 
     /// A read failed: the stream's fault goes to the state machine (it
@@ -479,15 +486,15 @@ where
         self.connection.poll_timeout()
     }
 
-    /// Waits for the first of everything the connection waits for, and
-    /// hands it to the state machine.
-    async fn wait(&mut self, wanted: ReadWanted) -> Result<(), ConnectionError> {
+    /// Waits for the first of everything the connection waits for, from
+    /// `now` on, and hands it to the state machine; returns the instant it
+    /// was handled.
+    async fn wait(&mut self, wanted: ReadWanted, now: Instant) -> Result<Instant, ConnectionError> {
         let shared = self.shared;
         let deadline = self.deadline();
         let running = self.connection.job_running();
         let reading = running
             && (matches!(wanted, ReadWanted::Header) || !matches!(self.reading, Reading::Idle));
-        let now = Instant::now();
         if let Some(rate) = &mut self.rate {
             if reading {
                 rate.start_waiting(now);
@@ -571,7 +578,8 @@ where
         {
             rate.stop_waiting(now)?;
         }
-        self.handle(now, event)
+        self.handle(now, event)?;
+        Ok(now)
     }
 
     /// Hands what arrived to the state machine.
