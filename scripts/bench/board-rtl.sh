@@ -26,6 +26,11 @@
 # (connections, handshake, the counter reads): the per-byte cost without
 # the set-up, measured alike for the floors and aesd, and aesd's marginal
 # cost against the echo's.
+# Around every row the guest's /proc figures are read too (probe.py proc):
+# a third table says where that row's cycles went (the shares of user,
+# kernel, interrupt and idle time in /proc/stat's clock ticks, one tick a
+# million cycles; context switches and interrupts per KiB; aesd's own user
+# and kernel ticks), so aesd's cost over the echo is split by measurement.
 #
 # Usage: scripts/bench/board-rtl.sh [--bytes N] [--small N] [--cores 1|2] [--with-age]
 #                                   [--with-soft | --soft-only] [--dram] [--no-build]
@@ -94,7 +99,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,52s/^# \{0,1\}//p' "$0"
+      sed -n '2,/^# Exit status/s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -128,7 +133,8 @@ guest=192.168.1.50
 probe=("$root/soc/sim/probe.py" "$guest")
 rows="$(mktemp)"
 backends="$(mktemp)"
-trap 'board_stop; rm -f "$rows" "$backends"' EXIT
+splits="$(mktemp)"
+trap 'board_stop; rm -f "$rows" "$backends" "$splits"' EXIT
 t0=$SECONDS
 
 step "aesload for the host"
@@ -142,6 +148,17 @@ row() {
     printf "%-24s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, c, b, y, y / b, b / y * 100, b / y * 150 }'
 }
 
+# proc_now: the guest's /proc figures (probe.py proc) as one JSON line.
+proc_now() {
+  board_exec "${probe[@]}" proc
+}
+
+# split WORKLOAD BYTES BEFORE AFTER: records where a row's cycles went,
+# from the /proc figures read before and after it.
+split() {
+  printf '{"workload": "%s", "bytes": %s, "before": %s, "after": %s}\n' "$1" "$2" "$3" "$4" >>"$splits"
+}
+
 # aesd_job WORKLOAD FORMAT [CLIENTS]: verified aesload jobs of each size,
 # CLIENTS (default 1) at once, counted together in guest cycles.
 aesd_job() {
@@ -153,8 +170,9 @@ aesd_job() {
 
 # aesd_job_of SIZE WORKLOAD FORMAT [CLIENTS]: one such measurement.
 aesd_job_of() {
-  local bytes=$1 before after clients=${4:-1}
+  local bytes=$1 before after clients=${4:-1} proc_before
   shift
+  proc_before="$(proc_now)"
   before="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
   board_exec "$aesload" --server "$guest:7878" --clients "$clients" --size "$bytes" --iter 1000 \
     --pass pass:board-rtl --key-derivation client --format "$2" --timeout 3600 --quiet \
@@ -164,6 +182,7 @@ aesd_job_of() {
     exit 1
   }
   after="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  split "$1" "$((bytes * clients))" "$proc_before" "$(proc_now)"
   row "$1" "$((bytes * clients))" "$((after - before))"
 }
 
@@ -193,10 +212,12 @@ measure() {
   # The first variant's boot (the one with the plugin, unless --soft-only).
   boot_cycles=${boot_cycles:-$board_ready_cycles}
   if (($# == 0)); then
-    local out size
+    local out size proc_before
     for w in sink echo; do
       for size in "${sizes[@]}"; do
+        proc_before="$(proc_now)"
         out="$(board_exec "${probe[@]}" "$w" "$size")" || exit 1
+        split "tcp-$w" "$size" "$proc_before" "$(proc_now)"
         row "tcp-$w" "$size" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
       done
     done
@@ -217,9 +238,9 @@ echo "wall time: $((SECONDS - t0)) s" >&2
 
 # The marginal table (from the two sizes of each workload), and the JSON.
 python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" \
-  "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" <<'PY'
+  "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" "$splits" <<'PY'
 import json, sys
-rows_file, out, boot, rss, wall, backends_file, memory = sys.argv[1:8]
+rows_file, out, boot, rss, wall, backends_file, memory, splits_file = sys.argv[1:9]
 rows = []
 for line in open(rows_file):
     w, c, b, y = line.split()
@@ -247,8 +268,34 @@ if marginal:
         mbs = f"{m['mb_s_100mhz']:9.3f}" if m["mb_s_100mhz"] else f"{'-':>9}"
         times = f"{ratio:7.2f}" if ratio else f"{'-':>7}"
         print(f"{m['workload']:<34} {m['marginal_cycles_per_byte']:8.1f} {m['fixed_cycles']:13d} {mbs} {times}")
+# Where each row's cycles went, from the guest's /proc before and after it.
+splits = []
+for line in open(splits_file):
+    s = json.loads(line)
+    before, after = s["before"], s["after"]
+    ticks = {k: after["cpu_ticks"][k] - before["cpu_ticks"][k] for k in after["cpu_ticks"]}
+    total = sum(ticks.values()) or 1
+    kib = s["bytes"] / 1024
+    split = {"workload": s["workload"], "bytes": s["bytes"],
+             "cycles": after["cycles"] - before["cycles"], "cpu_ticks": ticks,
+             "share": {"user": round((ticks["user"] + ticks["nice"]) / total, 3),
+                       "system": round(ticks["system"] / total, 3),
+                       "irq": round((ticks["irq"] + ticks["softirq"]) / total, 3),
+                       "idle": round((ticks["idle"] + ticks["iowait"]) / total, 3)},
+             "context_switches_per_kib": round((after["ctxt"] - before["ctxt"]) / kib, 2),
+             "interrupts_per_kib": round((after["intr"] - before["intr"]) / kib, 2)}
+    if "aesd" in before and "aesd" in after:
+        split["aesd"] = {k: after["aesd"][k] - before["aesd"][k] for k in after["aesd"]}
+    splits.append(split)
+if splits:
+    print(f"\n{'where the cycles went (ticks: 1 M cycles)':<34} {'bytes':>8} {'user':>6} {'system':>6} {'irq':>6} {'idle':>6} {'ctxt/KiB':>8} {'intr/KiB':>8} {'aesd usr':>8} {'aesd sys':>8}")
+    for s in splits:
+        a = s.get("aesd", {})
+        sh = s["share"]
+        print(f"{s['workload']:<34} {s['bytes']:8d} {sh['user']:6.1%} {sh['system']:6.1%} {sh['irq']:6.1%} {sh['idle']:6.1%} "
+              f"{s['context_switches_per_kib']:8.2f} {s['interrupts_per_kib']:8.2f} {a.get('utime', '-'):>8} {a.get('stime', '-'):>8}")
 if out:
-    doc = {"rows": rows, "marginal": marginal,
+    doc = {"rows": rows, "marginal": marginal, "where_cycles_went": splits,
            "boot_to_accepting_cycles": int(boot) if boot else None,
            "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
            "aes_backends": dict(line.split() for line in open(backends_file)),

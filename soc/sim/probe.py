@@ -10,6 +10,11 @@ the simulator's do not enter:
   probe.py HOST echo BYTES     send BYTES and read them back (checked):
                                the guest's cycles from first byte to last
   probe.py HOST mem            aesd's VmRSS / VmHWM lines on the guest
+  probe.py HOST proc           where the guest's cycles go: the counter,
+                               /proc/stat's CPU ticks (user, system, irq,
+                               softirq, idle...), context switches and
+                               interrupts, and aesd's own user and system
+                               ticks and its threads' context switches
 
 Prints one JSON object. Exit status: 0 done; 1 the guest did not answer as
 expected (echoed bytes differ, connection lost); 2 usage.
@@ -103,10 +108,36 @@ def mem(host: str, port: int = PORT) -> dict:
     return fields
 
 
+CPU_TICKS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq")
+
+
+def proc(host: str, port: int = PORT) -> dict:
+    with connect(host, port) as sock:
+        sock.sendall(b"P")
+        text = b""
+        while chunk := sock.recv(4096):
+            text += chunk
+    result: dict = {}
+    for line in text.decode("ascii", "replace").splitlines():
+        key, *values = line.split()
+        if not all(v.isdigit() for v in values) or not values:
+            raise ProbeError(f"not a line of numbers: {line!r}")
+        numbers = [int(v) for v in values]
+        if key == "cpu":
+            result["cpu_ticks"] = dict(zip(CPU_TICKS, numbers))
+        elif key in ("cycles", "ctxt", "intr"):
+            result[key] = numbers[0]
+        elif key == "aesd" and len(numbers) == 4:
+            result["aesd"] = dict(zip(("utime", "stime", "voluntary", "involuntary"), numbers))
+    if "cycles" not in result or "cpu_ticks" not in result:
+        raise ProbeError(f"no counter or CPU ticks in the answer: {text!r}")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("host")
-    parser.add_argument("command", choices=["now", "sink", "echo", "mem"])
+    parser.add_argument("command", choices=["now", "sink", "echo", "mem", "proc"])
     parser.add_argument("bytes", nargs="?", type=int)
     parser.add_argument("--port", type=int, default=PORT)
     args = parser.parse_args(argv)
@@ -117,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             result = {"cycles": now(args.host, args.port)}
         elif args.command == "mem":
             result = mem(args.host, args.port)
+        elif args.command == "proc":
+            result = proc(args.host, args.port)
         else:
             fn = sink if args.command == "sink" else echo
             cycles = fn(args.host, args.bytes, args.port)

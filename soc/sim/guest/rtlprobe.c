@@ -16,10 +16,18 @@
  *                          from the first byte read to the last written
  *     'M'               -> VmRSS and VmHWM lines of the process named in
  *                          /var/run/aesd/aesd.pid (aesd's memory)
+ *     'P'               -> where the cycles go, as text lines: "cycles N"
+ *                          (the counter), /proc/stat's "cpu" line (clock
+ *                          ticks of user, nice, system, idle, iowait, irq,
+ *                          softirq time), its "ctxt" and "intr" totals,
+ *                          and "aesd UTIME STIME VOLUNTARY INVOLUNTARY":
+ *                          aesd's ticks in user and kernel mode (all its
+ *                          threads) and its threads' context switches
  * Numbers on the wire are little-endian unsigned 64-bit. A short read,
  * a bad command or a failed write closes that connection with a message
  * on stderr; the server goes on.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -118,19 +126,15 @@ static int stream(int fd, uint64_t n, int echo)
 	return put_u64(fd, n ? cycles() - start : 0);
 }
 
+static int aesd_pid(char *pid, size_t len);
+
 static int memory(int fd)
 {
 	char pid[32] = { 0 }, path[64], line[128], out[256] = { 0 };
-	FILE *f = fopen("/var/run/aesd/aesd.pid", "r");
-	if (!f || !fgets(pid, sizeof pid, f)) {
-		if (f)
-			fclose(f);
+	if (aesd_pid(pid, sizeof pid) != 0)
 		return write_full(fd, "no aesd pid file\n", 17);
-	}
-	fclose(f);
-	pid[strcspn(pid, "\n")] = 0;
 	snprintf(path, sizeof path, "/proc/%s/status", pid);
-	f = fopen(path, "r");
+	FILE *f = fopen(path, "r");
 	if (!f)
 		return write_full(fd, "no such process\n", 16);
 	while (fgets(line, sizeof line, f))
@@ -138,6 +142,87 @@ static int memory(int fd)
 			strncat(out, line, sizeof out - strlen(out) - 1);
 	fclose(f);
 	return write_full(fd, out, strlen(out));
+}
+
+/* aesd's pid from its pid file into pid (at most len bytes); 0 if found. */
+static int aesd_pid(char *pid, size_t len)
+{
+	FILE *f = fopen("/var/run/aesd/aesd.pid", "r");
+	int found = f && fgets(pid, (int)len, f);
+	if (f)
+		fclose(f);
+	if (!found)
+		return -1;
+	pid[strcspn(pid, "\n")] = 0;
+	return 0;
+}
+
+/* The value after "key:" in a /proc status file, or 0. */
+static unsigned long long status_field(const char *path, const char *key)
+{
+	char line[256];
+	unsigned long long v = 0;
+	size_t n = strlen(key);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			v = strtoull(line + n + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* The 'P' answer: the counter, /proc/stat's totals and aesd's times. */
+static int where_cycles_go(int fd)
+{
+	static char out[4096], line[4096];
+	char pid[32], path[320];
+	size_t used = 0;
+	used += (size_t)snprintf(out + used, sizeof out - used, "cycles %llu\n",
+				 (unsigned long long)cycles());
+	FILE *f = fopen("/proc/stat", "r");
+	while (f && fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "cpu ", 4) || !strncmp(line, "ctxt ", 5)) {
+			used += (size_t)snprintf(out + used, sizeof out - used, "%s", line);
+		} else if (!strncmp(line, "intr ", 5)) {
+			/* The total only: the per-interrupt counts follow it. */
+			line[strcspn(line + 5, " \n") + 5] = 0;
+			used += (size_t)snprintf(out + used, sizeof out - used, "%s\n", line);
+		}
+	}
+	if (f)
+		fclose(f);
+	if (aesd_pid(pid, sizeof pid) == 0) {
+		unsigned long long utime = 0, stime = 0, vol = 0, invol = 0;
+		snprintf(path, sizeof path, "/proc/%s/stat", pid);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof line, f)) {
+			/* Fields 14 and 15, counted after the ")" that ends the name. */
+			char *p = strrchr(line, ')');
+			for (int field = 2; p && field < 14; field++)
+				p = strchr(p + 1, ' ');
+			if (p)
+				sscanf(p, " %llu %llu", &utime, &stime);
+		}
+		if (f)
+			fclose(f);
+		snprintf(path, sizeof path, "/proc/%s/task", pid);
+		DIR *tasks = opendir(path);
+		struct dirent *task;
+		while (tasks && (task = readdir(tasks))) {
+			if (task->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof path, "/proc/%s/task/%s/status", pid, task->d_name);
+			vol += status_field(path, "voluntary_ctxt_switches");
+			invol += status_field(path, "nonvoluntary_ctxt_switches");
+		}
+		if (tasks)
+			closedir(tasks);
+		used += (size_t)snprintf(out + used, sizeof out - used, "aesd %llu %llu %llu %llu\n",
+					 utime, stime, vol, invol);
+	}
+	return write_full(fd, out, used < sizeof out ? used : sizeof out - 1);
 }
 
 static void serve_one(int fd)
@@ -159,6 +244,9 @@ static void serve_one(int fd)
 		break;
 	case 'M':
 		memory(fd);
+		break;
+	case 'P':
+		where_cycles_go(fd);
 		break;
 	default:
 		fprintf(stderr, "rtlprobe: unknown command 0x%02x\n", cmd);
