@@ -1,0 +1,130 @@
+"""rtlprobe (the simulated board's cycle meter, soc/sim/guest/rtlprobe.c) and its host side
+(soc/sim/probe.py), without the simulation: rtlprobe built for riscv32 as build-board.sh builds
+it (zig cc) and served under qemu-riscv32 on loopback, where its counter is qemu's and /proc is
+the host's. Every command of the protocol is driven through probe.py, so a change to either side
+that breaks the other fails here rather than an hour into a board run.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SOC_DIR
+
+REPO = os.path.dirname(SOC_DIR)
+sys.path.insert(0, os.path.join(SOC_DIR, "sim"))
+import probe  # noqa: E402
+
+
+def zig() -> str:
+    """The zig that build-board.sh uses (scripts/cross/env.sh), installed by the test setup."""
+    out = subprocess.run(["bash", "-c", '. scripts/cross/env.sh && printf %s "$AESD_ZIG"'],
+                         cwd=REPO, capture_output=True, text=True, check=True)
+    assert os.access(out.stdout, os.X_OK), f"no zig at {out.stdout!r} (scripts/cross/setup)"
+    return out.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """rtlprobe serving on a free loopback port under qemu-riscv32: (port, process)."""
+    out = tmp_path_factory.mktemp("rtlprobe") / "rtlprobe"
+    subprocess.run([zig(), "cc", "-target", "riscv32-linux-musl", "-mcpu=generic_rv32+m+a+c",
+                    "-O2", "-static", "-s", "-Wall", "-Werror", "-o", str(out),
+                    os.path.join(SOC_DIR, "sim", "guest", "rtlprobe.c")], check=True)
+    port = free_port()
+    proc = subprocess.Popen(["qemu-riscv32", str(out), "serve", str(port)],
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"rtlprobe did not listen on {port}: {proc.stderr.read()}")
+    yield port, proc
+    proc.kill()
+    proc.wait()
+
+
+def test_the_counter_moves_forward(served):
+    port, _ = served
+    first = probe.now("127.0.0.1", port)
+    second = probe.now("127.0.0.1", port)
+    assert 0 < first < second
+
+
+def test_sink_and_echo_count_cycles_and_echo_checks_the_bytes(served):
+    port, _ = served
+    assert probe.sink("127.0.0.1", 300_000, port) > 0
+    assert probe.echo("127.0.0.1", 300_000, port) > 0
+
+
+def test_proc_reads_the_cpu_ticks_and_the_switch_counts(served):
+    port, _ = served
+    before = probe.proc("127.0.0.1", port)
+    time.sleep(0.05)
+    after = probe.proc("127.0.0.1", port)
+    assert set(before["cpu_ticks"]) == set(probe.CPU_TICKS)
+    assert after["cycles"] > before["cycles"]
+    assert after["ctxt"] >= before["ctxt"] > 0
+    assert after["intr"] >= before["intr"] > 0
+    assert sum(after["cpu_ticks"].values()) >= sum(before["cpu_ticks"].values()) > 0
+    # No aesd here: its pid file is the board's (/var/run/aesd/aesd.pid).
+    if not os.path.exists("/var/run/aesd/aesd.pid"):
+        assert "aesd" not in after
+
+
+def test_mem_without_aesd_is_a_clear_error(served):
+    port, _ = served
+    if os.path.exists("/var/run/aesd/aesd.pid"):
+        pytest.fail("this machine has an aesd pid file; the test needs one without")
+    with pytest.raises(probe.ProbeError, match="no memory figures.*no aesd pid file"):
+        probe.mem("127.0.0.1", port)
+
+
+def test_an_unknown_command_closes_that_connection_and_the_server_goes_on(served):
+    port, proc = served
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"?")
+        assert s.recv(1) == b""
+    assert proc.poll() is None
+    assert probe.now("127.0.0.1", port) > 0
+
+
+def test_the_proc_parser_refuses_what_is_not_numbers(monkeypatch, served):
+    port, _ = served
+
+    class Garbled:
+        def __init__(self, *_):
+            self.sent = False
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            return False
+
+        def sendall(self, _):
+            pass
+
+        def recv(self, _):
+            if self.sent:
+                return b""
+            self.sent = True
+            return b"cycles 12\ncpu 1 2 x\n"
+
+    monkeypatch.setattr(probe, "connect", Garbled)
+    with pytest.raises(probe.ProbeError, match="not a line of numbers"):
+        probe.proc("127.0.0.1", port)
