@@ -91,12 +91,18 @@ def echo(host: str, n: int, port: int = PORT) -> int:
         return u64(recv_exact(sock, 8))
 
 
-def mem(host: str, port: int = PORT) -> dict:
+def text_answer(host: str, command: bytes, port: int = PORT) -> bytes:
+    """The whole answer to a one-byte command that the guest answers in text, then closes."""
     with connect(host, port) as sock:
-        sock.sendall(b"M")
+        sock.sendall(command)
         text = b""
         while chunk := sock.recv(4096):
             text += chunk
+    return text
+
+
+def mem(host: str, port: int = PORT) -> dict:
+    text = text_answer(host, b"M", port)
     fields = {}
     for line in text.decode("ascii", "replace").splitlines():
         key, _, value = line.partition(":")
@@ -112,11 +118,7 @@ CPU_TICKS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq")
 
 
 def proc(host: str, port: int = PORT) -> dict:
-    with connect(host, port) as sock:
-        sock.sendall(b"P")
-        text = b""
-        while chunk := sock.recv(4096):
-            text += chunk
+    text = text_answer(host, b"P", port)
     result: dict = {}
     for line in text.decode("ascii", "replace").splitlines():
         key, *values = line.split()
