@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,22 +174,35 @@ static unsigned long long status_field(const char *path, const char *key)
 	return v;
 }
 
+/* Appends to the answer being built (out, cap bytes, used so far); what
+ * does not fit is cut, never written past the end. */
+static void append(char *out, size_t cap, size_t *used, const char *fmt, ...)
+{
+	va_list args;
+	if (*used + 1 >= cap)
+		return;
+	va_start(args, fmt);
+	int n = vsnprintf(out + *used, cap - *used, fmt, args);
+	va_end(args);
+	if (n > 0)
+		*used = *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
+}
+
 /* The 'P' answer: the counter, /proc/stat's totals and aesd's times. */
 static int where_cycles_go(int fd)
 {
 	static char out[4096], line[4096];
 	char pid[32], path[320];
 	size_t used = 0;
-	used += (size_t)snprintf(out + used, sizeof out - used, "cycles %llu\n",
-				 (unsigned long long)cycles());
+	append(out, sizeof out, &used, "cycles %llu\n", (unsigned long long)cycles());
 	FILE *f = fopen("/proc/stat", "r");
 	while (f && fgets(line, sizeof line, f)) {
 		if (!strncmp(line, "cpu ", 4) || !strncmp(line, "ctxt ", 5)) {
-			used += (size_t)snprintf(out + used, sizeof out - used, "%s", line);
+			append(out, sizeof out, &used, "%s", line);
 		} else if (!strncmp(line, "intr ", 5)) {
 			/* The total only: the per-interrupt counts follow it. */
 			line[strcspn(line + 5, " \n") + 5] = 0;
-			used += (size_t)snprintf(out + used, sizeof out - used, "%s\n", line);
+			append(out, sizeof out, &used, "%s\n", line);
 		}
 	}
 	if (f)
@@ -219,10 +233,9 @@ static int where_cycles_go(int fd)
 		}
 		if (tasks)
 			closedir(tasks);
-		used += (size_t)snprintf(out + used, sizeof out - used, "aesd %llu %llu %llu %llu\n",
-					 utime, stime, vol, invol);
+		append(out, sizeof out, &used, "aesd %llu %llu %llu %llu\n", utime, stime, vol, invol);
 	}
-	return write_full(fd, out, used < sizeof out ? used : sizeof out - 1);
+	return write_full(fd, out, used);
 }
 
 static void serve_one(int fd)
