@@ -16,7 +16,8 @@
 #   aesd-encrypt-soft      the job on a cluster without the AesPlugin
 #                          (--with-soft: a second build and boot;
 #                          --soft-only: that variant alone)
-# plus the cycles from reset to aesd accepting jobs (S99ready's line), the
+# plus the cycles from reset to aesd accepting jobs (S99ready's line) and
+# how long each init script took (the rcS's markers: boot_steps), the
 # AES backend aesd reports (aesd_aes_backend_info, scraped from its metrics
 # port once it is up, before the rows) and aesd's RSS after the jobs.
 # Rows: workload, cores, bytes, cycles, cycles per byte, MB/s at 100 MHz and
@@ -134,7 +135,8 @@ probe=("$root/soc/sim/probe.py" "$guest")
 rows="$(mktemp)"
 backends="$(mktemp)"
 splits="$(mktemp)"
-trap 'board_stop; rm -f "$rows" "$backends" "$splits"' EXIT
+boot_steps="$(mktemp)"
+trap 'board_stop; rm -f "$rows" "$backends" "$splits" "$boot_steps"' EXIT
 t0=$SECONDS
 
 step "aesload for the host"
@@ -186,6 +188,19 @@ aesd_job_of() {
   row "$1" "$((bytes * clients))" "$((after - before))"
 }
 
+# boot_steps_of CONSOLE: the init scripts' end markers of the emulated
+# board's rcS ("aesd-qemu: init S50aesd start exit=0 uptime=U"; the guest's
+# uptime is cycles / 100 M, from the kernel's start) as JSON lines, and a
+# line each on stderr; a script's time is from the previous one's end.
+boot_steps_of() {
+  awk '/^aesd-qemu: init [^ ]+ start exit=[0-9]+ uptime=/ {
+    split($5, e, "="); split($6, u, "=")
+    printf "{\"script\": \"%s\", \"exit\": %d, \"ended_s\": %s, \"took_s\": %.2f}\n", $3, e[2], u[2], u[2] - last
+    printf "  %-12s ended at %7.2f s of guest time (%.2f s, %.0f M cycles)\n", $3, u[2], u[2] - last, (u[2] - last) * 100 > "/dev/stderr"
+    last = u[2]
+  }' "$1"
+}
+
 # measure [--no-aes]: build, boot and measure one SoC variant.
 boot_cycles=""
 rss=""
@@ -203,6 +218,7 @@ measure() {
   board_wait_ready "$boot_wait" || exit 1
   say_boot="boot to aesd accepting: $board_ready_cycles cycles ($((SECONDS - booted)) s wall)"
   echo "$say_boot" >&2
+  [[ -s "$boot_steps" ]] || boot_steps_of "$board_console" >"$boot_steps"
   local backend
   backend="$(board_exec curl -fsS --max-time 300 "http://$guest:9878/metrics" |
     sed -n 's/^aesd_aes_backend_info{backend="\([^"]*\)".*/\1/p')" || true
@@ -238,9 +254,9 @@ echo "wall time: $((SECONDS - t0)) s" >&2
 
 # The marginal table (from the two sizes of each workload), and the JSON.
 python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" \
-  "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" "$splits" <<'PY'
+  "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" "$splits" "$boot_steps" <<'PY'
 import json, sys
-rows_file, out, boot, rss, wall, backends_file, memory, splits_file = sys.argv[1:9]
+rows_file, out, boot, rss, wall, backends_file, memory, splits_file, steps_file = sys.argv[1:10]
 rows = []
 for line in open(rows_file):
     w, c, b, y = line.split()
@@ -297,6 +313,7 @@ if splits:
 if out:
     doc = {"rows": rows, "marginal": marginal, "where_cycles_went": splits,
            "boot_to_accepting_cycles": int(boot) if boot else None,
+           "boot_steps": [json.loads(line) for line in open(steps_file)],
            "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
            "aes_backends": dict(line.split() for line in open(backends_file)),
            "memory": memory,
