@@ -15,6 +15,9 @@ console_text() { tr -d '\r' <"$console" 2>/dev/null || true; }
 console_has() { console_text | grep -aF -- "$1" >/dev/null; }
 # marker REGEX: the first "aesd-qemu: " marker line matching REGEX, minus the prefix.
 marker() { { console_text | grep -aoE "aesd-qemu: $1.*" || true; } | head -n 1 | sed 's/^aesd-qemu: //'; }
+# marker_exit REGEX: the exit status (its digits) that marker REGEX's line
+# gives after "exit=" (the rcS's init markers say the uptime after it).
+marker_exit() { marker "$1" | sed 's/.*exit=\([0-9]*\).*/\1/'; }
 qemu_alive() { [[ -n "$qemu_pid" ]] && kill -0 "$qemu_pid" 2>/dev/null; }
 
 # start_qemu: qemu in the background, console on the FIFO and in $console.

@@ -114,7 +114,7 @@ check_init_scripts() {
 		fail "S50aesd never ran: the overlay has no etc/init.d/S50aesd (or it is not an S??* file), so nothing started aesd"
 	fi
 	noexec="$(marker 'init S50aesd not-executable')"
-	s50="$(marker 'init S50aesd start exit=' | sed 's/.*exit=\([0-9]*\).*/\1/')"
+	s50="$(marker_exit 'init S50aesd start exit=')"
 	if [[ -n "$noexec" ]]; then
 		fail "S50aesd is not executable (mode ${noexec##*mode=} in the overlay): busybox init's rcS could not run it (exit $s50), so aesd was never started; install it with mode 0755 (assemble.sh does)"
 	fi
@@ -142,7 +142,7 @@ check_init_scripts() {
 		*) fail "S50aesd start failed with exit $s50: $(s50_output | tr '\n' ' ')" ;;
 	esac
 	for script in S02sysctl S10disk S40network; do
-		st="$(marker "init $script start exit=" | sed 's/.*exit=\([0-9]*\).*/\1/')"
+		st="$(marker_exit "init $script start exit=")"
 		if [[ -n "$st" && "$st" != 0 ]]; then
 			case "$script" in
 				S02sysctl) fail "S02sysctl failed (exit $st): the guest kernel rejected a key of the overlay's /etc/sysctl.d/*.conf (see the console)" ;;
@@ -239,9 +239,9 @@ power_off() {
 	qemu_pid=""
 	t_off="$(since "$t_off0")"
 	((st == 0)) || fail "qemu exited with status $st at poweroff: $(tail -n 5 "$run/qemu.err")"
-	stop="$(marker 'stop S50aesd exit=' | sed 's/.*exit=\([0-9]*\).*/\1/')"
+	stop="$(marker_exit 'stop S50aesd exit=')"
 	[[ "$stop" == 0 ]] || fail "S50aesd stop at poweroff: exit ${stop:-missing} (aesd not stopped cleanly)"
-	stop="$(marker 'stop S10disk exit=' | sed 's/.*exit=\([0-9]*\).*/\1/')"
+	stop="$(marker_exit 'stop S10disk exit=')"
 	[[ "$stop" == 0 ]] || fail "S10disk stop at poweroff: exit ${stop:-missing} (the keyring's disk not unmounted cleanly)"
 	console_has 'reboot: Power down' || fail "qemu exited without the kernel's 'reboot: Power down'"
 	[[ -z "$tail_pid" ]] || kill "$tail_pid" 2>/dev/null || true

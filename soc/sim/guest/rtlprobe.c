@@ -127,7 +127,18 @@ static int stream(int fd, uint64_t n, int echo)
 	return put_u64(fd, n ? cycles() - start : 0);
 }
 
-static int aesd_pid(char *pid, size_t len);
+/* aesd's pid from its pid file into pid (at most len bytes); 0 if found. */
+static int aesd_pid(char *pid, size_t len)
+{
+	FILE *f = fopen("/var/run/aesd/aesd.pid", "r");
+	int found = f && fgets(pid, (int)len, f);
+	if (f)
+		fclose(f);
+	if (!found)
+		return -1;
+	pid[strcspn(pid, "\n")] = 0;
+	return 0;
+}
 
 static int memory(int fd)
 {
@@ -143,19 +154,6 @@ static int memory(int fd)
 			strncat(out, line, sizeof out - strlen(out) - 1);
 	fclose(f);
 	return write_full(fd, out, strlen(out));
-}
-
-/* aesd's pid from its pid file into pid (at most len bytes); 0 if found. */
-static int aesd_pid(char *pid, size_t len)
-{
-	FILE *f = fopen("/var/run/aesd/aesd.pid", "r");
-	int found = f && fgets(pid, (int)len, f);
-	if (f)
-		fclose(f);
-	if (!found)
-		return -1;
-	pid[strcspn(pid, "\n")] = 0;
-	return 0;
 }
 
 /* The value after "key:" in a /proc status file, or 0. */
