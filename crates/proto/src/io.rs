@@ -139,6 +139,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(())
     }
 
+    /// The stream read from (its bytes may be buffered here: read only
+    /// through the reader).
+    pub fn get_ref(&self) -> &R {
+        self.inner.get_ref()
+    }
+
     /// Heap bytes the reader holds between frames (its input buffer and
     /// its scratch for control payloads), for memory accounting and tests.
     pub fn held_bytes(&self) -> usize {

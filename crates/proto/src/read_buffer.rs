@@ -36,6 +36,11 @@ impl<R: AsyncRead + Unpin> ReadBuffer<R> {
         }
     }
 
+    /// The stream read from.
+    pub(crate) fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
     /// Reads some bytes into `dst`; 0 at the end of the stream. Cancel
     /// safe: nothing is consumed unless the read completes.
     ///

@@ -37,6 +37,7 @@ use crate::error::ConnectionError;
 use crate::input_rate::{ByteCounter, InputRate, Metered};
 use crate::limits::ConnectionSlot;
 use crate::log_limit::Decision;
+use crate::low_water::{LowWater, Socket};
 use crate::metrics::StreamLabels;
 use crate::outgoing::Outgoing;
 use crate::pool::Timed;
@@ -93,6 +94,8 @@ enum Event {
 /// Serves one connection over a pair of byte streams until it closes.
 /// `slot` holds its place under the connection caps (marked idle while it
 /// waits for a job, so it may be closed for another client's connection).
+/// When `read` is the socket itself (plain TCP), a payload is read in one
+/// wake ([`crate::low_water`]).
 pub async fn serve<R, W>(
     read: R,
     write: W,
@@ -100,7 +103,7 @@ pub async fn serve<R, W>(
     shared: &Arc<Shared>,
     slot: Option<&ConnectionSlot>,
 ) where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Socket + Unpin,
     W: AsyncWrite + Unpin,
 {
     let _open = shared.metrics.connection_opened();
@@ -135,6 +138,7 @@ pub async fn serve<R, W>(
         admission: Slot::None,
         work: None,
         reading: Reading::Idle,
+        low_water: LowWater::default(),
         input,
         rate: None,
         idle_marked: false,
@@ -191,6 +195,9 @@ struct Driver<'a, R, W> {
     /// The work out on the pool, when it was handed out.
     work: Option<oneshot::Receiver<Timed<Work>>>,
     reading: Reading,
+    /// The socket's receive mark (plain TCP only), raised while a payload
+    /// is read.
+    low_water: LowWater,
     input: ByteCounter,
     /// The running job's input rate check.
     rate: Option<InputRate>,
@@ -239,7 +246,7 @@ impl Timer {
 
 impl<R, W> Driver<'_, R, W>
 where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Socket + Unpin,
     W: AsyncWrite + Unpin,
 {
     /// Runs the connection until it closes: `Ok` when the state machine
@@ -262,6 +269,12 @@ where
                 return Ok(());
             }
             self.mark_idle();
+            if self.low_water.is_raised()
+                && !matches!(self.reading, Reading::Payload(_))
+                && let Some(socket) = self.reader.get_ref().get_ref().socket()
+            {
+                self.low_water.lower(socket);
+            }
             let mut wanted = ReadWanted::Nothing;
             if matches!(self.reading, Reading::Idle) {
                 match self.connection.poll_read(now) {
@@ -277,6 +290,9 @@ where
                         continue;
                     }
                     Some(Read::Payload(header, buf)) => {
+                        if let Some(socket) = self.reader.get_ref().get_ref().socket() {
+                            self.low_water.raise(socket, header.len as usize);
+                        }
                         self.reading = Reading::Payload(PayloadRead {
                             header,
                             buf,
@@ -572,6 +588,13 @@ where
                 () = window => Event::RateWindow,
             }
         };
+        // Bytes held back by the receive mark count before the input rate
+        // judges the client. (A frame's read deadline is the whole
+        // frame's: a mark changes nothing there.)
+        let event = match event {
+            Event::RateWindow => self.take_queued().unwrap_or(event),
+            event => event,
+        };
         let now = Instant::now();
         if let Some(rate) = &mut self.rate
             && reading
@@ -580,6 +603,32 @@ where
         }
         self.handle(now, event)?;
         Ok(now)
+    }
+
+    /// While the receive mark is raised for a payload: lowers it for the
+    /// rest of the payload and takes what the kernel queued below it, as
+    /// the read that would have happened without the mark (`None` when
+    /// nothing was queued, or no mark is raised).
+    fn take_queued(&mut self) -> Option<Event> {
+        if !self.low_water.is_raised() {
+            return None;
+        }
+        let socket = self.reader.get_ref().get_ref().socket()?;
+        let Reading::Payload(payload) = &mut self.reading else {
+            return None;
+        };
+        self.low_water.lower(socket);
+        // The reader's buffer is empty: the read was waiting.
+        let len = payload.header.len as usize;
+        let dst = &mut payload.buf.payload_mut(len)[payload.filled..];
+        match LowWater::take_queued(socket, dst) {
+            Ok(n) => {
+                self.input.add(n);
+                Some(Event::Payload(Ok(n)))
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => None,
+            Err(err) => Some(Event::Payload(Err(aesd_proto::FrameError::Io(err)))),
+        }
     }
 
     /// Hands what arrived to the state machine.

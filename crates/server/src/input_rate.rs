@@ -57,6 +57,11 @@ impl<R> Metered<R> {
     pub fn new(inner: R, counter: ByteCounter) -> Self {
         Metered { inner, counter }
     }
+
+    /// The stream read from.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Metered<R> {

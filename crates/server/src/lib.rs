@@ -56,6 +56,8 @@
 //! * `client_id`: who a client is for the per-client limits (an IPv4
 //!   address, an IPv6 prefix).
 //! * `input_rate`: the minimum input rate of a running job.
+//! * `low_water`: the receive low-water mark while a payload is read (one
+//!   wake per frame, not per TCP segment; the crate's only unsafe call).
 //! * `kdf_budget`: how much PBKDF2 (key source 1) one client may make
 //!   the server run per minute.
 //! * `client_buckets`: token buckets per client in a bounded table (the
@@ -137,6 +139,7 @@ mod kdf_budget;
 mod keyring_state;
 mod limits;
 mod log_limit;
+mod low_water;
 mod metrics;
 mod mlock;
 mod named_keys;

@@ -423,6 +423,51 @@ async fn a_trickling_job_is_cut_by_the_minimum_input_rate() {
         .expect("the next job is served");
 }
 
+/// A payload that arrives slowly but steadily (2 KiB every 250 ms: 8 kB/s
+/// against a minimum of 1 kB/s in windows of 0.5 s; 2 s for the frame)
+/// completes. On plain TCP the receive mark keeps a frame's bytes in the
+/// kernel until the whole frame is there, so the input rate must count
+/// what is queued before it judges the client (driver.rs, `take_queued`);
+/// without that this job is cut at its second window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_steady_payload_is_judged_on_what_it_sent() {
+    const PAYLOAD: usize = 16 << 10;
+    const PIECE: usize = 2 << 10;
+    let server = start_server(ConfigLayer {
+        max_active: Some(1),
+        idle_timeout: Some(60.0),
+        min_input_rate: Some(1000),
+        input_rate_window: Some(0.5),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
+    assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
+    let upload = tokio::spawn(async move {
+        let write = writer.get_mut();
+        let mut header = vec![0x11];
+        header.extend_from_slice(&u32::try_from(PAYLOAD).expect("len").to_be_bytes());
+        write.write_all(&header).await.expect("header");
+        for _ in 0..PAYLOAD / PIECE {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            write.write_all(&[b'x'; PIECE]).await.expect("payload");
+        }
+        writer.send(&Message::End).await.expect("end");
+        writer
+    });
+    let mut received = 0;
+    let done = loop {
+        match next(&mut reader).await {
+            Message::Data(bytes) => received += bytes.len(),
+            Message::Done(done) => break done,
+            other => panic!("expected output or done, got {other:?}"),
+        }
+    };
+    assert_eq!(done.bytes_in, PAYLOAD as u64);
+    assert!(received > PAYLOAD, "{received} bytes of output");
+    let _writer = upload.await.expect("upload");
+}
+
 /// A client that stops reading its output for 4 s makes the server stop
 /// reading its input (backpressure). That pause is the server's, not the
 /// client's: with a minimum of 100 kB/s over 1 s windows the job still
