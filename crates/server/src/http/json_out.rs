@@ -44,7 +44,7 @@ pub fn write(out: &mut Vec<u8>, value: &Value) {
 /// A JSON string: copied between quotes when no byte of it needs an
 /// escape in serde_json's output (a control character, `"` or `\`),
 /// else written by serde_json.
-fn write_str(out: &mut Vec<u8>, text: &str) {
+pub fn write_str(out: &mut Vec<u8>, text: &str) {
     if needs_escape(text.as_bytes()) {
         serde_json_into(out, text);
     } else {
@@ -76,6 +76,55 @@ fn needs_escape(bytes: &[u8]) -> bool {
             .remainder()
             .iter()
             .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
+/// A JSON number (what serde_json writes for it).
+pub fn write_uint(out: &mut Vec<u8>, number: u64) {
+    serde_json_into(out, &number);
+}
+
+/// OpenBao's envelope written as text around a `data` written in place
+/// (Transit's items: no `Value` tree per item), its keys in the order
+/// serde_json's map writes them, as [`super::router::Reply::Envelope`]'s
+/// tree comes out: [`Envelope::open`], then the caller writes `data`'s
+/// object into [`Envelope::data`], then [`Envelope::close`].
+pub struct Envelope {
+    /// The body so far; `data`'s object goes on at its end.
+    pub data: Vec<u8>,
+}
+
+impl Envelope {
+    /// The body up to `data`'s value, in a buffer of `capacity` bytes.
+    pub fn open(capacity: usize) -> Self {
+        let mut data = Vec::with_capacity(capacity);
+        data.extend_from_slice(br#"{"auth":null,"data":"#);
+        Envelope { data }
+    }
+
+    /// The whole body: the fields after `data`, `warnings` (`null` when
+    /// there are none) and a new request id.
+    pub fn close(self, warnings: &[String]) -> Vec<u8> {
+        let mut out = self.data;
+        out.extend_from_slice(
+            br#","lease_duration":0,"lease_id":"","renewable":false,"request_id":"#,
+        );
+        write_str(&mut out, &super::router::request_id());
+        out.extend_from_slice(br#","warnings":"#);
+        if warnings.is_empty() {
+            out.extend_from_slice(b"null");
+        } else {
+            out.push(b'[');
+            for (index, warning) in warnings.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_str(&mut out, warning);
+            }
+            out.push(b']');
+        }
+        out.extend_from_slice(br#","wrap_info":null}"#);
+        out
+    }
 }
 
 fn serde_json_into<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
@@ -156,6 +205,39 @@ mod tests {
             }
         }
         assert!(!needs_escape(b""));
+    }
+
+    /// The envelope written as text is the tree `Reply::Status` renders
+    /// for the same `data` and warnings, byte for byte but the request id.
+    #[test]
+    fn the_written_envelope_is_the_trees() {
+        use super::super::router::{Body, Reply};
+        let data = json!({"batch_results": [{"ciphertext": "vault:v1:AAAA", "key_version": 1, "reference": "a\"b"}]});
+        for warnings in [vec![], vec!["ignored \"x\"".to_owned(), "y".to_owned()]] {
+            let mut envelope = Envelope::open(16);
+            write(&mut envelope.data, &data);
+            let text = envelope.close(&warnings);
+            let (status, tree) = Reply::Status {
+                status: 200,
+                data: data.clone(),
+                warnings: warnings.clone(),
+            }
+            .render();
+            assert_eq!(status, 200);
+            let Some(Body::Tree(mut tree)) = tree else {
+                panic!("a tree");
+            };
+            let parsed: Value = serde_json::from_slice(&text).expect("valid JSON");
+            let id = parsed["request_id"].as_str().expect("an id");
+            assert_eq!(id.len(), 36, "{id}");
+            tree["request_id"] = json!(id);
+            let mut expected = Vec::new();
+            write(&mut expected, &tree);
+            assert_eq!(
+                String::from_utf8(text).expect("UTF-8"),
+                String::from_utf8(expected).expect("UTF-8")
+            );
+        }
     }
 
     /// A string with a quote is escaped, not copied (the negative

@@ -63,7 +63,7 @@ use zeroize::Zeroizing;
 
 pub(crate) use audit::rfc3339_now;
 pub use errors::ApiError;
-use router::{ApiRequest, Operation};
+use router::{ApiRequest, Body, Operation};
 
 use crate::audit_file::AuditFile;
 use crate::client_id::ClientId;
@@ -205,14 +205,14 @@ async fn handle(
                 .await
                 .unwrap_or_else(|_| {
                     let failed = ApiError::internal("the request's handler failed");
-                    (failed.status, Some(failed.body()))
+                    (failed.status, Some(Body::Tree(failed.body())))
                 })
             };
             tracing::debug!(%peer, %method, %path, status, "http request");
             (status, body)
         }
         Err(err) => {
-            let (status, body) = (err.status, Some(err.body()));
+            let (status, body) = (err.status, Some(Body::Tree(err.body())));
             match &audit {
                 Some(file) => {
                     let path = raw_path.strip_prefix("/v1/").unwrap_or(&raw_path);
@@ -227,11 +227,7 @@ async fn handle(
     // the formatter, several times slower on riscv32), sized for an answer
     // as long as the request (Transit's usual case) so that it is not
     // copied as it grows.
-    let body = body.map(|json| {
-        let mut out = Vec::with_capacity(bytes_in.saturating_add(512));
-        json_out::write(&mut out, &json);
-        out
-    });
+    let body = body.map(|body| body.into_text(bytes_in.saturating_add(512)));
     let bytes_out = body.as_ref().map_or(0, Vec::len);
     metrics.api_request(
         endpoint,
@@ -252,10 +248,10 @@ fn audited_route(
     audit: Option<&AuditFile>,
     peer: SocketAddr,
     metrics: &Metrics,
-) -> (u16, Option<serde_json::Value>) {
-    let rendered = |answer: Result<(u16, Option<serde_json::Value>), ApiError>| match answer {
+) -> (u16, Option<Body>) {
+    let rendered = |answer: Result<(u16, Option<Body>), ApiError>| match answer {
         Ok(rendered) => rendered,
-        Err(err) => (err.status, Some(err.body())),
+        Err(err) => (err.status, Some(Body::Tree(err.body()))),
     };
     let Some(file) = audit else {
         return rendered(router::route(state, api).map(|r| r.render()));
@@ -276,17 +272,15 @@ fn audit_response(
     record: &audit::AuditRecord,
     state: &KeyringState,
     status: u16,
-    body: Option<serde_json::Value>,
+    body: Option<Body>,
     metrics: &Metrics,
-) -> (u16, Option<serde_json::Value>) {
-    match write_audit(
-        file,
-        state,
-        &record.response(state, status, body.as_ref()),
-        metrics,
-    ) {
+) -> (u16, Option<Body>) {
+    let tree = body.as_ref().map(Body::tree);
+    let line = record.response(state, status, tree.as_deref());
+    drop(tree);
+    match write_audit(file, state, &line, metrics) {
         Ok(()) => (status, body),
-        Err(refused) => (refused.status, Some(refused.body())),
+        Err(refused) => (refused.status, Some(Body::Tree(refused.body()))),
     }
 }
 

@@ -132,6 +132,49 @@ pub enum Reply {
         /// `warnings` (`null` when empty).
         warnings: Vec<String>,
     },
+    /// A body already written as JSON text (Transit's items, through
+    /// [`super::json_out::Envelope`]), with its status.
+    Written {
+        /// HTTP status.
+        status: u16,
+        /// The JSON text.
+        body: Vec<u8>,
+    },
+}
+
+/// An answer's body: a JSON tree, or JSON text written without one.
+pub enum Body {
+    /// A tree, written as text when it is sent.
+    Tree(Value),
+    /// Text.
+    Text(Vec<u8>),
+}
+
+impl Body {
+    /// The body as a tree, for the audit log's response line (text is
+    /// parsed: only with an audit log).
+    pub fn tree(&self) -> std::borrow::Cow<'_, Value> {
+        match self {
+            Body::Tree(value) => std::borrow::Cow::Borrowed(value),
+            Body::Text(text) => std::borrow::Cow::Owned(
+                serde_json::from_slice(text)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(text).into_owned())),
+            ),
+        }
+    }
+
+    /// The JSON text to send; a tree is written into a buffer of
+    /// `capacity` bytes (sized so that it is not copied as it grows).
+    pub fn into_text(self, capacity: usize) -> Vec<u8> {
+        match self {
+            Body::Tree(value) => {
+                let mut out = Vec::with_capacity(capacity);
+                super::json_out::write(&mut out, &value);
+                out
+            }
+            Body::Text(text) => text,
+        }
+    }
 }
 
 impl Reply {
@@ -145,9 +188,10 @@ impl Reply {
     }
 
     /// The status and body to send.
-    pub fn render(self) -> (u16, Option<Value>) {
+    pub fn render(self) -> (u16, Option<Body>) {
         match self {
-            Reply::Raw(status, body) => (status, Some(body)),
+            Reply::Raw(status, body) => (status, Some(Body::Tree(body))),
+            Reply::Written { status, body } => (status, Some(Body::Text(body))),
             Reply::NoContent => (204, None),
             Reply::Envelope { data, auth, top } => {
                 // `data` is moved, not copied (a batch's is most of the
@@ -174,19 +218,23 @@ impl Reply {
                         out.entry(key).or_insert(value);
                     }
                 }
-                (200, Some(body))
+                (200, Some(Body::Tree(body)))
             }
             Reply::Status {
                 status,
                 data,
                 warnings,
             } => {
-                let (_, body) = Reply::data(data).render();
-                let mut body = body.unwrap_or(Value::Null);
-                if !warnings.is_empty() {
-                    body["warnings"] = json!(warnings);
-                }
-                (status, Some(body))
+                let body = match Reply::data(data).render() {
+                    (_, Some(Body::Tree(mut body))) => {
+                        if !warnings.is_empty() {
+                            body["warnings"] = json!(warnings);
+                        }
+                        body
+                    }
+                    _ => Value::Null,
+                };
+                (status, Some(Body::Tree(body)))
             }
         }
     }

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
 use super::errors::ApiError;
+use super::json_out::{self, Envelope};
 use super::router::{ApiRequest, Operation, Reply, authorize, bool_field, create_or_update};
 use super::router::{str_field, uint_field};
 use super::transit_body::{Batch, BatchEntry, ItemFields, Slot, TransitBody};
@@ -212,7 +213,7 @@ fn items_endpoint(
         Ok((items, partial))
     });
     let path = request.path.as_str();
-    let run = |open: &UnsealedKeyring, items: &[Item]| -> Vec<Result<Map<String, Value>, String>> {
+    let run = |open: &UnsealedKeyring, items: &[Item]| -> Vec<Result<ItemAnswer, String>> {
         // One read of the random source for all of the items' nonces.
         let mut nonces = NoncePool::for_items(items.len());
         items
@@ -319,44 +320,49 @@ fn partial_failure_code(fields: &Map<String, Value>) -> Result<u16, ApiError> {
     }
 }
 
+/// What one item answers.
+enum ItemAnswer {
+    /// Encrypt, rewrap: the ciphertext and the version that sealed it.
+    Sealed {
+        ciphertext: String,
+        key_version: u32,
+    },
+    /// Decrypt: the plaintext's base64 (secret: wiped when dropped).
+    Opened { plaintext: Zeroizing<String> },
+}
+
 fn run_item(
     open: &UnsealedKeyring,
     endpoint: Endpoint,
     name: &str,
     item: &Item,
     nonces: &mut NoncePool,
-) -> Result<Map<String, Value>, String> {
+) -> Result<ItemAnswer, String> {
     let input = item.input.as_ref().map_err(Clone::clone)?;
     let keyring = &open.keyring;
-    let mut out = Map::new();
+    let sealed = |plain: &[u8], nonces: &mut NoncePool| {
+        let ciphertext = keyring
+            .encrypt(name, item.version, plain, &item.aad, nonces)
+            .map_err(|err| refusal(&err, Op::Encrypt).1)?;
+        let key_version = version_of(&ciphertext);
+        Ok(ItemAnswer::Sealed {
+            ciphertext,
+            key_version,
+        })
+    };
+    let opened = || {
+        let text = std::str::from_utf8(input).map_err(|_| "invalid ciphertext: no prefix")?;
+        keyring
+            .decrypt(name, text, &item.aad)
+            .map_err(|err| refusal(&err, Op::Decrypt).1)
+    };
     match endpoint {
-        Endpoint::Encrypt => {
-            let text = keyring
-                .encrypt(name, item.version, input, &item.aad, nonces)
-                .map_err(|err| refusal(&err, Op::Encrypt).1)?;
-            out.insert("key_version".into(), json!(version_of(&text)));
-            out.insert("ciphertext".into(), json!(text));
-        }
-        Endpoint::Decrypt => {
-            let text = std::str::from_utf8(input).map_err(|_| "invalid ciphertext: no prefix")?;
-            let plain = keyring
-                .decrypt(name, text, &item.aad)
-                .map_err(|err| refusal(&err, Op::Decrypt).1)?;
-            out.insert("plaintext".into(), json!(encode_secret(&plain)));
-        }
-        Endpoint::Rewrap => {
-            let text = std::str::from_utf8(input).map_err(|_| "invalid ciphertext: no prefix")?;
-            let plain = keyring
-                .decrypt(name, text, &item.aad)
-                .map_err(|err| refusal(&err, Op::Decrypt).1)?;
-            let text = keyring
-                .encrypt(name, item.version, &plain, &item.aad, nonces)
-                .map_err(|err| refusal(&err, Op::Encrypt).1)?;
-            out.insert("key_version".into(), json!(version_of(&text)));
-            out.insert("ciphertext".into(), json!(text));
-        }
+        Endpoint::Encrypt => sealed(input, nonces),
+        Endpoint::Decrypt => Ok(ItemAnswer::Opened {
+            plaintext: Zeroizing::new(encode_secret(&opened()?)),
+        }),
+        Endpoint::Rewrap => sealed(&opened()?, nonces),
     }
-    Ok(out)
 }
 
 /// The version in a `vault:vN:` ciphertext this server just made.
@@ -364,56 +370,95 @@ fn version_of(text: &str) -> u32 {
     aesd_keyring::ciphertext::split(text).map_or(0, |(version, _)| version)
 }
 
+/// The answer: one item's fields as `data`, or a batch's `batch_results`
+/// (each with its `reference`, a failed one with its `error`), written
+/// as JSON text without a tree (a batch of 100 is 100 maps otherwise);
+/// the keys in serde_json's map order, as OpenBao's answer is read.
 fn answer(
     endpoint: Endpoint,
     items: &[Item],
-    results: Vec<Result<Map<String, Value>, String>>,
+    results: Vec<Result<ItemAnswer, String>>,
     partial: u16,
     warnings: Vec<String>,
 ) -> Result<Reply, ApiError> {
     let batch = items.first().is_some_and(|item| item.reference.is_some());
+    let capacity = 256
+        + results
+            .iter()
+            .map(|result| match result {
+                Ok(ItemAnswer::Sealed { ciphertext, .. }) => ciphertext.len() + 64,
+                Ok(ItemAnswer::Opened { plaintext }) => plaintext.len() + 48,
+                Err(error) => error.len() + 64,
+            })
+            .sum::<usize>();
+    let mut envelope = Envelope::open(capacity);
+    let out = &mut envelope.data;
     if !batch {
         let result = results
             .into_iter()
             .next()
             .ok_or_else(|| ApiError::internal("no result"))?;
-        let data = result.map_err(ApiError::bad_request)?;
-        return Ok(Reply::Status {
+        write_item(out, &result.map_err(ApiError::bad_request)?, None);
+        return Ok(Reply::Written {
             status: 200,
-            data: Value::Object(data),
-            warnings,
+            body: envelope.close(&warnings),
         });
     }
     let failed = results.iter().filter(|r| r.is_err()).count();
-    let batch_results: Vec<Value> = results
-        .into_iter()
-        .zip(items)
-        .map(|(result, item)| {
-            let mut out = result.unwrap_or_else(|error| {
-                let mut out = Map::new();
+    out.extend_from_slice(br#"{"batch_results":["#);
+    for (index, (result, item)) in results.iter().zip(items).enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let reference = item.reference.as_deref().unwrap_or("");
+        match result {
+            Ok(answer) => write_item(out, answer, Some(reference)),
+            Err(error) => {
+                out.extend_from_slice(br#"{"error":"#);
+                json_out::write_str(out, error);
                 if endpoint == Endpoint::Decrypt {
-                    out.insert("plaintext".into(), json!(""));
+                    out.extend_from_slice(br#","plaintext":"""#);
                 }
-                out.insert("error".into(), json!(error));
-                out
-            });
-            out.insert(
-                "reference".into(),
-                json!(item.reference.as_deref().unwrap_or("")),
-            );
-            Value::Object(out)
-        })
-        .collect();
+                out.extend_from_slice(br#","reference":"#);
+                json_out::write_str(out, reference);
+                out.push(b'}');
+            }
+        }
+    }
+    out.extend_from_slice(b"]}");
     let status = match (endpoint, failed) {
         (Endpoint::Rewrap, _) | (_, 0) => 200,
         (_, n) if n == items.len() => 400,
         _ => partial,
     };
-    Ok(Reply::Status {
+    Ok(Reply::Written {
         status,
-        data: json!({ "batch_results": batch_results }),
-        warnings,
+        body: envelope.close(&warnings),
     })
+}
+
+/// One item's object: its fields and, in a batch, its `reference`.
+fn write_item(out: &mut Vec<u8>, answer: &ItemAnswer, reference: Option<&str>) {
+    match answer {
+        ItemAnswer::Sealed {
+            ciphertext,
+            key_version,
+        } => {
+            out.extend_from_slice(br#"{"ciphertext":"#);
+            json_out::write_str(out, ciphertext);
+            out.extend_from_slice(br#","key_version":"#);
+            json_out::write_uint(out, u64::from(*key_version));
+        }
+        ItemAnswer::Opened { plaintext } => {
+            out.extend_from_slice(br#"{"plaintext":"#);
+            json_out::write_str(out, plaintext);
+        }
+    }
+    if let Some(reference) = reference {
+        out.extend_from_slice(br#","reference":"#);
+        json_out::write_str(out, reference);
+    }
+    out.push(b'}');
 }
 
 /// `transit/datakey/plaintext|wrapped/:name`: a new random key of
@@ -479,4 +524,131 @@ fn datakey_fields(fields: &Map<String, Value>) -> Result<DatakeyFields, ApiError
     let version = key_version(&Slot::of(fields, "key_version")).map_err(ApiError::bad_request)?;
     let aad = decode_aad(&Slot::of(fields, "associated_data")).map_err(ApiError::bad_request)?;
     Ok((len, version, aad))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::http::router::Body;
+
+    fn item(reference: Option<&str>) -> Item<'static> {
+        Item {
+            input: Ok(Zeroizing::new(Vec::new())),
+            aad: Zeroizing::new(Vec::new()),
+            version: None,
+            reference: reference.map(|text| Cow::Owned(text.to_owned())),
+        }
+    }
+
+    fn sealed(text: &str, version: u32) -> Result<ItemAnswer, String> {
+        Ok(ItemAnswer::Sealed {
+            ciphertext: text.to_owned(),
+            key_version: version,
+        })
+    }
+
+    /// The answer's status and body, parsed, without its request id
+    /// (checked for its shape).
+    fn answered(
+        endpoint: Endpoint,
+        items: &[Item],
+        results: Vec<Result<ItemAnswer, String>>,
+        warnings: Vec<String>,
+    ) -> (u16, Value) {
+        let reply = answer(endpoint, items, results, 207, warnings).expect("an answer");
+        let (status, Some(Body::Text(text))) = reply.render() else {
+            panic!("written as text");
+        };
+        let mut body: Value = serde_json::from_slice(&text).expect("valid JSON");
+        assert_eq!(body["request_id"].as_str().map(str::len), Some(36));
+        body["request_id"] = json!("id");
+        (status, body)
+    }
+
+    fn envelope(data: Value, warnings: Value) -> Value {
+        json!({
+            "auth": null, "data": data, "lease_duration": 0, "lease_id": "",
+            "renewable": false, "request_id": "id", "warnings": warnings, "wrap_info": null,
+        })
+    }
+
+    #[test]
+    fn single_items_answer_their_fields_in_the_envelope() {
+        let (status, body) = answered(
+            Endpoint::Encrypt,
+            &[item(None)],
+            vec![sealed("vault:v2:AAAA", 2)],
+            vec!["ignored: x".into()],
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            body,
+            envelope(
+                json!({"ciphertext": "vault:v2:AAAA", "key_version": 2}),
+                json!(["ignored: x"])
+            )
+        );
+        let opened = Ok(ItemAnswer::Opened {
+            plaintext: Zeroizing::new("aGk=".to_owned()),
+        });
+        let (status, body) = answered(Endpoint::Decrypt, &[item(None)], vec![opened], vec![]);
+        assert_eq!(status, 200);
+        assert_eq!(body, envelope(json!({"plaintext": "aGk="}), Value::Null));
+        let failed = answer(
+            Endpoint::Decrypt,
+            &[item(None)],
+            vec![Err("invalid ciphertext: no prefix".into())],
+            400,
+            vec![],
+        );
+        let Err(error) = failed else {
+            panic!("a single failed item is the request's error");
+        };
+        assert_eq!(error.status, 400);
+    }
+
+    #[test]
+    fn batches_answer_every_item_with_its_reference_and_the_partial_status() {
+        let items = [item(Some("a")), item(Some("quote \" and \\ and \n"))];
+        let (status, body) = answered(
+            Endpoint::Encrypt,
+            &items,
+            vec![sealed("vault:v1:QQ==", 1), Err("bad \"base64\"".into())],
+            vec![],
+        );
+        assert_eq!(status, 207, "partial_failure_response_code");
+        assert_eq!(
+            body,
+            envelope(
+                json!({"batch_results": [
+                    {"ciphertext": "vault:v1:QQ==", "key_version": 1, "reference": "a"},
+                    {"error": "bad \"base64\"", "reference": "quote \" and \\ and \n"},
+                ]}),
+                Value::Null
+            )
+        );
+        let (status, body) = answered(
+            Endpoint::Decrypt,
+            &items,
+            vec![Err("one".into()), Err("two".into())],
+            vec![],
+        );
+        assert_eq!(status, 400, "every item failed");
+        assert_eq!(
+            body["data"],
+            json!({"batch_results": [
+                {"error": "one", "plaintext": "", "reference": "a"},
+                {"error": "two", "plaintext": "", "reference": "quote \" and \\ and \n"},
+            ]})
+        );
+        let (status, _) = answered(
+            Endpoint::Rewrap,
+            &items,
+            vec![Err("one".into()), sealed("vault:v3:QQ==", 3)],
+            vec![],
+        );
+        assert_eq!(status, 200, "rewrap answers 200 whatever its items did");
+    }
 }
