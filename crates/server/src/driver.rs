@@ -158,6 +158,9 @@ pub async fn serve<R, W>(
         audited.connection_closed();
     }
     let _ = driver.out.shutdown().await;
+    // The linger reads whatever comes: no mark holds bytes back.
+    driver.reading = Reading::Idle;
+    driver.lower_mark();
     linger(&mut driver.reader).await;
 }
 
@@ -269,12 +272,7 @@ where
                 return Ok(());
             }
             self.mark_idle();
-            if self.low_water.is_raised()
-                && !matches!(self.reading, Reading::Payload(_))
-                && let Some(socket) = self.reader.get_ref().get_ref().socket()
-            {
-                self.low_water.lower(socket);
-            }
+            self.lower_mark();
             let mut wanted = ReadWanted::Nothing;
             if matches!(self.reading, Reading::Idle) {
                 match self.connection.poll_read(now) {
@@ -588,21 +586,41 @@ where
                 () = window => Event::RateWindow,
             }
         };
-        // Bytes held back by the receive mark count before the input rate
-        // judges the client. (A frame's read deadline is the whole
-        // frame's: a mark changes nothing there.)
-        let event = match event {
-            Event::RateWindow => self.take_queued().unwrap_or(event),
-            event => event,
-        };
         let now = Instant::now();
+        // Bytes held back by the receive mark count before the input rate
+        // judges the client, whichever event came at the window's end (a
+        // read's own bytes are its event's). A frame's read deadline is
+        // the whole frame's: a mark changes nothing there.
+        let held = if reading
+            && rate_window.is_some_and(|end| now >= end)
+            && !matches!(event, Event::Payload(_))
+        {
+            self.take_queued()
+        } else {
+            None
+        };
         if let Some(rate) = &mut self.rate
             && reading
         {
             rate.stop_waiting(now)?;
         }
+        if let Some(held) = held {
+            self.handle(now, held)?;
+        }
         self.handle(now, event)?;
         Ok(now)
+    }
+
+    /// Sets the receive mark back to 1 when it is raised and no payload
+    /// is being read (between payloads; before the closing connection's
+    /// linger, which must read whatever arrives).
+    fn lower_mark(&mut self) {
+        if self.low_water.is_raised()
+            && !matches!(self.reading, Reading::Payload(_))
+            && let Some(socket) = self.reader.get_ref().get_ref().socket()
+        {
+            self.low_water.lower(socket);
+        }
     }
 
     /// While the receive mark is raised for a payload: lowers it for the
