@@ -288,9 +288,6 @@ where
                         continue;
                     }
                     Some(Read::Payload(header, buf)) => {
-                        if let Some(socket) = self.reader.get_ref().get_ref().socket() {
-                            self.low_water.raise(socket, header.len as usize);
-                        }
                         self.reading = Reading::Payload(PayloadRead {
                             header,
                             buf,
@@ -517,6 +514,16 @@ where
             }
         }
         let rate_window = self.rate.as_ref().and_then(InputRate::window_end);
+        // A payload's read waits for the rest of the payload: the mark is
+        // what is still to come (bytes already in the reader's buffer are
+        // read without waiting, and a mark above what the client will
+        // still send would never be met).
+        if let Reading::Payload(payload) = &self.reading
+            && let Some(socket) = self.reader.get_ref().get_ref().socket()
+        {
+            let remaining = payload.header.len as usize - payload.filled;
+            self.low_water.raise(socket, remaining);
+        }
         let idle = self.connection.is_idle();
         let queued = matches!(self.admission, Slot::Queued(_));
         let in_lanes = self.connection.lanes_in_flight();
@@ -623,10 +630,11 @@ where
         }
     }
 
-    /// While the receive mark is raised for a payload: lowers it for the
-    /// rest of the payload and takes what the kernel queued below it, as
-    /// the read that would have happened without the mark (`None` when
-    /// nothing was queued, or no mark is raised).
+    /// While the receive mark is raised for a payload: lowers it (the
+    /// next wait sets it to what is then still to come) and takes what
+    /// the kernel queued below it, as the read that would have happened
+    /// without the mark (`None` when nothing was queued, or no mark is
+    /// raised).
     fn take_queued(&mut self) -> Option<Event> {
         if !self.low_water.is_raised() {
             return None;

@@ -6,8 +6,9 @@
 //! an `epoll_wait`, a `recv`, a turn of the driver's loop and a clock read
 //! (a system call on riscv32 Linux, which has no vDSO clock): on the
 //! board's single core, per 1448-byte segment. With the mark set to the
-//! payload's remaining length, the kernel queues the segments and wakes
-//! the task once, when the whole payload is there (it still acknowledges
+//! payload's remaining length (set before each wait: what the reader's
+//! buffer already holds is not asked of the kernel), the kernel queues the
+//! segments and wakes the task once, when the whole payload is there (it still acknowledges
 //! every second segment at once while the mark is unmet, so the sender is
 //! not slowed). Between payloads (headers, control frames, a queued
 //! client's close) the mark is 1, so nothing small ever waits.
@@ -15,9 +16,8 @@
 //! A slow client is the one case the mark changes: bytes it sent sit in
 //! the kernel, unseen by the minimum input rate. So when a rate window
 //! ends while the mark is raised, the driver first takes what is queued
-//! ([`LowWater::take_queued`], a non-blocking `recv`) and lowers the mark
-//! for the rest of that payload: a client that sends slowly is judged on
-//! what it sent, as without the mark. (The idle timeout is unchanged: a
+//! ([`LowWater::take_queued`], a non-blocking `recv`): a client that
+//! sends slowly is judged on what it sent, as without the mark. (The idle timeout is unchanged: a
 //! data frame's read deadline is the whole frame's, with or without it.)
 //! Only plain TCP takes a mark ([`Socket`]); TLS reads as before.
 //!

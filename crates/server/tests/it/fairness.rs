@@ -468,6 +468,51 @@ async fn a_slow_steady_payload_is_judged_on_what_it_sent() {
     let _writer = upload.await.expect("upload");
 }
 
+/// A job's last data frame whose header came with the first bytes of its
+/// payload in one segment, the rest after a pause, then the end: the
+/// server reads the header and those bytes into its input buffer, so the
+/// receive mark must ask the kernel for what is still to come, not for
+/// the whole payload (the end frame's few bytes would never make up the
+/// difference, and the job would wait for its frame deadline). The board
+/// simulation met this on every job's last frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_frame_split_after_its_header_completes_at_once() {
+    const PAYLOAD: usize = 16 << 10;
+    const FIRST: usize = 1000;
+    let server = start_server(ConfigLayer {
+        max_active: Some(1),
+        idle_timeout: Some(20.0),
+        min_input_rate: Some(0),
+        ..ConfigLayer::default()
+    })
+    .await;
+    let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
+    assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
+    let mut head = vec![0x11];
+    head.extend_from_slice(&u32::try_from(PAYLOAD).expect("len").to_be_bytes());
+    head.extend_from_slice(&[b'y'; FIRST]);
+    writer.get_mut().write_all(&head).await.expect("head");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    writer
+        .get_mut()
+        .write_all(&[b'y'; PAYLOAD - FIRST])
+        .await
+        .expect("rest");
+    writer.send(&Message::End).await.expect("end");
+    let sent = Instant::now();
+    let done = loop {
+        match tokio::time::timeout(Duration::from_secs(5), reader.read_message()).await {
+            Ok(Ok(Some(Message::Data(_)))) => continue,
+            Ok(Ok(Some(Message::Done(done)))) => break done,
+            other => panic!(
+                "expected output and done within 5 s of the frame's end, got {other:?} after {:?}",
+                sent.elapsed()
+            ),
+        }
+    };
+    assert_eq!(done.bytes_in, PAYLOAD as u64);
+}
+
 /// A client that stops reading its output for 4 s makes the server stop
 /// reading its input (backpressure). That pause is the server's, not the
 /// client's: with a minimum of 100 kB/s over 1 s windows the job still
