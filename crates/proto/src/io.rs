@@ -140,9 +140,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// The stream read from (its bytes may be buffered here: read only
-    /// through the reader).
+    /// through the reader, or past it when [`FrameReader::is_drained`]).
     pub fn get_ref(&self) -> &R {
         self.inner.get_ref()
+    }
+
+    /// Whether the reader holds nothing read from the stream (no bytes
+    /// and no error waiting): reading the stream directly then takes the
+    /// bytes that come next.
+    pub fn is_drained(&self) -> bool {
+        self.inner.is_drained()
     }
 
     /// Heap bytes the reader holds between frames (its input buffer and

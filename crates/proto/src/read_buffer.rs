@@ -41,6 +41,12 @@ impl<R: AsyncRead + Unpin> ReadBuffer<R> {
         &self.inner
     }
 
+    /// Whether nothing read from the stream waits here (no bytes, no
+    /// error): the stream's next bytes are the next to be read.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.pos == self.filled && self.pending_error.is_none()
+    }
+
     /// Reads some bytes into `dst`; 0 at the end of the stream. Cancel
     /// safe: nothing is consumed unless the read completes.
     ///
@@ -206,5 +212,19 @@ mod tests {
         let mut next = [0u8; 10];
         assert_eq!(reader.read(&mut next).await.expect("read"), 10);
         assert_eq!(&next, b"next frame");
+    }
+
+    /// Drained only once every byte taken from the stream was handed on.
+    #[tokio::test]
+    async fn drained_when_nothing_read_waits_in_the_buffer() {
+        let data = b"header+payload";
+        let mut reader = ReadBuffer::new(&data[..], 64);
+        assert!(reader.is_drained(), "nothing read yet");
+        let mut header = [0u8; 7];
+        assert_eq!(reader.read(&mut header).await.expect("read"), 7);
+        assert!(!reader.is_drained(), "the payload's bytes wait here");
+        let mut rest = [0u8; 7];
+        assert_eq!(reader.read(&mut rest).await.expect("read"), 7);
+        assert!(reader.is_drained());
     }
 }

@@ -643,8 +643,13 @@ where
         let Reading::Payload(payload) = &mut self.reading else {
             return None;
         };
+        // Bytes in the reader's buffer come first (the select may have
+        // answered another event before the read took them): then the
+        // next wait's read takes them, without waiting.
+        if !self.reader.is_drained() {
+            return None;
+        }
         self.low_water.lower(socket);
-        // The reader's buffer is empty: the read was waiting.
         let len = payload.header.len as usize;
         let dst = &mut payload.buf.payload_mut(len)[payload.filled..];
         match LowWater::take_queued(socket, dst) {
