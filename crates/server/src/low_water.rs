@@ -16,9 +16,11 @@
 //! A slow client is the one case the mark changes: bytes it sent sit in
 //! the kernel, unseen by the minimum input rate. So when a rate window
 //! ends while the mark is raised, the driver first takes what is queued
-//! ([`LowWater::take_queued`], a non-blocking `recv`): a client that
-//! sends slowly is judged on what it sent, as without the mark. (The idle timeout is unchanged: a
-//! data frame's read deadline is the whole frame's, with or without it.)
+//! ([`LowWater::take_queued`], a non-blocking `recv`, once its reader's
+//! buffer holds nothing that comes before): a client that sends slowly is
+//! judged on what it sent, as without the mark. (The idle timeout is
+//! unchanged: a data frame's read deadline is the whole frame's, with or
+//! without it.)
 //! Only plain TCP takes a mark ([`Socket`]); TLS reads as before.
 //!
 //! The socket is borrowed from the connection's read half for each call
