@@ -140,6 +140,8 @@ trap 'board_stop; rm -f "$rows" "$backends" "$splits" "$boot_steps"' EXIT
 t0=$SECONDS
 
 step "aesload for the host"
+# The pinned nightly first: rust-toolchain.toml names it and a fresh machine lacks it.
+bash "$root/scripts/cross/setup.sh" --toolchain-only >/dev/null || exit 1
 (cd "$root" && nice -n 19 cargo build --locked -q -p aesd-load --bin aesload) || exit 1
 aesload="${CARGO_TARGET_DIR:-$root/target}/debug/aesload"
 

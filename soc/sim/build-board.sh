@@ -82,12 +82,15 @@ logs="$variant_dir/logs"
 mkdir -p "$logs"
 venv="${AESD_SOC_VENV:-$repo/soc/.venv}"
 
+# The cross toolchain (the pinned nightly, the riscv32 std, zig) builds the
+# board's aesd, BusyBox and rtlprobe; a fresh machine has none of it.
 {
+  bash "$repo/scripts/cross/setup.sh"
   bash "$repo/soc/setup.sh" --with-sim
   apt_install default-jdk-headless maven gcc-riscv64-linux-gnu
 } >"$logs/setup.log" 2>&1 || {
   tail -n 20 "$logs/setup.log" >&2
-  echo "build-board.sh: soc/setup.sh --with-sim failed (log: $logs/setup.log)" >&2
+  echo "build-board.sh: scripts/cross/setup.sh or soc/setup.sh --with-sim failed (log: $logs/setup.log)" >&2
   exit 1
 }
 cluster="$("$repo/soc/vexriscv/smp-cluster.sh" 2>"$logs/cluster.log")" || {
