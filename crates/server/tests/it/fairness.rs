@@ -16,8 +16,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use aesd_proto::{
-    Begin, ErrorCode, Format, FrameReader, FrameWriter, Hello, KeySource, Message, Operation,
-    Password,
+    Begin, ErrorCode, Format, FrameHeader, FrameKind, FrameReader, FrameWriter, Hello, KeySource,
+    Message, Operation, Password,
 };
 use aesd_server::Occupancy;
 use aesd_server::{ConfigLayer, RunningServer};
@@ -445,9 +445,10 @@ async fn a_slow_steady_payload_is_judged_on_what_it_sent() {
     assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
     let upload = tokio::spawn(async move {
         let write = writer.get_mut();
-        let mut header = vec![0x11];
-        header.extend_from_slice(&u32::try_from(PAYLOAD).expect("len").to_be_bytes());
-        write.write_all(&header).await.expect("header");
+        write
+            .write_all(&data_header(PAYLOAD))
+            .await
+            .expect("header");
         for _ in 0..PAYLOAD / PIECE {
             tokio::time::sleep(Duration::from_millis(250)).await;
             write.write_all(&[b'x'; PIECE]).await.expect("payload");
@@ -488,8 +489,7 @@ async fn a_last_frame_split_after_its_header_completes_at_once() {
     .await;
     let (mut reader, mut writer) = handshaken_from("127.0.0.1", server.addr()).await;
     assert_eq!(send_begin(&mut reader, &mut writer).await, Answer::Started);
-    let mut head = vec![0x11];
-    head.extend_from_slice(&u32::try_from(PAYLOAD).expect("len").to_be_bytes());
+    let mut head = data_header(PAYLOAD).to_vec();
     head.extend_from_slice(&[b'y'; FIRST]);
     writer.get_mut().write_all(&head).await.expect("head");
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -511,6 +511,16 @@ async fn a_last_frame_split_after_its_header_completes_at_once() {
         }
     };
     assert_eq!(done.bytes_in, PAYLOAD as u64);
+}
+
+/// The header of a data frame announcing `len` payload bytes, as the
+/// protocol encodes it (for tests that send the payload in pieces).
+fn data_header(len: usize) -> [u8; aesd_proto::frame::HEADER_LEN] {
+    FrameHeader {
+        kind: FrameKind::Data,
+        len: u32::try_from(len).expect("a frame's length"),
+    }
+    .encode()
 }
 
 /// A client that stops reading its output for 4 s makes the server stop
