@@ -48,7 +48,8 @@
 #   --no-build  boot what soc/sim/build-board.sh built last (its variant
 #               folder must exist)
 #   --with-soft also the cluster without the AesPlugin; --soft-only: it alone
-#   --boot-wait S  wall seconds to wait for aesd accepting (default 5400)
+#   --boot-wait S  seconds of the simulator's CPU time to wait for aesd accepting
+#                  (default 5400; at most four times that of wall time)
 #   --json FILE also write the rows and the boot figures as JSON
 # Wall time: the builds (soc/sim/build-board.sh: cold about 35 min, warm
 # 5-7 min), then the boot (about 11 min to /init with the board's own
@@ -214,7 +215,7 @@ measure() {
   else
     variant="$(board_variant_dir "$cores" "$(($# == 0))" "$dram")"
   fi
-  step "booting $(basename "$variant") (at most $boot_wait s to aesd accepting)"
+  step "booting $(basename "$variant") (at most $boot_wait s of its CPU time to aesd accepting)"
   local booted=$SECONDS
   board_start "$variant"
   board_wait_ready "$boot_wait" || exit 1

@@ -11,7 +11,8 @@
 #                             [--boot-wait SECONDS] [-- COMMAND...]
 #   --cores, --no-aes, --dram  the variant (as soc/sim/build-board.sh's)
 #   --build      run soc/sim/build-board.sh first
-#   --boot-wait  wall seconds to wait for aesd accepting (default 5400)
+#   --boot-wait  seconds of the simulator's CPU time to wait for aesd accepting
+#                (default 5400; at most four times that of wall time)
 # Example: soc/sim/run-board.sh -- soc/sim/probe.py 192.168.1.50 echo 65536
 # Wall time: about 0.5 M simulated cycles per wall second; the board's own
 # initramfs reaches /init after about 11 min and aesd starts well after it

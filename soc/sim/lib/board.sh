@@ -9,7 +9,11 @@
 # board_variant_dir CORES AES DRAM: a variant's folder in the RTL cache
 #   (board-<CORES>c, -noaes when AES is 0, -ddr3 when DRAM is 1).
 # board_start VARIANT_DIR: boots; sets board_ns, board_pid, board_console.
-# board_wait_ready SECONDS: waits for S99ready's line; sets board_ready_cycles.
+# board_wait_ready SECONDS: waits for S99ready's line, at most SECONDS of the
+#   simulator's CPU time (so a machine shared with other work, which slows
+#   the simulator's wall clock, does not cut a healthy boot short) and at
+#   most four times SECONDS of wall time (a simulator that gets less than a
+#   quarter of a core, or none); sets board_ready_cycles.
 # board_exec CMD...: runs CMD in the board's namespace.
 # board_stop: ends the simulator and removes the namespace.
 
@@ -44,9 +48,24 @@ board_start() {
   board_pid=$!
 }
 
+# board_cpu_seconds: the simulator's CPU time so far (user and system), in
+# whole seconds (0 when it is gone). `ip netns exec`, env and nice each exec
+# the next, so board_pid is the simulator itself.
+board_cpu_seconds() {
+  local stat fields
+  stat="$(cat "/proc/$board_pid/stat" 2>/dev/null)" || {
+    echo 0
+    return
+  }
+  # The fields after the command's name, from the state (field 3) on:
+  # utime and stime (fields 14 and 15) are the 12th and 13th of them.
+  read -r -a fields <<<"${stat##*) }"
+  echo $(((fields[11] + fields[12]) / $(getconf CLK_TCK)))
+}
+
 board_wait_ready() {
   local limit=$1 start=$SECONDS line
-  while ((SECONDS - start < limit)); do
+  while (($(board_cpu_seconds) < limit && SECONDS - start < 4 * limit)); do
     if ! kill -0 "$board_pid" 2>/dev/null; then
       echo "board: the simulator exited during boot; its console's end:" >&2
       tail -n 20 "$board_console" >&2
@@ -64,7 +83,7 @@ board_wait_ready() {
     fi
     sleep 5
   done
-  echo "board: not ready within $limit s; its console's end:" >&2
+  echo "board: not ready after $(board_cpu_seconds) s of the simulator's CPU time ($((SECONDS - start)) s of wall time; the limit: $limit s of CPU time, $((4 * limit)) s of wall time); its console's end:" >&2
   tail -n 20 "$board_console" >&2
   return 1
 }
