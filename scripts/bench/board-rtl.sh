@@ -196,7 +196,9 @@ aesd_job_of() {
 # uptime is cycles / 100 M, from the kernel's start) as JSON lines, and a
 # line each on stderr; a script's time is from the previous one's end.
 boot_steps_of() {
-  awk '/^aesd-qemu: init [^ ]+ start exit=[0-9]+ uptime=/ {
+  # (The console's lines end in CR LF: the CR would split the JSON lines.)
+  awk '{ sub(/\r$/, "") }
+  /^aesd-qemu: init [^ ]+ start exit=[0-9]+ uptime=/ {
     split($5, e, "="); split($6, u, "=")
     printf "{\"script\": \"%s\", \"exit\": %d, \"ended_s\": %s, \"took_s\": %.2f}\n", $3, e[2], u[2], u[2] - last
     printf "  %-12s ended at %7.2f s of guest time (%.2f s, %.0f M cycles)\n", $3, u[2], u[2] - last, (u[2] - last) * 100 > "/dev/stderr"
