@@ -31,7 +31,10 @@
 # a third table says where that row's cycles went (the shares of user,
 # kernel, interrupt and idle time in /proc/stat's clock ticks, one tick a
 # million cycles; context switches and interrupts per KiB; aesd's own user
-# and kernel ticks), so aesd's cost over the echo is split by measurement.
+# and kernel ticks), so aesd's cost over the echo is split by measurement,
+# and a fourth what the network did in it (the guest's TCP segments in and
+# out, retransmissions, pure and delayed ACKs, out-of-order, collapsed and
+# pruned receive queues, zero windows, and what its MAC dropped).
 #
 # Usage: scripts/bench/board-rtl.sh [--bytes N] [--small N] [--cores 1|2] [--with-age]
 #                                   [--with-soft | --soft-only] [--dram] [--no-build]
@@ -307,6 +310,8 @@ for line in open(splits_file):
              "interrupts_per_kib": round((after["intr"] - before["intr"]) / kib, 2)}
     if "aesd" in before and "aesd" in after:
         split["aesd"] = {k: after["aesd"][k] - before["aesd"][k] for k in after["aesd"]}
+    if "net" in before and "net" in after:
+        split["net"] = {k: v - before["net"][k] for k, v in after["net"].items() if k in before["net"]}
     splits.append(split)
 if splits:
     print(f"\n{'where the cycles went (ticks: 1 M cycles)':<34} {'bytes':>8} {'user':>6} {'system':>6} {'irq':>6} {'idle':>6} {'ctxt/KiB':>8} {'intr/KiB':>8} {'aesd usr':>8} {'aesd sys':>8}")
@@ -315,6 +320,19 @@ if splits:
         sh = s["share"]
         print(f"{s['workload']:<34} {s['bytes']:8d} {sh['user']:6.1%} {sh['system']:6.1%} {sh['irq']:6.1%} {sh['idle']:6.1%} "
               f"{s['context_switches_per_kib']:8.2f} {s['interrupts_per_kib']:8.2f} {a.get('utime', '-'):>8} {a.get('stime', '-'):>8}")
+# What the network did in each row (the guest's TCP counters and its MAC's).
+NET_COLUMNS = [("segs in", "Tcp.InSegs"), ("segs out", "Tcp.OutSegs"),
+               ("retrans", "Tcp.RetransSegs"), ("pure ack", "TcpExt.TCPPureAcks"),
+               ("dly ack", "TcpExt.DelayedACKs"), ("ofo", "TcpExt.TCPOFOQueue"),
+               ("collapse", "TcpExt.TCPRcvCollapsed"), ("pruned", "TcpExt.PruneCalled"),
+               ("zero win", "TcpExt.TCPToZeroWindowAdv"), ("dsack", "TcpExt.TCPDSACKOldSent")]
+nets = [s for s in splits if "net" in s]
+if nets:
+    print(f"\n{'what the network did (counts)':<34} {'bytes':>8} " + " ".join(f"{c:>8}" for c, _ in NET_COLUMNS) + f" {'mac drop':>8}")
+    for s in nets:
+        net = s["net"]
+        drops = sum(v for k, v in net.items() if k.endswith((".rx_drop", ".rx_fifo", ".rx_errs")))
+        print(f"{s['workload']:<34} {s['bytes']:8d} " + " ".join(f"{net.get(k, '-'):>8}" for _, k in NET_COLUMNS) + f" {drops:8d}")
 if out:
     doc = {"rows": rows, "marginal": marginal, "where_cycles_went": splits,
            "boot_to_accepting_cycles": int(boot) if boot else None,

@@ -14,7 +14,10 @@ the simulator's do not enter:
                                /proc/stat's CPU ticks (user, system, irq,
                                softirq, idle...), context switches and
                                interrupts, and aesd's own user and system
-                               ticks and its threads' context switches
+                               ticks and its threads' context switches, and
+                               the network's counters ("net": TCP segments,
+                               retransmissions, collapsed and pruned receive
+                               queues, the MAC's packets and drops)
 
 Prints one JSON object. Exit status: 0 done; 1 the guest did not answer as
 expected (echoed bytes differ, connection lost); 2 usage.
@@ -122,6 +125,9 @@ def proc(host: str, port: int = PORT) -> dict:
     result: dict = {}
     for line in text.decode("ascii", "replace").splitlines():
         key, *values = line.split()
+        if key == "net" and len(values) == 2 and values[1].isdigit():
+            result.setdefault("net", {})[values[0]] = int(values[1])
+            continue
         if not all(v.isdigit() for v in values) or not values:
             raise ProbeError(f"not a line of numbers: {line!r}")
         numbers = [int(v) for v in values]

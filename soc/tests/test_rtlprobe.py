@@ -86,6 +86,25 @@ def test_proc_reads_the_cpu_ticks_and_the_switch_counts(served):
         assert "aesd" not in after
 
 
+def test_proc_reads_the_network_counters_and_they_count_a_transfer(served):
+    port, _ = served
+    before = probe.proc("127.0.0.1", port)
+    probe.sink("127.0.0.1", 300_000, port)
+    after = probe.proc("127.0.0.1", port)
+    for name in ("Tcp.InSegs", "Tcp.OutSegs", "Tcp.RetransSegs", "TcpExt.TCPRcvCollapsed",
+                 "TcpExt.PruneCalled", "TcpExt.TCPPureAcks", "TcpExt.DelayedACKs"):
+        assert name in after["net"], f"{name} missing from {sorted(after['net'])}"
+    # The sink's 300 000 bytes came in as segments (loopback's are up to 64 KiB).
+    assert after["net"]["Tcp.InSegs"] - before["net"]["Tcp.InSegs"] >= 300_000 // 65_536
+    # Interfaces: every one but lo, each with its receive and send counts.
+    interfaces = {name.split(".")[0] for name in after["net"] if "." in name
+                  and not name.startswith(("Tcp.", "TcpExt."))}
+    assert "lo" not in interfaces
+    for iface in interfaces:
+        for field in ("rx_packets", "rx_drop", "tx_packets"):
+            assert f"{iface}.{field}" in after["net"]
+
+
 def test_mem_without_aesd_is_a_clear_error(served):
     port, _ = served
     if os.path.exists("/var/run/aesd/aesd.pid"):

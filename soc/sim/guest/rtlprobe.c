@@ -22,7 +22,12 @@
  *                          softirq time), its "ctxt" and "intr" totals,
  *                          and "aesd UTIME STIME VOLUNTARY INVOLUNTARY":
  *                          aesd's ticks in user and kernel mode (all its
- *                          threads) and its threads' context switches
+ *                          threads) and its threads' context switches;
+ *                          and "net NAME VALUE" lines: chosen TCP
+ *                          counters of /proc/net/snmp and netstat
+ *                          (Tcp.InSegs, TcpExt.TCPRcvCollapsed, ...) and
+ *                          the packets, bytes, errors and drops of every
+ *                          interface but lo (eth0.rx_drop, ...)
  * Numbers on the wire are little-endian unsigned 64-bit. A short read,
  * a bad command or a failed write closes that connection with a message
  * on stderr; the server goes on.
@@ -186,10 +191,92 @@ static void append(char *out, size_t cap, size_t *used, const char *fmt, ...)
 		*used = *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
 }
 
-/* The 'P' answer: the counter, /proc/stat's totals and aesd's times. */
+/* The TCP counters the 'P' answer carries: what the network did. */
+static const char *const tcp_counters[] = {
+	"Tcp.InSegs", "Tcp.OutSegs", "Tcp.RetransSegs", "Tcp.InErrs",
+	"TcpExt.DelayedACKs", "TcpExt.TCPPureAcks", "TcpExt.TCPHPHits",
+	"TcpExt.TCPHPAcks", "TcpExt.PruneCalled", "TcpExt.RcvPruned",
+	"TcpExt.TCPRcvCollapsed", "TcpExt.TCPOFOQueue", "TcpExt.TCPOFODrop",
+	"TcpExt.TCPRcvQDrop", "TcpExt.TCPBacklogCoalesce", "TcpExt.TCPSackRecovery",
+	"TcpExt.TCPFastRetrans", "TcpExt.TCPTimeouts", "TcpExt.TCPLostRetransmit",
+	"TcpExt.TCPDSACKRecv", "TcpExt.TCPDSACKOldSent", "TcpExt.TCPToZeroWindowAdv",
+	"TcpExt.TCPFromZeroWindowAdv", "TcpExt.TCPWantZeroWindowAdv",
+	"TcpExt.TCPZeroWindowDrop", "TcpExt.TCPDelivered",
+};
+
+/* Whether "Proto.Name" is one of tcp_counters. */
+static int wanted_counter(const char *proto, size_t proto_len, const char *name)
+{
+	for (size_t i = 0; i < sizeof tcp_counters / sizeof *tcp_counters; i++) {
+		const char *c = tcp_counters[i];
+		if (!strncmp(c, proto, proto_len) && c[proto_len] == '.' &&
+		    !strcmp(c + proto_len + 1, name))
+			return 1;
+	}
+	return 0;
+}
+
+/* Appends "net Proto.Name VALUE" for the wanted counters of a /proc/net
+ * file made of line pairs, names ("Proto: A B ...") then values
+ * ("Proto: 1 2 ..."), as /proc/net/snmp and /proc/net/netstat are. */
+static void net_counters(const char *path, char *out, size_t cap, size_t *used)
+{
+	static char names[4096], values[4096];
+	FILE *f = fopen(path, "r");
+	while (f && fgets(names, sizeof names, f) && fgets(values, sizeof values, f)) {
+		size_t proto_len = strcspn(names, ":");
+		if (names[proto_len] != ':' || strncmp(names, values, proto_len + 1))
+			break;
+		char *name_save = NULL, *value_save = NULL;
+		char *name = strtok_r(names + proto_len + 1, " \n", &name_save);
+		char *value = strtok_r(values + proto_len + 1, " \n", &value_save);
+		while (name && value) {
+			if (wanted_counter(names, proto_len, name))
+				append(out, cap, used, "net %.*s.%s %s\n", (int)proto_len, names, name,
+				       value);
+			name = strtok_r(NULL, " \n", &name_save);
+			value = strtok_r(NULL, " \n", &value_save);
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* Appends "net IFACE.rx_packets N" and the like for every interface but
+ * lo, from /proc/net/dev: the MAC's packets and what it dropped. */
+static void interface_counters(char *out, size_t cap, size_t *used)
+{
+	/* /proc/net/dev's columns, in order; NULL: not reported. */
+	static const char *const fields[] = {
+		"rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", NULL, NULL, NULL,
+		"tx_bytes", "tx_packets", "tx_errs", "tx_drop",
+	};
+	char line[512];
+	FILE *f = fopen("/proc/net/dev", "r");
+	while (f && fgets(line, sizeof line, f)) {
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		*colon = 0;
+		char *iface = line + strspn(line, " ");
+		if (!strcmp(iface, "lo"))
+			continue;
+		char *save = NULL, *value = strtok_r(colon + 1, " \n", &save);
+		for (size_t i = 0; value && i < sizeof fields / sizeof *fields; i++) {
+			if (fields[i])
+				append(out, cap, used, "net %s.%s %s\n", iface, fields[i], value);
+			value = strtok_r(NULL, " \n", &save);
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The 'P' answer: the counter, /proc/stat's totals, aesd's times and the
+ * network's counters. */
 static int where_cycles_go(int fd)
 {
-	static char out[4096], line[4096];
+	static char out[8192], line[4096];
 	char pid[32], path[320];
 	size_t used = 0;
 	append(out, sizeof out, &used, "cycles %llu\n", (unsigned long long)cycles());
@@ -233,6 +320,9 @@ static int where_cycles_go(int fd)
 			closedir(tasks);
 		append(out, sizeof out, &used, "aesd %llu %llu %llu %llu\n", utime, stime, vol, invol);
 	}
+	net_counters("/proc/net/snmp", out, sizeof out, &used);
+	net_counters("/proc/net/netstat", out, sizeof out, &used);
+	interface_counters(out, sizeof out, &used);
 	return write_full(fd, out, used);
 }
 
