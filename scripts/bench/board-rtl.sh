@@ -38,7 +38,7 @@
 #
 # Usage: scripts/bench/board-rtl.sh [--bytes N] [--small N] [--cores 1|2] [--with-age]
 #                                   [--with-soft | --soft-only] [--dram] [--no-build]
-#                                   [--boot-wait S]
+#                                   [--boot-wait S] [--link LIST]
 #                                   [--json FILE]
 #   --bytes N   bytes per workload (default 262144; the simulator runs about
 #               0.5 M cycles per wall second, so 256 KiB is 1-2 min each)
@@ -53,6 +53,15 @@
 #   --with-soft also the cluster without the AesPlugin; --soft-only: it alone
 #   --boot-wait S  seconds of the simulator's CPU time to wait for aesd accepting
 #                  (default 5400; at most four times that of wall time)
+#   --link LIST the host-to-board link, comma-separated; every row runs once per
+#               entry: MBIT paces what the host sends to the board at MBIT Mb/s
+#               of the guest's time (1-1000; default 100, the Arty's 100 Mb/s
+#               MII) with a token bucket on tap0 (tc tbf, one frame of burst)
+#               whose wall-clock rate follows the simulator's speed, measured
+#               over 5 s before each row; "off" sends unpaced (the simulated
+#               PHY takes a byte per cycle, 800 Mb/s, from a TAP queue without
+#               limit, and overruns LiteEth's two receive slots more often
+#               than the Arty's wire would). Each row says its link.
 #   --json FILE also write the rows and the boot figures as JSON
 # Wall time: the builds (soc/sim/build-board.sh: cold about 35 min, warm
 # 5-7 min), then the boot (about 11 min to /init with the board's own
@@ -76,6 +85,7 @@ with_soft=0
 dram=0
 build=1
 boot_wait=5400
+link_list=100
 while (($#)); do
   case "$1" in
     --bytes)
@@ -101,6 +111,10 @@ while (($#)); do
     --no-build) build=0 ;;
     --boot-wait)
       boot_wait="${2:-}"
+      shift
+      ;;
+    --link)
+      link_list="${2:-}"
       shift
       ;;
     -h | --help)
@@ -129,6 +143,17 @@ sizes=("$bytes")
   echo "board-rtl.sh: --boot-wait needs a positive number of seconds, not '$boot_wait'" >&2
   exit 2
 }
+IFS=, read -r -a links <<<"$link_list"
+((${#links[@]})) || {
+  echo "board-rtl.sh: --link needs a rate in Mb/s or off" >&2
+  exit 2
+}
+for link in "${links[@]}"; do
+  [[ "$link" == off ]] || { [[ "$link" =~ ^[1-9][0-9]*$ ]] && ((link <= 1000)); } || {
+    echo "board-rtl.sh: --link takes Mb/s from 1 to 1000 or off, not '$link'" >&2
+    exit 2
+  }
+done
 [[ "$cores" == 1 || "$cores" == 2 ]] || {
   echo "board-rtl.sh: --cores must be 1 or 2, not '$cores'" >&2
   exit 2
@@ -151,9 +176,30 @@ aesload="${CARGO_TARGET_DIR:-$root/target}/debug/aesload"
 
 # row WORKLOAD BYTES CYCLES: one result line.
 row() {
-  printf '%s %s %s %s\n' "$1" "$cores" "$2" "$3" >>"$rows"
-  awk -v w="$1" -v c="$cores" -v b="$2" -v y="$3" 'BEGIN {
-    printf "%-24s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, c, b, y, y / b, b / y * 100, b / y * 150 }'
+  printf '%s %s %s %s %s\n' "$1" "$cores" "$2" "$3" "$link" >>"$rows"
+  awk -v w="$1" -v c="$cores" -v b="$2" -v y="$3" -v l="$link" 'BEGIN {
+    printf "%-28s %5s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, l, c, b, y, y / b, b / y * 100, b / y * 150 }'
+}
+
+# pace MBIT|off: paces what the host sends to the board (tap0's queue, in
+# the board's namespace) at MBIT Mb/s of the guest's time, or not at all.
+# The guest's clock is 100 MHz, so MBIT Mb/s is MBIT / 100 bits per guest
+# cycle; the wall-clock rate is that times the simulator's speed in guest
+# cycles per wall second, measured now over 5 s. The bucket holds one
+# frame (no bursts); its queue is large, so the host's TCP is never refused.
+pace() {
+  board_exec tc qdisc del dev tap0 root 2>/dev/null || true
+  [[ "$1" != off ]] || return 0
+  local c0 c1 t0 t1 rate
+  t0="$(date +%s.%N)"
+  c0="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  sleep 5
+  t1="$(date +%s.%N)"
+  c1="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  rate="$(python3 -c 'import sys; mbit, c0, c1, t0, t1 = map(float, sys.argv[1:]); print(max(8000, round(mbit * 1e6 * (c1 - c0) / (t1 - t0) / 100e6)))' \
+    "$1" "$c0" "$c1" "$t0" "$t1")"
+  board_exec tc qdisc add dev tap0 root tbf rate "${rate}bit" burst 1600 limit 4000000
+  echo "  link $1 Mb/s of guest time: tap0 paced at $rate bit/s of wall time (the simulator at $(((c1 - c0) / 5)) cycles/s)" >&2
 }
 
 # proc_now: the guest's /proc figures (probe.py proc) as one JSON line.
@@ -164,7 +210,7 @@ proc_now() {
 # split WORKLOAD BYTES BEFORE AFTER: records where a row's cycles went,
 # from the /proc figures read before and after it.
 split() {
-  printf '{"workload": "%s", "bytes": %s, "before": %s, "after": %s}\n' "$1" "$2" "$3" "$4" >>"$splits"
+  printf '{"workload": "%s", "link": "%s", "bytes": %s, "before": %s, "after": %s}\n' "$1" "$link" "$2" "$3" "$4" >>"$splits"
 }
 
 # aesd_job WORKLOAD FORMAT [CLIENTS]: verified aesload jobs of each size,
@@ -180,12 +226,13 @@ aesd_job() {
 aesd_job_of() {
   local bytes=$1 before after clients=${4:-1} proc_before
   shift
+  pace "$link"
   proc_before="$(proc_now)"
   before="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
   board_exec "$aesload" --server "$guest:7878" --clients "$clients" --size "$bytes" --iter 1000 \
     --pass pass:board-rtl --key-derivation client --format "$2" --timeout 3600 --quiet \
-    >"$variant/aesload-$1-$bytes.log" 2>&1 || {
-    tail -n 20 "$variant/aesload-$1-$bytes.log" >&2
+    >"$variant/aesload-$1-$link-$bytes.log" 2>&1 || {
+    tail -n 20 "$variant/aesload-$1-$link-$bytes.log" >&2
     echo "board-rtl.sh: the aesload job ($1) failed" >&2
     exit 1
   }
@@ -232,26 +279,32 @@ measure() {
     sed -n 's/^aesd_aes_backend_info{backend="\([^"]*\)".*/\1/p')" || true
   echo "aesd's AES backend: ${backend:-not reported}" >&2
   printf '%s %s\n' "$(basename "$variant")" "${backend:-unknown}" >>"$backends"
-  printf '%-24s %5s %9s %12s %8s %8s %8s\n' workload cores bytes cycles cyc/B MB/s@100 MB/s@150
+  printf '%-28s %5s %5s %9s %12s %8s %8s %8s\n' workload link cores bytes cycles cyc/B MB/s@100 MB/s@150
   # The first variant's boot (the one with the plugin, unless --soft-only).
   boot_cycles=${boot_cycles:-$board_ready_cycles}
-  if (($# == 0)); then
-    local out size proc_before
-    for w in sink echo; do
-      for size in "${sizes[@]}"; do
-        proc_before="$(proc_now)"
-        out="$(board_exec "${probe[@]}" "$w" "$size")" || exit 1
-        split "tcp-$w" "$size" "$proc_before" "$(proc_now)"
-        row "tcp-$w" "$size" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
+  for link in "${links[@]}"; do
+    if (($# == 0)); then
+      local out size proc_before
+      for w in sink echo; do
+        for size in "${sizes[@]}"; do
+          pace "$link"
+          proc_before="$(proc_now)"
+          out="$(board_exec "${probe[@]}" "$w" "$size")" || exit 1
+          split "tcp-$w" "$size" "$proc_before" "$(proc_now)"
+          row "tcp-$w" "$size" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
+        done
       done
-    done
-    aesd_job aesd-encrypt-aes-insn openssl
-    aesd_job aesd-encrypt-aes-insn-2jobs openssl 2
-    ((with_age == 0)) || aesd_job aesd-age age
+      aesd_job aesd-encrypt-aes-insn openssl
+      aesd_job aesd-encrypt-aes-insn-2jobs openssl 2
+      ((with_age == 0)) || aesd_job aesd-age age
+    else
+      aesd_job aesd-encrypt-soft openssl
+    fi
+  done
+  pace off
+  if (($# == 0)); then
     rss="$(board_exec "${probe[@]}" mem)"
     echo "aesd memory: $rss" >&2
-  else
-    aesd_job aesd-encrypt-soft openssl
   fi
   board_stop
 }
@@ -266,32 +319,41 @@ python3 - "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" "$backends" 
 import json, sys
 rows_file, out, boot, rss, wall, backends_file, memory, splits_file, steps_file = sys.argv[1:10]
 rows = []
+def link_fields(link):
+    """A row's link: "100" (Mb/s of guest time, paced) or "off" (unpaced)."""
+    return {"link": "unpaced" if link == "off" else f"{link} Mb/s",
+            "link_mbit": None if link == "off" else int(link)}
+
+
 for line in open(rows_file):
-    w, c, b, y = line.split()
+    w, c, b, y, link = line.split()
     b, y = int(b), int(y)
-    rows.append({"workload": w, "cores": int(c), "bytes": b, "cycles": y,
+    rows.append({"workload": w, "cores": int(c), "bytes": b, "cycles": y, **link_fields(link),
                  "cycles_per_byte": round(y / b, 2),
                  "mb_s_100mhz": round(b / y * 100, 4), "mb_s_150mhz": round(b / y * 150, 4)})
 marginal = []
-for w in dict.fromkeys(r["workload"] for r in rows):
-    sizes = sorted((r for r in rows if r["workload"] == w), key=lambda r: r["bytes"])
+for w, link in dict.fromkeys((r["workload"], r["link"]) for r in rows):
+    sizes = sorted((r for r in rows if r["workload"] == w and r["link"] == link),
+                   key=lambda r: r["bytes"])
     if len(sizes) != 2 or sizes[0]["bytes"] == sizes[1]["bytes"]:
         continue
     small, big = sizes
     per_byte = (big["cycles"] - small["cycles"]) / (big["bytes"] - small["bytes"])
-    marginal.append({"workload": w, "cores": big["cores"], "bytes_small": small["bytes"],
+    marginal.append({"workload": w, "link": link, "link_mbit": big["link_mbit"],
+                     "cores": big["cores"], "bytes_small": small["bytes"],
                      "bytes": big["bytes"], "marginal_cycles_per_byte": round(per_byte, 2),
                      "fixed_cycles": round(small["cycles"] - small["bytes"] * per_byte),
                      "mb_s_100mhz": round(100 / per_byte, 4) if per_byte > 0 else None})
 if marginal:
-    echo = next((m for m in marginal if m["workload"] == "tcp-echo"), None)
-    print(f"\n{'marginal (between the two sizes)':<34} {'cyc/B':>8} {'fixed cycles':>13} {'MB/s@100':>9} {'x echo':>7}")
+    print(f"\n{'marginal (between the two sizes)':<34} {'link':>9} {'cyc/B':>8} {'fixed cycles':>13} {'MB/s@100':>9} {'x echo':>7}")
     for m in marginal:
+        # Against the echo over the same link.
+        echo = next((e for e in marginal if e["workload"] == "tcp-echo" and e["link"] == m["link"]), None)
         ratio = m["marginal_cycles_per_byte"] / echo["marginal_cycles_per_byte"] if echo else None
         m["times_echo"] = round(ratio, 3) if ratio else None
         mbs = f"{m['mb_s_100mhz']:9.3f}" if m["mb_s_100mhz"] else f"{'-':>9}"
         times = f"{ratio:7.2f}" if ratio else f"{'-':>7}"
-        print(f"{m['workload']:<34} {m['marginal_cycles_per_byte']:8.1f} {m['fixed_cycles']:13d} {mbs} {times}")
+        print(f"{m['workload']:<34} {m['link']:>9} {m['marginal_cycles_per_byte']:8.1f} {m['fixed_cycles']:13d} {mbs} {times}")
 # Where each row's cycles went, from the guest's /proc before and after it.
 splits = []
 for line in open(splits_file):
@@ -300,7 +362,7 @@ for line in open(splits_file):
     ticks = {k: after["cpu_ticks"][k] - before["cpu_ticks"][k] for k in after["cpu_ticks"]}
     total = sum(ticks.values()) or 1
     kib = s["bytes"] / 1024
-    split = {"workload": s["workload"], "bytes": s["bytes"],
+    split = {"workload": s["workload"], **link_fields(s["link"]), "bytes": s["bytes"],
              "cycles": after["cycles"] - before["cycles"], "cpu_ticks": ticks,
              "share": {"user": round((ticks["user"] + ticks["nice"]) / total, 3),
                        "system": round(ticks["system"] / total, 3),
@@ -314,11 +376,11 @@ for line in open(splits_file):
         split["net"] = {k: v - before["net"][k] for k, v in after["net"].items() if k in before["net"]}
     splits.append(split)
 if splits:
-    print(f"\n{'where the cycles went (ticks: 1 M cycles)':<34} {'bytes':>8} {'user':>6} {'system':>6} {'irq':>6} {'idle':>6} {'ctxt/KiB':>8} {'intr/KiB':>8} {'aesd usr':>8} {'aesd sys':>8}")
+    print(f"\n{'where the cycles went (ticks: 1 M cycles)':<34} {'link':>9} {'bytes':>8} {'user':>6} {'system':>6} {'irq':>6} {'idle':>6} {'ctxt/KiB':>8} {'intr/KiB':>8} {'aesd usr':>8} {'aesd sys':>8}")
     for s in splits:
         a = s.get("aesd", {})
         sh = s["share"]
-        print(f"{s['workload']:<34} {s['bytes']:8d} {sh['user']:6.1%} {sh['system']:6.1%} {sh['irq']:6.1%} {sh['idle']:6.1%} "
+        print(f"{s['workload']:<34} {s['link']:>9} {s['bytes']:8d} {sh['user']:6.1%} {sh['system']:6.1%} {sh['irq']:6.1%} {sh['idle']:6.1%} "
               f"{s['context_switches_per_kib']:8.2f} {s['interrupts_per_kib']:8.2f} {a.get('utime', '-'):>8} {a.get('stime', '-'):>8}")
 # What the network did in each row (the guest's TCP counters and its MAC's).
 NET_COLUMNS = [("segs in", "Tcp.InSegs"), ("segs out", "Tcp.OutSegs"),
@@ -328,11 +390,11 @@ NET_COLUMNS = [("segs in", "Tcp.InSegs"), ("segs out", "Tcp.OutSegs"),
                ("zero win", "TcpExt.TCPToZeroWindowAdv"), ("dsack", "TcpExt.TCPDSACKOldSent")]
 nets = [s for s in splits if "net" in s]
 if nets:
-    print(f"\n{'what the network did (counts)':<34} {'bytes':>8} " + " ".join(f"{c:>8}" for c, _ in NET_COLUMNS) + f" {'mac drop':>8}")
+    print(f"\n{'what the network did (counts)':<34} {'link':>9} {'bytes':>8} " + " ".join(f"{c:>8}" for c, _ in NET_COLUMNS) + f" {'mac drop':>8}")
     for s in nets:
         net = s["net"]
         drops = sum(v for k, v in net.items() if k.endswith((".rx_drop", ".rx_fifo", ".rx_errs")))
-        print(f"{s['workload']:<34} {s['bytes']:8d} " + " ".join(f"{net.get(k, '-'):>8}" for _, k in NET_COLUMNS) + f" {drops:8d}")
+        print(f"{s['workload']:<34} {s['link']:>9} {s['bytes']:8d} " + " ".join(f"{net.get(k, '-'):>8}" for _, k in NET_COLUMNS) + f" {drops:8d}")
 if out:
     doc = {"rows": rows, "marginal": marginal, "where_cycles_went": splits,
            "boot_to_accepting_cycles": int(boot) if boot else None,
