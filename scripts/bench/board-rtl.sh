@@ -185,21 +185,27 @@ row() {
 # the board's namespace) at MBIT Mb/s of the guest's time, or not at all.
 # The guest's clock is 100 MHz, so MBIT Mb/s is MBIT / 100 bits per guest
 # cycle; the wall-clock rate is that times the simulator's speed in guest
-# cycles per wall second, measured now over 5 s. The bucket holds one
-# frame (no bursts); its queue is large, so the host's TCP is never refused.
+# cycles per wall second, measured now over a 5 s pause and a counter read.
+# The bucket holds one frame (no bursts); its queue is large, so the host's
+# TCP is never refused.
 pace() {
   board_exec tc qdisc del dev tap0 root 2>/dev/null || true
   [[ "$1" != off ]] || return 0
-  local c0 c1 t0 t1 rate
+  local c0 c1 t0 t1 speed rate
   t0="$(date +%s.%N)"
   c0="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
   sleep 5
   t1="$(date +%s.%N)"
   c1="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
-  rate="$(python3 -c 'import sys; mbit, c0, c1, t0, t1 = map(float, sys.argv[1:]); print(max(8000, round(mbit * 1e6 * (c1 - c0) / (t1 - t0) / 100e6)))' \
-    "$1" "$c0" "$c1" "$t0" "$t1")"
+  # (Each counter read is a round trip through the simulated board, seconds
+  # of wall time: the speed is the cycles between the two reads over the
+  # wall time between their starts, which spans one read and the sleep.)
+  speed="$(python3 -c 'import sys; c0, c1, t0, t1 = map(float, sys.argv[1:]); print(round((c1 - c0) / (t1 - t0)))' \
+    "$c0" "$c1" "$t0" "$t1")"
+  rate=$((speed * $1 / 100))
+  ((rate >= 8000)) || rate=8000
   board_exec tc qdisc add dev tap0 root tbf rate "${rate}bit" burst 1600 limit 4000000
-  echo "  link $1 Mb/s of guest time: tap0 paced at $rate bit/s of wall time (the simulator at $(((c1 - c0) / 5)) cycles/s)" >&2
+  echo "  link $1 Mb/s of guest time: tap0 paced at $rate bit/s of wall time (the simulator at $speed cycles/s)" >&2
 }
 
 # proc_now: the guest's /proc figures (probe.py proc) as one JSON line.
