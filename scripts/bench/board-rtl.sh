@@ -181,6 +181,11 @@ row() {
     printf "%-28s %5s %5s %9d %12d %8.1f %8.3f %8.3f\n", w, l, c, b, y, y / b, b / y * 100, b / y * 150 }'
 }
 
+# guest_cycles: the guest's cycle counter now (a round trip through the board).
+guest_cycles() {
+  board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])'
+}
+
 # pace MBIT|off: paces what the host sends to the board (tap0's queue, in
 # the board's namespace) at MBIT Mb/s of the guest's time, or not at all.
 # The guest's clock is 100 MHz, so MBIT Mb/s is MBIT / 100 bits per guest
@@ -193,10 +198,10 @@ pace() {
   [[ "$1" != off ]] || return 0
   local c0 c1 t0 t1 speed rate
   t0="$(date +%s.%N)"
-  c0="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  c0="$(guest_cycles)"
   sleep 5
   t1="$(date +%s.%N)"
-  c1="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  c1="$(guest_cycles)"
   # (Each counter read is a round trip through the simulated board, seconds
   # of wall time: the speed is the cycles between the two reads over the
   # wall time between their starts, which spans one read and the sleep.)
@@ -234,7 +239,7 @@ aesd_job_of() {
   shift
   pace "$link"
   proc_before="$(proc_now)"
-  before="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  before="$(guest_cycles)"
   board_exec "$aesload" --server "$guest:7878" --clients "$clients" --size "$bytes" --iter 1000 \
     --pass pass:board-rtl --key-derivation client --format "$2" --timeout 3600 --quiet \
     >"$variant/aesload-$1-$link-$bytes.log" 2>&1 || {
@@ -242,7 +247,7 @@ aesd_job_of() {
     echo "board-rtl.sh: the aesload job ($1) failed" >&2
     exit 1
   }
-  after="$(board_exec "${probe[@]}" now | python3 -c 'import json, sys; print(json.load(sys.stdin)["cycles"])')"
+  after="$(guest_cycles)"
   split "$1" "$((bytes * clients))" "$proc_before" "$(proc_now)"
   row "$1" "$((bytes * clients))" "$((after - before))"
 }
