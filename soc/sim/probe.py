@@ -9,6 +9,11 @@ the simulator's do not enter:
                                the guest's cycles from first to last byte
   probe.py HOST echo BYTES     send BYTES and read them back (checked):
                                the guest's cycles from first byte to last
+  probe.py HOST framed BYTES [--frame F]
+                               the same echo a whole frame of F bytes
+                               (default 16384, aesd's data frames on the
+                               board) at a time: the guest reads each frame
+                               completely before it writes it back
   probe.py HOST mem            aesd's VmRSS / VmHWM lines on the guest
   probe.py HOST proc           where the guest's cycles go: the counter,
                                /proc/stat's CPU ticks (user, system, irq,
@@ -94,6 +99,25 @@ def echo(host: str, n: int, port: int = PORT) -> int:
         return u64(recv_exact(sock, 8))
 
 
+FRAME = 16384  # bytes: the board's aesd.toml chunk-size
+MAX_FRAME = 65536  # rtlprobe's buffer
+
+
+def framed(host: str, n: int, frame: int = FRAME, port: int = PORT) -> int:
+    if not 1 <= frame <= MAX_FRAME:
+        raise ValueError(f"a frame is 1 to {MAX_FRAME} bytes, not {frame}")
+    data = payload(n)
+    with connect(host, port) as sock:
+        sock.sendall(b"F" + struct.pack("<QQ", n, frame))
+        sender = threading.Thread(target=sock.sendall, args=(data,))
+        sender.start()
+        back = recv_exact(sock, n)
+        sender.join()
+        if back != data:
+            raise ProbeError("the echoed bytes differ from those sent")
+        return u64(recv_exact(sock, 8))
+
+
 def text_answer(host: str, command: bytes, port: int = PORT) -> bytes:
     """The whole answer to a one-byte command that the guest answers in text, then closes."""
     with connect(host, port) as sock:
@@ -145,12 +169,16 @@ def proc(host: str, port: int = PORT) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("host")
-    parser.add_argument("command", choices=["now", "sink", "echo", "mem", "proc"])
+    parser.add_argument("command", choices=["now", "sink", "echo", "framed", "mem", "proc"])
     parser.add_argument("bytes", nargs="?", type=int)
     parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--frame", type=int, default=FRAME,
+                        help=f"framed: bytes per frame, 1 to {MAX_FRAME} (default {FRAME})")
     args = parser.parse_args(argv)
-    if args.command in ("sink", "echo") and (args.bytes is None or args.bytes <= 0):
+    if args.command in ("sink", "echo", "framed") and (args.bytes is None or args.bytes <= 0):
         parser.error(f"{args.command} needs a positive byte count")
+    if not 1 <= args.frame <= MAX_FRAME:
+        parser.error(f"--frame takes 1 to {MAX_FRAME} bytes, not {args.frame}")
     try:
         if args.command == "now":
             result = {"cycles": now(args.host, args.port)}
@@ -158,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             result = mem(args.host, args.port)
         elif args.command == "proc":
             result = proc(args.host, args.port)
+        elif args.command == "framed":
+            cycles = framed(args.host, args.bytes, args.frame, args.port)
+            result = {"bytes": args.bytes, "frame": args.frame, "cycles": cycles}
         else:
             fn = sink if args.command == "sink" else echo
             cycles = fn(args.host, args.bytes, args.port)

@@ -7,6 +7,7 @@ that breaks the other fails here rather than an hour into a board run.
 
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -69,6 +70,35 @@ def test_sink_and_echo_count_cycles_and_echo_checks_the_bytes(served):
     port, _ = served
     assert probe.sink("127.0.0.1", 300_000, port) > 0
     assert probe.echo("127.0.0.1", 300_000, port) > 0
+
+
+def test_framed_echo_answers_only_whole_frames(served):
+    port, _ = served
+    # Its result over a length that is not a multiple of the frame (the last frame is short).
+    assert probe.framed("127.0.0.1", 300_000, 16384, port) > 0
+    with probe.connect("127.0.0.1", port) as sock:
+        sock.sendall(b"F" + struct.pack("<QQ", 6000, 4096))
+        sock.sendall(b"a" * 4000)
+        sock.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            sock.recv(1)  # 4000 bytes of a 4096-byte frame: nothing comes back yet
+        sock.settimeout(60)
+        sock.sendall(b"b" * 2000)  # completes the first frame and sends the short last one
+        back = probe.recv_exact(sock, 6000)
+        assert back == b"a" * 4000 + b"b" * 2000
+        assert probe.u64(probe.recv_exact(sock, 8)) > 0
+
+
+def test_a_frame_out_of_range_closes_that_connection_and_the_server_goes_on(served):
+    port, proc = served
+    for frame in (0, probe.MAX_FRAME + 1):
+        with probe.connect("127.0.0.1", port) as sock:
+            sock.sendall(b"F" + struct.pack("<QQ", 100, frame))
+            assert sock.recv(1) == b""  # closed without an answer
+    assert proc.poll() is None
+    with pytest.raises(ValueError, match="a frame is 1 to 65536 bytes"):
+        probe.framed("127.0.0.1", 100, 0, port)
+    assert probe.echo("127.0.0.1", 1000, port) > 0
 
 
 def test_proc_reads_the_cpu_ticks_and_the_switch_counts(served):

@@ -14,6 +14,13 @@
  *                          8 bytes: cycles from its first to its last byte
  *     'E' + 8-byte N    -> echoes N bytes (TCP echo), then 8 bytes: cycles
  *                          from the first byte read to the last written
+ *     'F' + 8-byte N + 8-byte F
+ *                       -> echoes N bytes in frames of F (1..65536): reads
+ *                          a whole frame (the last one may be shorter),
+ *                          then writes it back, as a service that answers
+ *                          a whole request does (aesd's data frames); then
+ *                          8 bytes: cycles from the first byte read to the
+ *                          last written
  *     'M'               -> VmRSS and VmHWM lines of the process named in
  *                          /var/run/aesd/aesd.pid (aesd's memory)
  *     'P'               -> where the cycles go, as text lines: "cycles N"
@@ -128,6 +135,41 @@ static int stream(int fd, uint64_t n, int echo)
 		if (echo && write_full(fd, buf, (size_t)got) != 0)
 			return -1;
 		left -= (uint64_t)got;
+	}
+	return put_u64(fd, n ? cycles() - start : 0);
+}
+
+/* Echo of n bytes a whole frame at a time: each frame of up to `frame`
+ * bytes read completely before any of it is written back. */
+static int framed(int fd, uint64_t n, uint64_t frame)
+{
+	uint64_t start = 0, left = n;
+	int first = 1;
+	if (frame == 0 || frame > sizeof buf) {
+		fprintf(stderr, "rtlprobe: frame of %llu bytes (1..%zu)\n",
+			(unsigned long long)frame, sizeof buf);
+		return -1;
+	}
+	while (left > 0) {
+		size_t want = left < frame ? (size_t)left : (size_t)frame, have = 0;
+		while (have < want) {
+			ssize_t got = read(fd, buf + have, want - have);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0) {
+				fprintf(stderr, "rtlprobe: connection ended %llu bytes early\n",
+					(unsigned long long)(left - have));
+				return -1;
+			}
+			if (first) {
+				start = cycles();
+				first = 0;
+			}
+			have += (size_t)got;
+		}
+		if (write_full(fd, buf, want) != 0)
+			return -1;
+		left -= want;
 	}
 	return put_u64(fd, n ? cycles() - start : 0);
 }
@@ -329,7 +371,7 @@ static int where_cycles_go(int fd)
 static void serve_one(int fd)
 {
 	unsigned char cmd;
-	uint64_t n;
+	uint64_t n, frame;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	if (read_full(fd, &cmd, 1) != 0)
@@ -342,6 +384,10 @@ static void serve_one(int fd)
 	case 'E':
 		if (get_u64(fd, &n) == 0)
 			stream(fd, n, cmd == 'E');
+		break;
+	case 'F':
+		if (get_u64(fd, &n) == 0 && get_u64(fd, &frame) == 0)
+			framed(fd, n, frame);
 		break;
 	case 'M':
 		memory(fd);
