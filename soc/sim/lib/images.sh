@@ -72,9 +72,11 @@ build_opensbi() {
 }
 
 # build_userland: the riscv32 aesd (board profile) assembled with the overlay
-# into $variant_dir/overlay, and rtlprobe.
+# into $variant_dir/overlay, rtlprobe, and vexriscv_count (aesd's CBC kernel
+# on the AES instruction alone, timed in user space: board-rtl.sh's cipher
+# rows; release profile, the opt-level aesd instantiates the kernel at).
 build_userland() {
-  step "aesd for riscv32imac-unknown-linux-musl (board profile) and rtlprobe"
+  step "aesd for riscv32imac-unknown-linux-musl (board profile), rtlprobe and vexriscv_count"
   : >"$logs/cargo.log"
   # shellcheck source=scripts/cross/env.sh
   . "$repo/scripts/cross/env.sh"
@@ -85,6 +87,10 @@ build_userland() {
     --bin "${CARGO_TARGET_DIR:-$repo/target}/riscv32imac-unknown-linux-musl/board" --out "$variant_dir/overlay"
   run_logged cargo "$AESD_ZIG" cc -target riscv32-linux-musl -mcpu=generic_rv32+m+a+c -O2 -static -s \
     -o "$variant_dir/rtlprobe" "$here/guest/rtlprobe.c"
+  run_logged cargo env -C "$repo" nice -n 19 cargo build --locked --target riscv32imac-unknown-linux-musl \
+    --release -p aesd-vexriscv --features emulate --example vexriscv_count "-j$jobs"
+  install -m 0755 "${CARGO_TARGET_DIR:-$repo/target}/riscv32imac-unknown-linux-musl/release/examples/vexriscv_count" \
+    "$variant_dir/vexriscv_count"
 }
 
 # build_initramfs: the emulated board's initramfs (skeleton, BusyBox, the
@@ -125,6 +131,7 @@ build_initramfs() {
   printf 'AESD_ARGS="--workers %s"\n# A simulated second is 200 s of wall time: give aesd time.\nAESD_START_WAIT=60\n' \
     "$cores" >>"$root/etc/default/aesd"
   install -m 0755 "$variant_dir/rtlprobe" "$root/usr/bin/rtlprobe"
+  install -m 0755 "$variant_dir/vexriscv_count" "$root/usr/bin/vexriscv_count"
   install -m 0755 "$here/guest/S45rtlprobe" "$root/etc/init.d/S45rtlprobe"
   install -m 0755 "$here/guest/S99ready" "$root/etc/init.d/S99ready"
   pack_initramfs "$root"
