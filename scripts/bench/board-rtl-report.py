@@ -18,9 +18,10 @@ rows_file, out, boot, rss, wall, backends_file, memory, splits_file, steps_file 
 
 
 def link_fields(link):
-    """A row's link: "100" (Mb/s of guest time, paced) or "off" (unpaced)."""
-    return {"link": "unpaced" if link == "off" else f"{link} Mb/s",
-            "link_mbit": None if link == "off" else int(link)}
+    """A row's link: "100" (Mb/s of guest time, paced), "off" (unpaced) or "none" (no network)."""
+    if link in ("off", "none"):
+        return {"link": "unpaced" if link == "off" else "none", "link_mbit": None}
+    return {"link": f"{link} Mb/s", "link_mbit": int(link)}
 
 
 rows = []

@@ -6,6 +6,14 @@
 # (rtlprobe), so neither the host nor the simulator's speed enters:
 #   tcp-sink               BYTES sent to the board, which drops them
 #   tcp-echo               BYTES sent and echoed back (checked)
+#   tcp-echo-framed        the same echo a whole 16 KiB frame at a time
+#                          (read completely, then written back), as a
+#                          service answering whole data frames does: aesd's
+#                          protocol's floor on the same link
+#   cipher-aes-insn        no network: aesd's CBC kernel on the AES
+#                          instruction over BYTES in user space
+#                          (vexriscv_count, typed into the guest's console;
+#                          its own rdtime reads around the encryption)
 #   aesd-encrypt-aes-insn  one aesload job of BYTES against the board's aesd
 #                          (openssl format, key derived by aesload, result
 #                          verified), the cycles between two counter reads
@@ -293,16 +301,29 @@ measure() {
   printf '%-28s %5s %5s %9s %12s %8s %8s %8s\n' workload link cores bytes cycles cyc/B MB/s@100 MB/s@150
   # The first variant's boot (the one with the plugin, unless --soft-only).
   boot_cycles=${boot_cycles:-$board_ready_cycles}
+  local out size proc_before workload
+  if (($# == 0)); then
+    link=none
+    for size in "${sizes[@]}"; do
+      out="$(board_shell "vexriscv_count encrypt $size")" || exit 1
+      [[ "$out" =~ (^|$'\n')ticks\ ([0-9]+) ]] || {
+        echo "board-rtl.sh: vexriscv_count gave no ticks: $out" >&2
+        exit 1
+      }
+      row cipher-aes-insn "$size" "${BASH_REMATCH[2]}"
+    done
+  fi
   for link in "${links[@]}"; do
     if (($# == 0)); then
-      local out size proc_before
-      for w in sink echo; do
+      for w in sink echo framed; do
+        workload="tcp-$w"
+        [[ "$w" != framed ]] || workload=tcp-echo-framed
         for size in "${sizes[@]}"; do
           pace "$link"
           proc_before="$(proc_now)"
           out="$(board_exec "${probe[@]}" "$w" "$size")" || exit 1
-          split "tcp-$w" "$size" "$proc_before" "$(proc_now)"
-          row "tcp-$w" "$size" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
+          split "$workload" "$size" "$proc_before" "$(proc_now)"
+          row "$workload" "$size" "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["cycles"])' "$out")"
         done
       done
       aesd_job aesd-encrypt-aes-insn openssl

@@ -49,6 +49,9 @@ ROWS = [
     "aesd-encrypt-aes-insn 1 65536 21350080 100",
     "aesd-encrypt-aes-insn 1 262144 76400320 100",
     "tcp-echo 1 262144 40000000 off",
+    # aesd's CBC kernel alone, no network: 20 cycles a byte beyond 100 k.
+    "cipher-aes-insn 1 65536 1410720 none",
+    "cipher-aes-insn 1 262144 5342880 none",
 ]
 
 
@@ -56,7 +59,8 @@ def test_marginal_cost_and_echo_ratio_are_worked_per_link(tmp_path):
     stdout, doc = run_report(tmp_path, ROWS, [])
     marginal = {(m["workload"], m["link"]): m for m in doc["marginal"]}
     # Only the workloads measured at two sizes over one link have a marginal cost.
-    assert set(marginal) == {("tcp-echo", "100 Mb/s"), ("aesd-encrypt-aes-insn", "100 Mb/s")}
+    assert set(marginal) == {("tcp-echo", "100 Mb/s"), ("aesd-encrypt-aes-insn", "100 Mb/s"),
+                             ("cipher-aes-insn", "none")}
     echo, aesd = marginal["tcp-echo", "100 Mb/s"], marginal["aesd-encrypt-aes-insn", "100 Mb/s"]
     assert echo["marginal_cycles_per_byte"] == 200.0
     assert echo["fixed_cycles"] == 14107200 - 65536 * 200
@@ -68,7 +72,11 @@ def test_marginal_cost_and_echo_ratio_are_worked_per_link(tmp_path):
     # Every row is kept, with its link named, and the unpaced one apart from the paced.
     assert len(doc["rows"]) == len(ROWS)
     unpaced = [r for r in doc["rows"] if r["link_mbit"] is None]
-    assert [(r["workload"], r["link"]) for r in unpaced] == [("tcp-echo", "unpaced")]
+    assert [(r["workload"], r["link"]) for r in unpaced] == [
+        ("tcp-echo", "unpaced"), ("cipher-aes-insn", "none"), ("cipher-aes-insn", "none")]
+    # The cipher's rows have no echo on their (absent) link to be compared with.
+    cipher = marginal["cipher-aes-insn", "none"]
+    assert cipher["marginal_cycles_per_byte"] == 20.0 and cipher["times_echo"] is None
     assert doc["rows"][0]["cycles_per_byte"] == round(7000000 / 65536, 2)
     assert doc["boot_to_accepting_cycles"] == 1041211541
     assert doc["aes_backends"] == {"board-1c": "aes-insn"}

@@ -15,6 +15,10 @@
 #   most four times SECONDS of wall time (a simulator that gets less than a
 #   quarter of a core, or none); sets board_ready_cycles.
 # board_exec CMD...: runs CMD in the board's namespace.
+# board_shell COMMAND [WALL_SECONDS]: types COMMAND into the guest's console
+#   shell and prints what it wrote (stdout and stderr), waiting at most
+#   WALL_SECONDS (default 3600); status 1 when it did not finish in time or
+#   the simulator is gone.
 # board_stop: ends the simulator and removes the namespace.
 
 board_ns=""
@@ -90,6 +94,26 @@ board_wait_ready() {
 
 board_exec() {
   ip netns exec "$board_ns" "$@"
+}
+
+board_shell() {
+  local limit=${2:-3600} start=$SECONDS mark=$((RANDOM * 32768 + RANDOM))
+  # The typed line holds $((mark + 1)), what the guest prints holds its
+  # value: the console's echo of the command never matches the markers.
+  # shellcheck disable=SC2016 # the guest's shell expands them
+  printf '{ %s; } 2>&1 | sed "s/^/rtl-out-$((%s + 1)) /"; echo "rtl-done-$((%s + 1))"\n' \
+    "$1" "$mark" "$mark" >&"$board_input"
+  local out="rtl-out-$((mark + 1)) " done="rtl-done-$((mark + 1))"
+  # (A marker may follow the prompt on its line.)
+  until tr -d '\r' <"$board_console" | grep -q -- "$done\$"; do
+    if ! kill -0 "$board_pid" 2>/dev/null || ((SECONDS - start > limit)); then
+      echo "board: '$1' did not finish on the guest's console in $limit s; its console's end:" >&2
+      tail -n 20 "$board_console" >&2
+      return 1
+    fi
+    sleep 2
+  done
+  tr -d '\r' <"$board_console" | sed -n "s/.*$out//p"
 }
 
 board_stop() {
