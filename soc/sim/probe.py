@@ -86,10 +86,11 @@ def sink(host: str, n: int, port: int = PORT) -> int:
         return u64(recv_exact(sock, 8))
 
 
-def echo(host: str, n: int, port: int = PORT) -> int:
+def echoed(host: str, command: bytes, n: int, port: int) -> int:
+    """Sends `command`, then n bytes while reading them back (checked); the guest's cycles."""
     data = payload(n)
     with connect(host, port) as sock:
-        sock.sendall(b"E" + struct.pack("<Q", n))
+        sock.sendall(command)
         sender = threading.Thread(target=sock.sendall, args=(data,))
         sender.start()
         back = recv_exact(sock, n)
@@ -97,6 +98,10 @@ def echo(host: str, n: int, port: int = PORT) -> int:
         if back != data:
             raise ProbeError("the echoed bytes differ from those sent")
         return u64(recv_exact(sock, 8))
+
+
+def echo(host: str, n: int, port: int = PORT) -> int:
+    return echoed(host, b"E" + struct.pack("<Q", n), n, port)
 
 
 FRAME = 16384  # bytes: the board's aesd.toml chunk-size
@@ -106,16 +111,7 @@ MAX_FRAME = 65536  # rtlprobe's buffer
 def framed(host: str, n: int, frame: int = FRAME, port: int = PORT) -> int:
     if not 1 <= frame <= MAX_FRAME:
         raise ValueError(f"a frame is 1 to {MAX_FRAME} bytes, not {frame}")
-    data = payload(n)
-    with connect(host, port) as sock:
-        sock.sendall(b"F" + struct.pack("<QQ", n, frame))
-        sender = threading.Thread(target=sock.sendall, args=(data,))
-        sender.start()
-        back = recv_exact(sock, n)
-        sender.join()
-        if back != data:
-            raise ProbeError("the echoed bytes differ from those sent")
-        return u64(recv_exact(sock, 8))
+    return echoed(host, b"F" + struct.pack("<QQ", n, frame), n, port)
 
 
 def text_answer(host: str, command: bytes, port: int = PORT) -> bytes:
