@@ -70,7 +70,12 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 count() {
   env -i PATH="$PATH" AESD_QEMU_EXTRA="-plugin $plugin,out=$work/count,$plugin_args -U AESD_QEMU_EXTRA -U PATH" \
-    "$root/scripts/cross/qemu-run.sh" "$target" "$bin" "$@" >/dev/null
+    "$root/scripts/cross/qemu-run.sh" "$target" "$bin" "$@" >/dev/null 2>"$work/stderr" || {
+    cat "$work/stderr" >&2
+    return 1
+  }
+  # (Its "ticks N" line is the host's time under qemu: meaningless here.)
+  grep -v '^ticks ' "$work/stderr" >&2 || true
   head -n1 "$work/count"
 }
 
