@@ -173,8 +173,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("sink", "echo", "framed") and (args.bytes is None or args.bytes <= 0):
         parser.error(f"{args.command} needs a positive byte count")
-    if not 1 <= args.frame <= MAX_FRAME:
-        parser.error(f"--frame takes 1 to {MAX_FRAME} bytes, not {args.frame}")
     try:
         if args.command == "now":
             result = {"cycles": now(args.host, args.port)}
@@ -183,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "proc":
             result = proc(args.host, args.port)
         elif args.command == "framed":
-            cycles = framed(args.host, args.bytes, args.frame, args.port)
+            try:
+                cycles = framed(args.host, args.bytes, args.frame, args.port)
+            except ValueError as e:  # the frame's size, refused before connecting
+                parser.error(f"--frame: {e}")
             result = {"bytes": args.bytes, "frame": args.frame, "cycles": cycles}
         else:
             fn = sink if args.command == "sink" else echo

@@ -98,6 +98,9 @@ def test_a_frame_out_of_range_closes_that_connection_and_the_server_goes_on(serv
     assert proc.poll() is None
     with pytest.raises(ValueError, match="a frame is 1 to 65536 bytes"):
         probe.framed("127.0.0.1", 100, 0, port)
+    with pytest.raises(SystemExit) as usage:  # the command line's refusal, before connecting
+        probe.main(["127.0.0.1", "framed", "100", "--frame", "70000", "--port", str(port)])
+    assert usage.value.code == 2
     assert probe.echo("127.0.0.1", 1000, port) > 0
 
 
