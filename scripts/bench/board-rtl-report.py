@@ -17,11 +17,20 @@ import sys
 rows_file, out, boot, rss, wall, backends_file, memory, splits_file, steps_file = sys.argv[1:10]
 
 
+WALL_RTO = "-wall-rto"
+
+
 def link_fields(link):
-    """A row's link: "100" (Mb/s of guest time, paced), "off" (unpaced) or "none" (no network)."""
+    """A row's link: "100" (Mb/s of guest time, paced), "off" (unpaced) or "none" (no network);
+    a "-wall-rto" suffix: the host's retransmission timers ran in wall time (--host-rto wall)."""
+    host_rto = "guest"
+    if link.endswith(WALL_RTO):
+        link, host_rto = link[: -len(WALL_RTO)], "wall"
+    rto = ", host RTO in wall time" if host_rto == "wall" else ""
     if link in ("off", "none"):
-        return {"link": "unpaced" if link == "off" else "none", "link_mbit": None}
-    return {"link": f"{link} Mb/s", "link_mbit": int(link)}
+        name = "unpaced" if link == "off" else "none"
+        return {"link": name + rto, "link_mbit": None, "host_rto": host_rto}
+    return {"link": f"{link} Mb/s{rto}", "link_mbit": int(link), "host_rto": host_rto}
 
 
 rows = []

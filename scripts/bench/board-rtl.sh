@@ -70,6 +70,15 @@
 #               PHY takes a byte per cycle, 800 Mb/s, from a TAP queue without
 #               limit, and overruns LiteEth's two receive slots more often
 #               than the Arty's wire would). Each row says its link.
+#   --host-rto guest|wall  the host's TCP retransmission timers toward the
+#               board (default guest: before each row a route to the board
+#               with rto_min of 200 ms of guest time in wall time, 200 ms x
+#               100 MHz / the simulator's measured speed, at most 120 s, so
+#               the host's retransmissions and zero-window probes wait as
+#               long in the board's time as a real host's 200 ms minimum;
+#               wall: the host's own 200 ms of wall time, hundreds of times
+#               sooner in the board's time, as runs before 2026-11-28 had;
+#               its rows' link says "/wall-rto")
 #   --json FILE also write the rows and the boot figures as JSON
 # Wall time: the builds (soc/sim/build-board.sh: cold about 35 min, warm
 # 5-7 min), then the boot (about 11 min to /init with the board's own
@@ -94,6 +103,7 @@ dram=0
 build=1
 boot_wait=5400
 link_list=100
+host_rto=guest
 while (($#)); do
   case "$1" in
     --bytes)
@@ -123,6 +133,10 @@ while (($#)); do
       ;;
     --link)
       link_list="${2:-}"
+      shift
+      ;;
+    --host-rto)
+      host_rto="${2:-}"
       shift
       ;;
     -h | --help)
@@ -162,6 +176,10 @@ for link in "${links[@]}"; do
     exit 2
   }
 done
+[[ "$host_rto" == guest || "$host_rto" == wall ]] || {
+  echo "board-rtl.sh: --host-rto takes guest or wall, not '$host_rto'" >&2
+  exit 2
+}
 [[ "$cores" == 1 || "$cores" == 2 ]] || {
   echo "board-rtl.sh: --cores must be 1 or 2, not '$cores'" >&2
   exit 2
@@ -201,10 +219,12 @@ guest_cycles() {
 # cycles per wall second, measured now over a 5 s pause and a counter read.
 # The bucket holds one frame (no bursts); its queue is large, so the host's
 # TCP is never refused.
+# With --host-rto guest it also sets the host's minimum retransmission
+# timeout toward the board to 200 ms of guest time, in wall time.
 pace() {
   board_exec tc qdisc del dev tap0 root 2>/dev/null || true
-  [[ "$1" != off ]] || return 0
-  local c0 c1 t0 t1 speed rate
+  [[ "$1" != off || "$host_rto" == guest ]] || return 0
+  local c0 c1 t0 t1 speed rate rto_ms
   t0="$(date +%s.%N)"
   c0="$(guest_cycles)"
   sleep 5
@@ -215,6 +235,18 @@ pace() {
   # wall time between their starts, which spans one read and the sleep.)
   speed="$(python3 -c 'import sys; c0, c1, t0, t1 = map(float, sys.argv[1:]); print(round((c1 - c0) / (t1 - t0)))' \
     "$c0" "$c1" "$t0" "$t1")"
+  ((speed > 0)) || {
+    echo "board-rtl.sh: the simulated board's counter did not move in 5 s" >&2
+    exit 1
+  }
+  if [[ "$host_rto" == guest ]]; then
+    rto_ms=$((200 * 100000000 / speed))
+    ((rto_ms <= 120000)) || rto_ms=120000 # the kernel's TCP_RTO_MAX
+    ((rto_ms >= 200)) || rto_ms=200
+    board_exec ip route replace "$guest/32" dev tap0 rto_min "${rto_ms}ms"
+    echo "  host RTO toward the board: at least $rto_ms ms of wall time (200 ms of guest time)" >&2
+  fi
+  [[ "$1" != off ]] || return 0
   rate=$((speed * $1 / 100))
   ((rate >= 8000)) || rate=8000
   board_exec tc qdisc add dev tap0 root tbf rate "${rate}bit" burst 1600 limit 4000000
@@ -245,7 +277,7 @@ aesd_job() {
 aesd_job_of() {
   local bytes=$1 before after clients=${4:-1} proc_before
   shift
-  pace "$link"
+  pace "$link_rate"
   proc_before="$(proc_now)"
   before="$(guest_cycles)"
   board_exec "$aesload" --server "$guest:7878" --clients "$clients" --size "$bytes" --iter 1000 \
@@ -313,13 +345,15 @@ measure() {
       row cipher-aes-insn "$size" "${BASH_REMATCH[2]}"
     done
   fi
-  for link in "${links[@]}"; do
+  for link_rate in "${links[@]}"; do
+    link="$link_rate"
+    [[ "$host_rto" == guest ]] || link="$link_rate-wall-rto"
     if (($# == 0)); then
       for w in sink echo framed; do
         workload="tcp-$w"
         [[ "$w" != framed ]] || workload=tcp-echo-framed
         for size in "${sizes[@]}"; do
-          pace "$link"
+          pace "$link_rate"
           proc_before="$(proc_now)"
           out="$(board_exec "${probe[@]}" "$w" "$size")" || exit 1
           split "$workload" "$size" "$proc_before" "$(proc_now)"
@@ -333,7 +367,7 @@ measure() {
       aesd_job aesd-encrypt-soft openssl
     fi
   done
-  pace off
+  board_exec tc qdisc del dev tap0 root 2>/dev/null || true
   if (($# == 0)); then
     rss="$(board_exec "${probe[@]}" mem)"
     echo "aesd memory: $rss" >&2

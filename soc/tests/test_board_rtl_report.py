@@ -101,6 +101,16 @@ def test_where_the_cycles_went_is_the_difference_of_the_two_reads(tmp_path):
     assert "what the network did" in stdout and "385" in stdout
 
 
+def test_a_run_with_the_hosts_timers_in_wall_time_is_kept_apart(tmp_path):
+    rows = ROWS[1:3] + [r.replace(" 100", " 100-wall-rto") for r in ROWS[1:3]]
+    _, doc = run_report(tmp_path, rows, [])
+    links = [(r["link"], r["link_mbit"], r["host_rto"]) for r in doc["rows"]]
+    assert links == [("100 Mb/s", 100, "guest")] * 2 + [("100 Mb/s, host RTO in wall time", 100, "wall")] * 2
+    # Each echo is the anchor of its own link only.
+    assert [m["link"] for m in doc["marginal"]] == ["100 Mb/s", "100 Mb/s, host RTO in wall time"]
+    assert all(m["times_echo"] == 1.0 for m in doc["marginal"])
+
+
 def test_without_a_json_file_it_only_prints(tmp_path):
     stdout, doc = run_report(tmp_path, ROWS, [], json_out=False)
     assert doc is None and not (tmp_path / "out.json").exists()
