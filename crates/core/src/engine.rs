@@ -23,6 +23,8 @@
 
 use std::sync::OnceLock;
 
+use smallvec::SmallVec;
+
 use aes::Aes256;
 use aesd_cipher::KeySchedule;
 use aesd_cipher::cbc::CbcLane;
@@ -314,12 +316,16 @@ impl Drop for DecryptChain {
 /// Continues each chain over its whole blocks, the fixsliced ones together
 /// (up to [`aesd_cipher::LANES`] per call), those on the CPU's AES
 /// instructions too (up to `CPU_AES_LANES`).
+///
+/// Allocates nothing for up to two chains on the AES instruction (the
+/// lists of lanes are on the stack): it runs once per slice of every chunk.
 pub fn encrypt_chains(chains: &mut [(&mut Chain, &mut [u8])]) {
-    let mut lanes: Vec<CbcLane<'_>> = Vec::with_capacity(aesd_cipher::LANES);
+    let mut lanes: SmallVec<[CbcLane<'_>; aesd_cipher::LANES]> = SmallVec::new();
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    let mut cpu_lanes: Vec<CbcLane<'_, aesd_cipher::cpu_aes::CpuAesKey>> =
-        Vec::with_capacity(aesd_cipher::cpu_aes::CPU_AES_LANES);
-    let mut insn_lanes: Vec<aesd_vexriscv::aes::CbcLane<'_>> = Vec::with_capacity(2);
+    let mut cpu_lanes: SmallVec<
+        [CbcLane<'_, aesd_cipher::cpu_aes::CpuAesKey>; aesd_cipher::cpu_aes::CPU_AES_LANES],
+    > = SmallVec::new();
+    let mut insn_lanes: SmallVec<[aesd_vexriscv::aes::CbcLane<'_>; 2]> = SmallVec::new();
     let mut insn_set: Option<InsnSet> = None;
     for (chain, data) in chains.iter_mut() {
         match &mut **chain {

@@ -37,6 +37,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use smallvec::SmallVec;
+
 use crate::chunk::ChunkBuf;
 use crate::engine::{Chain, encrypt_chains};
 
@@ -388,18 +390,12 @@ pub fn run<C: LaneChain>(
 ) -> LaneCounts {
     let max_lanes = max_lanes.max(1);
     let mut counts = LaneCounts::default();
-    let mut lanes: Vec<Lane<C>> = Vec::with_capacity(max_lanes);
-    let join = |lanes: &mut Vec<Lane<C>>, feeds: Vec<Arc<Feed<C>>>| {
-        for lane in feeds.into_iter().filter_map(Lane::take) {
-            load.in_lanes.fetch_add(1, Ordering::Relaxed);
-            lanes.push(lane);
-        }
-    };
-    join(&mut lanes, vec![first]);
+    let mut lanes: SmallVec<[Lane<C>; INLINE_LANES]> = SmallVec::new();
+    join(&mut lanes, load, [first]);
     loop {
         if lanes.len() < max_lanes {
             let feeds = queue.take_feeds(max_lanes - lanes.len());
-            join(&mut lanes, feeds);
+            join(&mut lanes, load, feeds);
         }
         // Hand back chunks that are done (or had no whole block at all):
         // go on with the job's next one while nobody else waits.
@@ -425,13 +421,30 @@ pub fn run<C: LaneChain>(
             return counts;
         };
         let len = shortest.min(SLICE_BYTES);
-        let mut slices: Vec<(&mut Chain, &mut [u8])> = lanes
+        let mut slices: SmallVec<[(&mut Chain, &mut [u8]); INLINE_LANES]> = lanes
             .iter_mut()
             .filter_map(|lane| lane.slice(len))
             .collect();
         encrypt_chains(&mut slices);
         let blocks = (len / crate::BLOCK) as u64;
         counts.add(load.count_call(slices.len(), max_lanes, blocks));
+    }
+}
+
+/// How many lanes [`run`] keeps on the stack (more go to the heap): the
+/// engine runs once per chunk and slices it, and a heap list per call made
+/// musl's allocator map and unmap pages several times a chunk.
+const INLINE_LANES: usize = 4;
+
+/// Takes the feeds' chains into lanes.
+fn join<C: LaneChain>(
+    lanes: &mut SmallVec<[Lane<C>; INLINE_LANES]>,
+    load: &LaneLoad,
+    feeds: impl IntoIterator<Item = Arc<Feed<C>>>,
+) {
+    for lane in feeds.into_iter().filter_map(Lane::take) {
+        load.in_lanes.fetch_add(1, Ordering::Relaxed);
+        lanes.push(lane);
     }
 }
 
