@@ -78,7 +78,7 @@
 #               long in the board's time as a real host's 200 ms minimum;
 #               wall: the host's own 200 ms of wall time, hundreds of times
 #               sooner in the board's time, as runs before 2026-11-28 had;
-#               its rows' link says "/wall-rto")
+#               its rows' link is marked "-wall-rto")
 #   --json FILE also write the rows and the boot figures as JSON
 # Wall time: the builds (soc/sim/build-board.sh: cold about 35 min, warm
 # 5-7 min), then the boot (about 11 min to /init with the board's own
