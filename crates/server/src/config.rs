@@ -84,13 +84,21 @@ impl Cli {
     /// (`[default: …]`, as the settings table shows it: `shown_defaults`).
     /// `-h` shows only [`SHORT_HELP_FLAGS`]; `--help` every one.
     pub fn command_with_defaults() -> clap::Command {
+        // Every default written out once (not once per flag: on the
+        // board's core that was most of the instructions of every start).
+        let shown_defaults = crate::settings::shown_defaults();
         Cli::command().mut_args(|arg| {
             let long = arg.get_long().map(ToOwned::to_owned);
             let arg = arg.hide_short_help(
                 long.as_deref()
                     .is_some_and(|long| !SHORT_HELP_FLAGS.contains(&long)),
             );
-            let shown = long.as_deref().and_then(crate::settings::shown_for);
+            let shown = long.as_deref().and_then(|long| {
+                shown_defaults
+                    .iter()
+                    .find(|(name, _)| name == long)
+                    .map(|(_, text)| text)
+            });
             match (shown, arg.get_help().map(ToString::to_string)) {
                 (Some(shown), Some(help)) => arg.help(format!("{help} [default: {shown}]")),
                 _ => arg,
