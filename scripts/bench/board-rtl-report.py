@@ -2,19 +2,25 @@
 """The tables and JSON of scripts/bench/board-rtl.sh, from the files it wrote.
 
 Usage: board-rtl-report.py ROWS JSON_OUT BOOT_CYCLES RSS_JSON WALL_S BACKENDS MEMORY SPLITS BOOT_STEPS
+                           [PRIMITIVES_JSON]
 
 ROWS holds one measured row per line ("workload cores bytes cycles link");
 SPLITS one JSON line per row with the guest's /proc figures before and after
 it; BOOT_STEPS the init scripts' JSON lines; BACKENDS "variant backend" lines.
-JSON_OUT, BOOT_CYCLES and RSS_JSON may be empty (no JSON file, not measured).
+PRIMITIVES_JSON is probe.py primitives' answer (cycles per operation by name).
+JSON_OUT, BOOT_CYCLES, RSS_JSON and PRIMITIVES_JSON may be empty (no JSON
+file, not measured).
 Prints the marginal table (per-byte cost between the two sizes of each
 workload and link, and against the echo's), where each row's cycles went and
-what the network did in it; writes everything to JSON_OUT when one is named.
+what the network did in it, and what the guest's primitives cost (a switch
+between threads worked out from the pipe round trips); writes everything to
+JSON_OUT when one is named.
 """
 import json
 import sys
 
 rows_file, out, boot, rss, wall, backends_file, memory, splits_file, steps_file = sys.argv[1:10]
+primitives = json.loads(sys.argv[10]) if len(sys.argv) > 10 and sys.argv[10] else None
 
 
 WALL_RTO = "-wall-rto"
@@ -104,12 +110,22 @@ if nets:
         net = s["net"]
         drops = sum(v for k, v in net.items() if k.endswith((".rx_drop", ".rx_fifo", ".rx_errs")))
         print(f"{s['workload']:<34} {s['link']:>9} {s['bytes']:8d} " + " ".join(f"{net.get(k, '-'):>8}" for _, k in NET_COLUMNS) + f" {drops:8d}")
+if primitives:
+    # A round trip through another thread is pipe-self's two system calls on each side plus
+    # two switches; what is left over, halved, is one switch between threads.
+    if "thread-round-trip" in primitives and "pipe-self" in primitives:
+        primitives["thread-switch"] = (primitives["thread-round-trip"] - 2 * primitives["pipe-self"]) / 2
+    print(f"\n{'what a primitive costs on the guest':<34} {'cycles':>10}")
+    for name, cost in primitives.items():
+        per_byte = f"  ({cost / 16384:.2f} per byte)" if name.startswith("memcpy-16k") else ""
+        derived = "  (worked out: round trip - 2 x pipe-self, halved)" if name == "thread-switch" else ""
+        print(f"{name:<34} {cost:10.0f}{per_byte}{derived}")
 if out:
     doc = {"rows": rows, "marginal": marginal, "where_cycles_went": splits,
            "boot_to_accepting_cycles": int(boot) if boot else None,
            "boot_steps": [json.loads(line) for line in open(steps_file)],
            "aesd_memory": json.loads(rss) if rss else None, "wall_seconds": int(wall),
            "aes_backends": dict(line.split() for line in open(backends_file)),
-           "memory": memory,
+           "memory": memory, "primitives_cycles": primitives,
            "note": f"guest cycles from the guest's own counter (rtlprobe); {memory}, simulated PHY"}
     json.dump(doc, open(out, "w"), indent=2)

@@ -42,7 +42,10 @@
 # and kernel ticks), so aesd's cost over the echo is split by measurement,
 # and a fourth what the network did in it (the guest's TCP segments in and
 # out, retransmissions, pure and delayed ACKs, out-of-order, collapsed and
-# pruned receive queues, zero windows, and what its MAC dropped).
+# pruned receive queues, zero windows, and what its MAC dropped). After the
+# jobs, a fifth: what the guest's primitives cost (probe.py primitives: a
+# system call, a clock read, a page mapped and unmapped, a switch between
+# threads, a 16 KiB memcpy), to price what aesd does beyond the echo.
 #
 # Usage: scripts/bench/board-rtl.sh [--bytes N] [--small N] [--cores 1|2] [--with-age]
 #                                   [--with-soft | --soft-only] [--dram] [--no-build]
@@ -310,6 +313,7 @@ boot_steps_of() {
 # measure [--no-aes]: build, boot and measure one SoC variant.
 boot_cycles=""
 rss=""
+primitives=""
 measure() {
   local args=(--cores "$cores" "$@")
   ((dram == 0)) || args+=(--dram)
@@ -371,6 +375,8 @@ measure() {
   if (($# == 0)); then
     rss="$(board_exec "${probe[@]}" mem)"
     echo "aesd memory: $rss" >&2
+    primitives="$(board_exec "${probe[@]}" primitives)"
+    echo "what the guest's primitives cost (cycles per operation): $primitives" >&2
   fi
   board_stop
 }
@@ -381,4 +387,5 @@ echo "wall time: $((SECONDS - t0)) s" >&2
 
 # The marginal table (from the two sizes of each workload), and the JSON.
 python3 "$root/scripts/bench/board-rtl-report.py" "$rows" "$json" "$boot_cycles" "$rss" "$((SECONDS - t0))" \
-  "$backends" "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" "$splits" "$boot_steps"
+  "$backends" "$( ((dram)) && echo "LiteDRAM's DDR3 model" || echo "integrated RAM")" "$splits" "$boot_steps" \
+  "$primitives"

@@ -23,6 +23,14 @@ the simulator's do not enter:
                                the network's counters ("net": TCP segments,
                                retransmissions, collapsed and pruned receive
                                queues, the MAC's packets and drops)
+  probe.py HOST primitives [OPS]
+                               what the primitives of a service cost on the
+                               guest (rtlprobe's primitives.c: a system
+                               call, a clock read, a page mapped and
+                               unmapped, a pipe on one thread, a round trip
+                               between two threads, a 16 KiB memcpy aligned
+                               and 5 bytes off), OPS times each (default
+                               200, at most 100000): cycles per operation
 
 Prints one JSON object. Exit status: 0 done; 1 the guest did not answer as
 expected (echoed bytes differ, connection lost); 2 usage.
@@ -162,11 +170,35 @@ def proc(host: str, port: int = PORT) -> dict:
     return result
 
 
+PRIMITIVE_OPS = 200  # per primitive: about 20 M guest cycles in all on the board
+MAX_PRIMITIVE_OPS = 100_000  # rtlprobe's PRIMITIVES_MAX_OPS
+
+
+def primitives(host: str, ops: int = PRIMITIVE_OPS, port: int = PORT) -> dict:
+    """Cycles per operation of each primitive the guest measured, by name."""
+    if not 1 <= ops <= MAX_PRIMITIVE_OPS:
+        raise ValueError(f"1 to {MAX_PRIMITIVE_OPS} operations per primitive, not {ops}")
+    text = text_answer(host, b"K" + struct.pack("<Q", ops), port)
+    result = {}
+    for line in text.decode("ascii", "replace").splitlines():
+        name, *values = line.split(maxsplit=2)
+        if values and values[0] == "error":
+            raise ProbeError(f"the guest could not measure {name}: {' '.join(values[1:])}")
+        if len(values) != 2 or not all(v.isdigit() for v in values) or int(values[0]) != ops:
+            raise ProbeError(f"not a line NAME {ops} CYCLES: {line!r}")
+        result[name] = int(values[1]) / ops
+    if not result:
+        raise ProbeError(f"no primitives in the answer: {text!r}")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("host")
-    parser.add_argument("command", choices=["now", "sink", "echo", "framed", "mem", "proc"])
-    parser.add_argument("bytes", nargs="?", type=int)
+    parser.add_argument("command", choices=["now", "sink", "echo", "framed", "mem", "proc",
+                                                "primitives"])
+    parser.add_argument("bytes", nargs="?", type=int,
+                        help="sink, echo, framed: bytes; primitives: operations of each")
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--frame", type=int, default=FRAME,
                         help=f"framed: bytes per frame, 1 to {MAX_FRAME} (default {FRAME})")
@@ -180,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
             result = mem(args.host, args.port)
         elif args.command == "proc":
             result = proc(args.host, args.port)
+        elif args.command == "primitives":
+            try:
+                ops = PRIMITIVE_OPS if args.bytes is None else args.bytes
+                result = primitives(args.host, ops, args.port)
+            except ValueError as e:  # the count, refused before connecting
+                parser.error(str(e))
         elif args.command == "framed":
             try:
                 cycles = framed(args.host, args.bytes, args.frame, args.port)

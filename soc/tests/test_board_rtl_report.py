@@ -25,7 +25,7 @@ def proc(cycles, user, system, softirq, ctxt, in_segs, aesd_utime=None):
     return figures
 
 
-def run_report(tmp_path, rows, splits, json_out=True):
+def run_report(tmp_path, rows, splits, json_out=True, primitives=""):
     files = {}
     for name, lines in (("rows", rows), ("splits", splits), ("backends", ["board-1c aes-insn"]),
                         ("steps", ['{"script": "S50aesd", "exit": 0, "ended_s": 9.5, "took_s": 4.68}'])):
@@ -35,7 +35,7 @@ def run_report(tmp_path, rows, splits, json_out=True):
     done = subprocess.run(
         [sys.executable, REPORT, str(files["rows"]), str(out) if json_out else "", "1041211541",
          '{"rss_kib": 900}', "77", str(files["backends"]), "integrated RAM", str(files["splits"]),
-         str(files["steps"])], capture_output=True, text=True)
+         str(files["steps"]), primitives], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout, (json.loads(out.read_text()) if json_out else None)
 
@@ -109,6 +109,19 @@ def test_a_run_with_the_hosts_timers_in_wall_time_is_kept_apart(tmp_path):
     # Each echo is the anchor of its own link only.
     assert [m["link"] for m in doc["marginal"]] == ["100 Mb/s", "100 Mb/s, host RTO in wall time"]
     assert all(m["times_echo"] == 1.0 for m in doc["marginal"])
+
+
+def test_the_primitives_are_listed_and_a_thread_switch_worked_out(tmp_path):
+    measured = {"null-syscall": 1500.0, "pipe-self": 6000.0, "thread-round-trip": 40000.0,
+                "memcpy-16k": 81920.0}
+    stdout, doc = run_report(tmp_path, ROWS, [], primitives=json.dumps(measured))
+    # (40 000 - 2 x 6 000) / 2: the round trip's two switches, without its four system calls.
+    assert doc["primitives_cycles"]["thread-switch"] == 14000.0
+    assert doc["primitives_cycles"]["null-syscall"] == 1500.0
+    assert "thread-switch" in stdout and "14000" in stdout
+    assert "(5.00 per byte)" in stdout  # the memcpy of 16 KiB
+    _, without = run_report(tmp_path, ROWS, [])
+    assert without["primitives_cycles"] is None
 
 
 def test_without_a_json_file_it_only_prints(tmp_path):

@@ -41,7 +41,8 @@ def served(tmp_path_factory):
     out = tmp_path_factory.mktemp("rtlprobe") / "rtlprobe"
     subprocess.run([zig(), "cc", "-target", "riscv32-linux-musl", "-mcpu=generic_rv32+m+a+c",
                     "-O2", "-static", "-s", "-Wall", "-Werror", "-o", str(out),
-                    os.path.join(SOC_DIR, "sim", "guest", "rtlprobe.c")], check=True)
+                    os.path.join(SOC_DIR, "sim", "guest", "rtlprobe.c"),
+                    os.path.join(SOC_DIR, "sim", "guest", "primitives.c")], check=True)
     port = free_port()
     proc = subprocess.Popen(["qemu-riscv32", str(out), "serve", str(port)],
                             stderr=subprocess.PIPE, text=True)
@@ -144,6 +145,47 @@ def test_mem_without_aesd_is_a_clear_error(served):
         pytest.fail("this machine has an aesd pid file; the test needs one without")
     with pytest.raises(probe.ProbeError, match="no memory figures.*no aesd pid file"):
         probe.mem("127.0.0.1", port)
+
+
+PRIMITIVES = ("null-syscall", "clock-read", "page-map", "pipe-self", "thread-round-trip",
+              "memcpy-16k", "memcpy-16k-offset")
+
+
+def test_primitives_are_each_measured_the_number_of_times_asked(served):
+    port, _ = served
+    costs = probe.primitives("127.0.0.1", 50, port)
+    assert sorted(costs) == sorted(PRIMITIVES)
+    assert all(cost > 0 for cost in costs.values()), costs
+    # Under qemu the counter is the host's clock, so only an order that holds on any
+    # machine is checked: a round trip through another thread is four system calls and
+    # two switches, more than one system call.
+    assert costs["thread-round-trip"] > costs["null-syscall"], costs
+
+
+def test_primitives_out_of_range_are_refused_on_both_sides_and_the_server_goes_on(served):
+    port, proc = served
+    for ops in (0, probe.MAX_PRIMITIVE_OPS + 1):
+        with pytest.raises(ValueError, match="operations per primitive"):
+            probe.primitives("127.0.0.1", ops, port)
+        # The guest refuses it too (closes without an answer), and serves on.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"K" + struct.pack("<Q", ops))
+            assert s.recv(1) == b""
+    assert proc.poll() is None
+    with pytest.raises(SystemExit) as usage:  # the command line's refusal, before connecting
+        probe.main(["127.0.0.1", "primitives", "0", "--port", str(port)])
+    assert usage.value.code == 2
+    # The same connection with a count in range is answered: the count was the refusal's reason.
+    assert probe.primitives("127.0.0.1", 1, port)["null-syscall"] > 0
+
+
+def test_the_primitives_parser_refuses_a_guest_error_and_a_short_line(monkeypatch):
+    answers = iter([b"null-syscall error getppid: Bad\n", b"null-syscall 7\n"])
+    monkeypatch.setattr(probe, "text_answer", lambda *_: next(answers))
+    with pytest.raises(probe.ProbeError, match="could not measure null-syscall: getppid: Bad"):
+        probe.primitives("127.0.0.1", 7)
+    with pytest.raises(probe.ProbeError, match="not a line NAME 7 CYCLES"):
+        probe.primitives("127.0.0.1", 7)
 
 
 def test_an_unknown_command_closes_that_connection_and_the_server_goes_on(served):

@@ -35,6 +35,11 @@
  *                          (Tcp.InSegs, TcpExt.TCPRcvCollapsed, ...) and
  *                          the packets, bytes, errors and drops of every
  *                          interface but lo (eth0.rx_drop, ...)
+ *     'K' + 8-byte N    -> what the kernel's and libc's primitives cost
+ *                          here, N times each (1..100000), as text lines
+ *                          "NAME OPS CYCLES" (primitives.c: a system call,
+ *                          a clock read, a page mapped and unmapped, a
+ *                          switch between threads, a 16 KiB memcpy)
  * Numbers on the wire are little-endian unsigned 64-bit. A short read,
  * a bad command or a failed write closes that connection with a message
  * on stderr; the server goes on.
@@ -51,16 +56,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static uint64_t cycles(void)
-{
-	uint32_t hi, lo, again;
-	do {
-		__asm__ volatile("rdtimeh %0" : "=r"(hi));
-		__asm__ volatile("rdtime %0" : "=r"(lo));
-		__asm__ volatile("rdtimeh %0" : "=r"(again));
-	} while (hi != again);
-	return ((uint64_t)hi << 32) | lo;
-}
+#include "cycles.h"
 
 static int read_full(int fd, void *buf, size_t len)
 {
@@ -394,6 +390,10 @@ static void serve_one(int fd)
 		break;
 	case 'P':
 		where_cycles_go(fd);
+		break;
+	case 'K':
+		if (get_u64(fd, &n) == 0)
+			primitives(fd, n);
 		break;
 	default:
 		fprintf(stderr, "rtlprobe: unknown command 0x%02x\n", cmd);

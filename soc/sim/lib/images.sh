@@ -86,7 +86,7 @@ build_userland() {
   run_logged cargo "$repo/buildroot-overlay/assemble.sh" --target riscv32imac-unknown-linux-musl \
     --bin "${CARGO_TARGET_DIR:-$repo/target}/riscv32imac-unknown-linux-musl/board" --out "$variant_dir/overlay"
   run_logged cargo "$AESD_ZIG" cc -target riscv32-linux-musl -mcpu=generic_rv32+m+a+c -O2 -static -s \
-    -o "$variant_dir/rtlprobe" "$here/guest/rtlprobe.c"
+    -o "$variant_dir/rtlprobe" "$here/guest/rtlprobe.c" "$here/guest/primitives.c"
   run_logged cargo env -C "$repo" nice -n 19 cargo build --locked --target riscv32imac-unknown-linux-musl \
     --release -p aesd-vexriscv --features emulate --example vexriscv_count "-j$jobs"
   install -m 0755 "${CARGO_TARGET_DIR:-$repo/target}/riscv32imac-unknown-linux-musl/release/examples/vexriscv_count" \
