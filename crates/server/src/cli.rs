@@ -98,14 +98,16 @@ pub fn main() -> ExitCode {
         backend.engine.name(),
         backend.reason
     );
-    let runtime =
-        match job_port_runtime(std::thread::available_parallelism().map_or(1, usize::from)) {
-            Ok(runtime) => runtime,
-            Err(err) => {
-                eprintln!("aesd: cannot start the async runtime: {err}");
-                return ExitCode::FAILURE;
-            }
-        };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("aesd: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     // The HTTP API's own thread: stopped (and its handlers waited for)
     // once the job port has shut down, before the runtime is.
     let mut api_thread = None;
@@ -173,22 +175,6 @@ pub fn main() -> ExitCode {
         thread.stop();
     }
     code
-}
-
-/// The async runtime of the job port (the threads that move the jobs'
-/// bytes; the cryptography runs on the worker pool) for a machine with
-/// `cpus` CPUs available to aesd. One CPU gets tokio's current-thread
-/// scheduler: its multi-thread one would run the same work on one worker
-/// thread beside the thread that blocks on the server, and read the clock
-/// several times per batch of tasks for its statistics, a system call
-/// each on riscv32 Linux (no clock in its vDSO) on a board's only core.
-fn job_port_runtime(cpus: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = if cpus <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
-    builder.enable_all().build()
 }
 
 /// Raises the soft open-file limit to the hard one and lowers
@@ -328,19 +314,4 @@ fn shutdown_signals() -> (
             }
         },
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio::runtime::RuntimeFlavor;
-
-    use super::job_port_runtime;
-
-    #[test]
-    fn one_cpu_runs_the_job_port_on_one_thread_and_more_on_a_thread_pool() {
-        let flavor = |cpus| job_port_runtime(cpus).unwrap().handle().runtime_flavor();
-        assert_eq!(flavor(1), RuntimeFlavor::CurrentThread);
-        assert_eq!(flavor(2), RuntimeFlavor::MultiThread);
-        assert_eq!(flavor(4), RuntimeFlavor::MultiThread);
-    }
 }
