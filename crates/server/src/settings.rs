@@ -447,7 +447,9 @@ fn log_filter(filter: &str) -> Result<(), String> {
         .map_err(|err| format!("not a valid filter: {err}"))
 }
 
-/// The shown default of one flag (without `--`).
+/// The shown default of one flag (without `--`); the command line writes
+/// them all out once instead ([`crate::config::Cli::command_with_defaults`]).
+#[cfg(test)]
 pub fn shown_for(flag: &str) -> Option<String> {
     shown_defaults()
         .into_iter()
