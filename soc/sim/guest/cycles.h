@@ -6,6 +6,7 @@
 #ifndef RTLPROBE_CYCLES_H
 #define RTLPROBE_CYCLES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 static inline uint64_t cycles(void)
@@ -23,6 +24,9 @@ static inline uint64_t cycles(void)
  * made of cost on this core and kernel, n times each, as text lines
  * "NAME OPS CYCLES" on fd. 0 when answered. */
 int primitives(int fd, uint64_t n);
+
+/* Writes all len bytes of buf to fd (rtlprobe.c); 0 when written. */
+int write_full(int fd, const void *buf, size_t len);
 
 /* The largest n that 'K' takes. */
 #define PRIMITIVES_MAX_OPS 100000

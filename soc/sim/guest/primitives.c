@@ -219,13 +219,5 @@ int primitives(int fd, uint64_t n)
 	}
 	if (used > sizeof out)
 		used = sizeof out;
-	for (size_t sent = 0; sent < used;) {
-		ssize_t n_sent = write(fd, out + sent, used - sent);
-		if (n_sent < 0 && errno == EINTR)
-			continue;
-		if (n_sent <= 0)
-			return -1;
-		sent += (size_t)n_sent;
-	}
-	return 0;
+	return write_full(fd, out, used);
 }

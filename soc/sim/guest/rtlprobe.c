@@ -73,7 +73,7 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
+int write_full(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 	while (len > 0) {
