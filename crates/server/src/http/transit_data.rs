@@ -214,12 +214,15 @@ fn items_endpoint(
     });
     let path = request.path.as_str();
     let run = |open: &UnsealedKeyring, items: &[Item]| -> Vec<Result<ItemAnswer, String>> {
-        // One read of the random source for all of the items' nonces.
-        let mut nonces = NoncePool::for_items(items.len());
-        items
-            .iter()
-            .map(|item| run_item(open, endpoint, name, item, &mut nonces))
-            .collect()
+        // At most one read of the random source for all of the items'
+        // nonces, and none for most single encryptions (this thread's
+        // pool still holds some from an earlier request).
+        NoncePool::with_thread_pool(items.len(), |nonces| {
+            items
+                .iter()
+                .map(|item| run_item(open, endpoint, name, item, nonces))
+                .collect()
+        })
     };
     let (items, partial, results) = match endpoint {
         Endpoint::Encrypt => {
