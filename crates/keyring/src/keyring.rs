@@ -113,6 +113,18 @@ impl Keyring {
         self.key(name).map(NamedKey::metadata)
     }
 
+    /// Whether the keyring holds a key of this name (no copy of its
+    /// metadata, unlike [`Keyring::read`]: a request's existence checks).
+    pub fn contains(&self, name: &str) -> bool {
+        self.keys.contains_key(name)
+    }
+
+    /// `Ok` when the keyring holds a key of this name, else the error
+    /// [`Keyring::read`] gives (without copying the metadata).
+    pub fn require(&self, name: &str) -> Result<(), KeyringError> {
+        self.key(name).map(|_| ())
+    }
+
     /// The key's newest version; `None` without such a key (no copy of
     /// its metadata, unlike [`Keyring::read`]).
     pub fn latest_version(&self, name: &str) -> Option<u32> {

@@ -70,6 +70,14 @@ fn create_read_list_and_defaults() {
             name: "nope".into()
         })
     );
+    assert!(ring.contains("k1") && ring.contains("a.b") && !ring.contains("nope"));
+    assert_eq!(ring.require("k1"), Ok(()));
+    assert_eq!(
+        ring.require("nope"),
+        Err(KeyringError::UnknownKey {
+            name: "nope".into()
+        })
+    );
     assert!(matches!(
         KeyType::parse("aes128-gcm96"),
         Err(KeyringError::UnsupportedType { .. })

@@ -322,7 +322,7 @@ fn runs_inline(request: &ApiRequest, state: &KeyringState) -> bool {
     }
     if let Some(name) = request.path.strip_prefix("transit/encrypt/") {
         return state
-            .read(|open| Ok::<_, keyring_state::StateError>(open.keyring.read(name).is_ok()))
+            .read(|open| Ok::<_, keyring_state::StateError>(open.keyring.contains(name)))
             .unwrap_or(false);
     }
     [

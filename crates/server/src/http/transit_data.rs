@@ -227,7 +227,7 @@ fn items_endpoint(
     let (items, partial, results) = match endpoint {
         Endpoint::Encrypt => {
             let key_type = key_type_for_create(fields);
-            let exists = state.read(|open| Ok::<_, ApiError>(open.keyring.read(name).is_ok()))?;
+            let exists = state.read(|open| Ok::<_, ApiError>(open.keyring.contains(name)))?;
             if exists {
                 state.read(|open| {
                     authorize(open, request, path, &[Capability::Update])?;
@@ -239,7 +239,7 @@ fn items_endpoint(
                 // Stored even when every item fails, as OpenBao keeps
                 // the key it made.
                 state.change(|open| {
-                    let exists = open.keyring.read(name).is_ok();
+                    let exists = open.keyring.contains(name);
                     authorize(open, request, path, &[create_or_update(exists)])?;
                     let (items, partial) = parsed?;
                     if !exists {
@@ -260,7 +260,7 @@ fn items_endpoint(
                 authorize(open, request, path, &[Capability::Update])?;
                 let (items, partial) = parsed?;
                 open.keyring
-                    .read(name)
+                    .require(name)
                     .map_err(|err| refused(&err, Op::Decrypt))?;
                 let results = run(open, &items);
                 Ok::<_, ApiError>((items, partial, results))

@@ -108,7 +108,7 @@ fn key(state: &KeyringState, request: &ApiRequest, name: &str) -> Result<Reply, 
                 ..KeyConfigUpdate::default()
             };
             state.change(|open| {
-                let exists = open.keyring.read(name).is_ok();
+                let exists = open.keyring.contains(name);
                 authorize(open, request, path, &[create_or_update(exists)])?;
                 // A write to an existing key answers its metadata and
                 // changes nothing, as OpenBao's does.
