@@ -13,7 +13,14 @@
  *   touch   as copy, and xor every byte in place first (a stand-in for a
  *           cipher that reads and writes each byte);
  *   splice  socket -> pipe -> socket inside the kernel (no copy into user
- *           memory: below anything that encrypts).
+ *           memory: below anything that encrypts);
+ *   http    reads HTTP/1.1 requests (each until its header's end and then
+ *           Content-Length bytes, into BUF bytes at most) and answers every
+ *           one, keep-alive, with the same canned 200: a Transit answer of
+ *           the size aesd gives a 1 KiB encryption (a 1603-byte JSON body
+ *           with its `vault:v1:` ciphertext). No parsing beyond that, no
+ *           JSON, no cryptography: the floor under a request-response
+ *           server's CPU per request (scripts/bench/transit.sh --floor).
  * SNDBUF > 0 sets SO_SNDBUF, RCVBUF > 0 SO_RCVBUF on the listening socket,
  * which accepted sockets inherit (the kernel doubles the value, caps it at
  * net.core.[rw]mem_max and stops autotuning that side); 0 leaves the
@@ -42,7 +49,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum mode { COPY, TOUCH, SPLICE };
+enum mode { COPY, TOUCH, SPLICE, HTTP };
 
 /* What touch xors into every byte. */
 #define TOUCH_XOR 0x5a
@@ -125,11 +132,92 @@ out:
 	close(pipefd[1]);
 }
 
+/* The http mode's answer, built once by http_answer_init. */
+static char *http_answer;
+static size_t http_answer_len;
+
+/* The canned answer: headers as aesd sends them, a body of the size aesd's
+ * answer to a 1 KiB encryption has (1 024 bytes, a 12-byte nonce and a
+ * 16-byte tag: 1 404 characters of base64 after `vault:v1:`). */
+static void http_answer_init(void)
+{
+	static const char head[] = "{\"auth\":null,\"data\":{\"ciphertext\":\"vault:v1:";
+	static const char tail[] =
+		"\",\"key_version\":1},\"lease_duration\":0,\"lease_id\":\"\",\"renewable\":false,"
+		"\"request_id\":\"00000000-0000-0000-0000-000000000000\",\"warnings\":null,"
+		"\"wrap_info\":null}";
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t text = (1024 + 12 + 16 + 2) / 3 * 4, body = strlen(head) + text + strlen(tail), i;
+	char *p;
+	http_answer = malloc(body + 256);
+	if (!http_answer)
+		die("malloc");
+	p = http_answer + sprintf(http_answer,
+				  "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+				  "content-length: %zu\r\ndate: Sun, 29 Nov 2026 00:00:00 GMT\r\n\r\n",
+				  body);
+	p += sprintf(p, "%s", head);
+	for (i = 0; i < text; i++)
+		*p++ = b64[i % 64];
+	p += sprintf(p, "%s", tail);
+	http_answer_len = (size_t)(p - http_answer);
+}
+
+/* The length of the first whole request in buf[0..n), 0 while it is not
+ * complete yet, -1 when it cannot be one (no Content-Length where a body
+ * would be needed is taken as none). */
+static ssize_t http_request_len(const char *buf, size_t n)
+{
+	const char *end = memmem(buf, n, "\r\n\r\n", 4), *cl;
+	size_t head, body = 0;
+	if (!end)
+		return 0;
+	head = (size_t)(end - buf) + 4;
+	cl = memmem(buf, head, "\r\nContent-Length:", 17);
+	if (!cl)
+		cl = memmem(buf, head, "\r\ncontent-length:", 17);
+	if (cl)
+		body = strtoul(cl + 17, NULL, 10);
+	return head + body <= n ? (ssize_t)(head + body) : 0;
+}
+
+static void answer_http(struct server_conn *c)
+{
+	char *buf = malloc(c->buf);
+	size_t have = 0;
+	if (!buf)
+		die("malloc");
+	for (;;) {
+		ssize_t whole = http_request_len(buf, have), r;
+		if (whole > 0) {
+			if (write_all(c->fd, (unsigned char *)http_answer, http_answer_len) < 0)
+				break;
+			memmove(buf, buf + whole, have - (size_t)whole);
+			have -= (size_t)whole;
+			continue;
+		}
+		if (have == c->buf) {
+			fprintf(stderr, "loopback-floor: a request above %zu bytes\n", c->buf);
+			break;
+		}
+		r = read(c->fd, buf + have, c->buf - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+	}
+	free(buf);
+}
+
 static void *serve(void *arg)
 {
 	struct server_conn *c = arg;
 	if (c->mode == SPLICE)
 		echo_splice(c);
+	else if (c->mode == HTTP)
+		answer_http(c);
 	else
 		echo_user(c);
 	shutdown(c->fd, SHUT_WR);
@@ -162,6 +250,8 @@ static void server(int port, enum mode mode, size_t buf, int sndbuf, int rcvbuf)
 	int one = 1;
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int lfd;
+	if (mode == HTTP)
+		http_answer_init();
 	sigemptyset(&term);
 	sigaddset(&term, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
@@ -313,7 +403,7 @@ static int client(int port, int connections, size_t bytes, size_t write_size, un
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: loopback-floor server PORT copy|touch|splice BUF SNDBUF RCVBUF\n"
+	fprintf(stderr, "usage: loopback-floor server PORT copy|touch|splice|http BUF SNDBUF RCVBUF\n"
 			"       loopback-floor client PORT CONNECTIONS BYTES WRITE copy|touch|splice\n");
 	exit(2);
 }
@@ -326,6 +416,8 @@ static enum mode parse_mode(const char *s)
 		return TOUCH;
 	if (!strcmp(s, "splice"))
 		return SPLICE;
+	if (!strcmp(s, "http"))
+		return HTTP;
 	usage();
 	return COPY;
 }

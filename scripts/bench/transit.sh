@@ -8,10 +8,17 @@
 # second, the server's own CPU (user + system from /proc/PID/stat) per
 # request (item), its peak RSS (VmHWM), and aesd's figures as a share of
 # OpenBao's. A benchmark, not a test: it prints figures and gates nothing.
+# With --floor, a third server gets the same 1 KiB requests in the same run:
+# scripts/bench/loopback-floor.c's http mode (gcc -O2), which reads each
+# request and sends a canned answer of the size aesd's (a thread per
+# connection, blocking reads, no JSON, no cryptography): the least a server
+# pays per request on this host, printed as a share of OpenBao's CPU with
+# aesd's CPU above it.
 #
-# Usage: bash scripts/bench/transit.sh [--requests N] [--batches N] [--no-build]
+# Usage: bash scripts/bench/transit.sh [--requests N] [--batches N] [--floor] [--no-build]
 #   --requests N   1 KiB encryptions per server (default 5000)
 #   --batches N    batches of 100 per server (default 100)
+#   --floor        also measure the floor above (1 KiB requests only)
 #   --no-build     use target/release/aesd as it is
 # Exit status: 0 done; 1 a build, start or answer failed; 2 bad usage.
 set -euo pipefail
@@ -24,6 +31,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 requests=5000
 batches=100
 build=1
+floor=0
 while (($#)); do
   case "$1" in
     --requests | --batches)
@@ -35,8 +43,9 @@ while (($#)); do
       shift
       ;;
     --no-build) build=0 ;;
+    --floor) floor=1 ;;
     -h | --help)
-      sed -n '2,16s/^# \{0,1\}//p' "$0"
+      sed -n '2,24s/^# \{0,1\}//p' "$0"
       exit 0
       ;;
     *)
@@ -83,6 +92,19 @@ step "$requests encryptions of 1 KiB and $batches batches of 100 per server, one
   openbao "$requests" "$batches" | tee "$work/figures"
 "$venv/bin/python" "$root/scripts/bench/transit.py" "http://127.0.0.1:$aesd_port" "$aesd_pid" \
   aesd "$requests" "$batches" | tee -a "$work/figures"
+if ((floor)); then
+  step "the floor: loopback-floor's http mode (canned answers), $requests requests of 1 KiB"
+  apt_install gcc libc6-dev
+  gcc -O2 -Wall -Wextra -Werror -pthread -o "$work/loopback-floor" \
+    "$root/scripts/bench/loopback-floor.c"
+  floor_port="$(free_port)"
+  "$work/loopback-floor" server "$floor_port" http 65536 0 0 >"$work/floor.out" &
+  pids+=("$!")
+  floor_pid="$!"
+  wait_port "$floor_port" 30
+  "$venv/bin/python" "$root/scripts/bench/transit.py" "http://127.0.0.1:$floor_port" \
+    "$floor_pid" floor "$requests" 0 | tee -a "$work/figures"
+fi
 python3 - "$work/figures" <<'PY'
 import sys
 figures = {}
@@ -90,7 +112,13 @@ for line in open(sys.argv[1]):
     label, name, value, _unit = line.split()
     figures[(label, name)] = float(value)
 print("aesd as a share of OpenBao (lower is better for CPU and RSS, higher for rates):")
-for name in sorted({name for _, name in figures}):
+for name in sorted({name for label, name in figures if label == "aesd"}):
     bao, aesd = figures[("openbao", name)], figures[("aesd", name)]
     print(f"  {name:32} {aesd / bao if bao else float('inf'):8.3f}")
+cpu = "encrypt_1k_cpu_per_request"
+if ("floor", cpu) in figures:
+    bao, aesd, floor = (figures[(label, cpu)] for label in ("openbao", "aesd", "floor"))
+    print(f"CPU per 1 KiB request against the floor (a canned-answer server): floor "
+          f"{floor:.1f} us = {floor / bao:.3f} of OpenBao's; aesd above it {aesd - floor:.1f} us "
+          f"= {(aesd - floor) / bao:.3f}; OpenBao above it {bao - floor:.1f} us")
 PY
