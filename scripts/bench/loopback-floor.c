@@ -165,8 +165,7 @@ static void http_answer_init(void)
 }
 
 /* The length of the first whole request in buf[0..n), 0 while it is not
- * complete yet, -1 when it cannot be one (no Content-Length where a body
- * would be needed is taken as none). */
+ * complete yet (a header without Content-Length is taken as no body). */
 static ssize_t http_request_len(const char *buf, size_t n)
 {
 	const char *end = memmem(buf, n, "\r\n\r\n", 4), *cl;
