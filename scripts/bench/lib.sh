@@ -67,6 +67,14 @@ bench_build() {
              | "\(.target.name) \(.executable)"'
 }
 
+# Builds scripts/bench/loopback-floor.c (the echo and canned-answer servers
+# the floors are measured with, and their client) into OUT.
+loopback_floor_build() {
+  local out="$1"
+  apt_install gcc libc6-dev
+  gcc -O2 -Wall -Wextra -Werror -pthread -o "$out" "$root/scripts/bench/loopback-floor.c"
+}
+
 # Builds the instruction-counting TCG plugin (scripts/bench/icount.c) once per
 # version of its source, into the cache, and prints its path.
 icount_plugin() {

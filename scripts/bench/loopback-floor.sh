@@ -31,6 +31,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/lib.sh
 . "$root/scripts/lib.sh"
+# shellcheck source=scripts/bench/lib.sh
+. "$root/scripts/bench/lib.sh"
 
 die_usage() {
   echo "loopback-floor.sh: $* (try --help)" >&2
@@ -84,7 +86,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-gcc -O2 -Wall -Wextra -Werror -pthread -o "$work/loopback-floor" "$root/scripts/bench/loopback-floor.c"
+loopback_floor_build "$work/loopback-floor"
 
 results="$work/results"
 : >"$results"

@@ -94,9 +94,7 @@ step "$requests encryptions of 1 KiB and $batches batches of 100 per server, one
   aesd "$requests" "$batches" | tee -a "$work/figures"
 if ((floor)); then
   step "the floor: loopback-floor's http mode (canned answers), $requests requests of 1 KiB"
-  apt_install gcc libc6-dev
-  gcc -O2 -Wall -Wextra -Werror -pthread -o "$work/loopback-floor" \
-    "$root/scripts/bench/loopback-floor.c"
+  loopback_floor_build "$work/loopback-floor"
   floor_port="$(free_port)"
   "$work/loopback-floor" server "$floor_port" http 65536 0 0 >"$work/floor.out" &
   pids+=("$!")
