@@ -51,6 +51,7 @@ fn settings(token: bool) -> Arc<Settings> {
         chunk_size: 4096,
         access_token: token.then(|| AccessToken::new(TOKEN.as_bytes())),
         named_keys: None,
+        spare_buffers: Arc::new(aesd_core::chunk::SpareBuffers::for_chunk_size(4096)),
         handshake_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(1),
         max_jobs: 8,

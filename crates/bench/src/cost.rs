@@ -438,6 +438,7 @@ fn job_settings(chunk: usize) -> Arc<Settings> {
         chunk_size: chunk as u32,
         access_token: None,
         named_keys: None,
+        spare_buffers: Arc::new(aesd_core::chunk::SpareBuffers::for_chunk_size(chunk as u32)),
         handshake_timeout: Duration::from_secs(3600),
         idle_timeout: Duration::from_secs(3600),
         max_jobs: 1,

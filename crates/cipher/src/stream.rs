@@ -102,6 +102,14 @@ impl ChunkBuf<WipedBytes> {
     pub fn with_capacity(capacity: usize) -> Self {
         Self::new(WipedBytes::zeroed(Self::HEADROOM + capacity + BLOCK))
     }
+
+    /// Overwrites the whole storage with zeros (the headroom's carried
+    /// block and the padding room too) and empties the buffer: nothing of
+    /// the stream it held is left for the next one to use it.
+    pub fn wipe(&mut self) {
+        self.bytes.wipe();
+        self.clear();
+    }
 }
 
 /// Heap bytes that are wiped when dropped, a 64-bit word at a time (the
@@ -286,6 +294,11 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> ChunkBuf<S> {
     pub fn clear(&mut self) {
         self.start = Self::HEADROOM;
         self.end = Self::HEADROOM;
+    }
+
+    /// The whole storage: headroom, live content, the rest.
+    pub fn storage(&self) -> &[u8] {
+        self.bytes.as_ref()
     }
 
     /// The live content.

@@ -85,6 +85,9 @@ impl Shared {
         let named_keys = Arc::new(crate::named_keys::KeyringKeys::default());
         let settings = Arc::new(Settings {
             named_keys: Some(Arc::clone(&named_keys) as Arc<dyn aesd_core::named_key::NamedKeys>),
+            spare_buffers: Arc::new(aesd_core::chunk::SpareBuffers::for_chunk_size(
+                config.chunk_size,
+            )),
             server_name: format!("aesd {}", env!("CARGO_PKG_VERSION")),
             chunk_size: config.chunk_size,
             access_token: secrets

@@ -50,7 +50,7 @@ use aesd_proto::{
 pub use error::{SessionError, empty_data_frame};
 
 use crate::access_token::AccessToken;
-use crate::chunk::ChunkBuf;
+use crate::chunk::{ChunkBuf, SpareBuffers};
 use crate::job::{
     Derivation, EncryptFeed, JobError, JobLimits, OpensslJob, Refusal, Started, Transform, Work,
 };
@@ -82,6 +82,9 @@ pub struct Settings {
     /// The keyring by-name jobs (key source 5) use; `None`: the server has
     /// none, and they fail `sealed`.
     pub named_keys: Option<Arc<dyn crate::named_key::NamedKeys>>,
+    /// Where a job takes its chunk buffers from and gives them back to
+    /// when it ends (wiped), shared by the server's connections.
+    pub spare_buffers: Arc<SpareBuffers>,
 }
 
 /// What the connection wants read next.
@@ -304,6 +307,8 @@ struct Job {
     free: Vec<ChunkBuf>,
     /// Buffers allocated so far (at most [`BUFFERS_PER_JOB`]).
     allocated: usize,
+    /// Where they come from and go back to.
+    spare: Arc<SpareBuffers>,
     /// Chunks read, waiting for the cipher.
     input: VecDeque<ChunkBuf>,
     /// Payload bytes read.
@@ -330,10 +335,14 @@ struct Job {
 }
 
 impl Drop for Job {
-    /// A job that ends early: its chunks not begun are not encrypted.
+    /// A job that ends early: its chunks not begun are not encrypted. The
+    /// buffers it holds go back to the spare ones, wiped.
     fn drop(&mut self) {
         if let Cipher::Lane(feed) = &self.cipher {
             feed.abandon();
+        }
+        for buf in self.free.drain(..).chain(self.input.drain(..)) {
+            self.spare.give_back(buf);
         }
     }
 }
@@ -700,6 +709,7 @@ impl Connection {
             cipher: Cipher::Starting,
             free: Vec::new(),
             allocated: 0,
+            spare: Arc::clone(&self.settings.spare_buffers),
             input: VecDeque::new(),
             bytes_read: 0,
             bytes_out: 0,
@@ -1308,7 +1318,7 @@ impl Job {
         }
         if self.allocated < BUFFERS_PER_JOB {
             self.allocated += 1;
-            return Some(ChunkBuf::with_capacity(chunk_size as usize));
+            return Some(self.spare.take(chunk_size as usize));
         }
         None
     }

@@ -165,6 +165,7 @@ mod tests {
             chunk_size: 4096,
             access_token: None,
             named_keys: None,
+            spare_buffers: Arc::new(crate::chunk::SpareBuffers::for_chunk_size(4096)),
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(10),
             max_jobs: 4,

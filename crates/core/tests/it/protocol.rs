@@ -9,10 +9,12 @@
 //! clients, metrics, signals, one end-to-end job per format) stays in
 //! aesd-server's tests.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aesd_core::access_token::AccessToken;
-use aesd_core::connection::{AdmissionReply, Settings, Stop};
+use aesd_core::chunk::SpareBuffers;
+use aesd_core::connection::{AdmissionReply, BUFFERS_PER_JOB, Settings, Stop};
 use aesd_core::job::{JobLimits, Refusal};
 use aesd_core::memory::harness::{Harness, Record};
 use aesd_core::openssl_enc::{decrypt_buffer, encrypt_buffer};
@@ -30,6 +32,7 @@ fn settings() -> Settings {
         chunk_size: 4096,
         access_token: None,
         named_keys: None,
+        spare_buffers: Arc::new(SpareBuffers::for_chunk_size(4096)),
         handshake_timeout: HANDSHAKE,
         idle_timeout: IDLE,
         max_jobs: 3,
@@ -84,6 +87,27 @@ fn encryption(mut harness: Harness, bytes: &[u8], chunk: usize) -> Harness {
         harness = harness.message(&data(piece));
     }
     harness.message(&Message::End)
+}
+
+/// A whole decryption job of `file`, in data frames of `chunk`.
+fn decryption(mut harness: Harness, file: &[u8], chunk: usize) -> Harness {
+    harness = harness.message(&begin(Operation::Decrypt, ITERATIONS));
+    for piece in file.chunks(chunk) {
+        harness = harness.message(&data(piece));
+    }
+    harness.message(&Message::End)
+}
+
+/// `len` bytes of plaintext encrypted under a password that is not
+/// [`PASSWORD`]: their decryption fails at its end.
+fn under_another_password(len: usize, seed: u8) -> Vec<u8> {
+    encrypt_buffer(
+        b"another password",
+        &[9; 8],
+        ITERATIONS,
+        &plain(len, seed),
+        1000,
+    )
 }
 
 fn assert_decrypts_to(record: &Record, index: usize, expected: &[u8]) {
@@ -451,24 +475,72 @@ fn an_iteration_count_outside_the_bounds_fails_before_admission() {
 
 #[test]
 fn a_failed_decryption_discards_its_input_and_the_next_job_runs() {
-    let file = encrypt_buffer(
-        b"another password",
-        &[9; 8],
-        ITERATIONS,
-        &plain(3000, 7),
-        1000,
-    );
-    let mut harness = welcomed(settings()).message(&begin(Operation::Decrypt, ITERATIONS));
-    for piece in file.chunks(500) {
-        harness = harness.message(&data(piece));
-    }
+    let harness = decryption(welcomed(settings()), &under_another_password(3000, 7), 500);
     let next = plain(2000, 8);
-    let record = encryption(harness.message(&Message::End), &next, 700)
-        .close()
-        .run();
+    let record = encryption(harness, &next, 700).close().run();
     assert_eq!(record.error_codes(), [ErrorCode::DecryptFailed]);
     assert_decrypts_to(&record, 0, &next);
     assert_eq!(record.unread, 0, "the discarded input was read to its end");
+}
+
+// --- Chunk buffers kept between jobs -------------------------------------
+
+/// Settings whose jobs take their chunk buffers from `spare`.
+fn sharing(spare: &Arc<SpareBuffers>) -> Settings {
+    Settings {
+        spare_buffers: Arc::clone(spare),
+        ..settings()
+    }
+}
+
+#[test]
+fn the_next_job_takes_the_buffers_the_last_one_gave_back_and_both_are_right() {
+    let first = plain(9000, 1);
+    let once = Arc::new(SpareBuffers::for_chunk_size(4096));
+    let record = encryption(welcomed(sharing(&once)), &first, 4096)
+        .close()
+        .run();
+    assert_decrypts_to(&record, 0, &first);
+    let one_job = once.kept();
+    assert!((1..=BUFFERS_PER_JOB).contains(&one_job), "{one_job}");
+
+    // Then a decryption and an encryption on the same connection: each
+    // takes the buffers the job before it gave back, so no more are kept
+    // after three jobs than after one.
+    let second = plain(7000, 2);
+    let file = encrypt_buffer(PASSWORD, &[3; 8], ITERATIONS, &second, 1000);
+    let third = plain(5000, 3);
+    let spare = Arc::new(SpareBuffers::for_chunk_size(4096));
+    let harness = encryption(welcomed(sharing(&spare)), &first, 4096);
+    let harness = decryption(harness, &file, 4096);
+    let record = encryption(harness, &third, 4096).close().run();
+    assert!(record.error_codes().is_empty(), "{:?}", record.kinds());
+    assert_decrypts_to(&record, 0, &first);
+    assert_eq!(record.files()[1], second);
+    assert_decrypts_to(&record, 2, &third);
+    assert_eq!(spare.kept(), one_job);
+}
+
+#[test]
+fn a_failed_jobs_buffers_come_back_too() {
+    let spare = Arc::new(SpareBuffers::for_chunk_size(4096));
+    let file = under_another_password(9000, 4);
+    let record = decryption(welcomed(sharing(&spare)), &file, 4096)
+        .close()
+        .run();
+    assert_eq!(record.error_codes(), [ErrorCode::DecryptFailed]);
+    assert!(spare.kept() >= 1);
+}
+
+#[test]
+fn with_no_room_for_spares_every_job_still_runs() {
+    let spare = Arc::new(SpareBuffers::new(4096, 0));
+    let (first, second) = (plain(9000, 5), plain(9000, 6));
+    let harness = encryption(welcomed(sharing(&spare)), &first, 4096);
+    let record = encryption(harness, &second, 4096).close().run();
+    assert_decrypts_to(&record, 0, &first);
+    assert_decrypts_to(&record, 1, &second);
+    assert_eq!(spare.kept(), 0);
 }
 
 // --- Access tokens -------------------------------------------------------
